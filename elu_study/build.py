@@ -1,0 +1,197 @@
+"""Build a kernel file into a Python module with ``torch.utils.cpp_extension.load_inline``.
+
+A variant is one ``.cu`` file that defines ``launch_elu`` (see ``kernels/common/elu.cuh``);
+``kernels/common/binding.cpp`` gives every variant the same Python face:
+``module.elu(x, alpha=1.0, out=None)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
+COMMON_DIR = KERNELS_DIR / "common"
+BASE_CUDA_CFLAGS = ("-O3", "-lineinfo")
+_FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.MULTILINE)
+
+
+def _configure_toolchain() -> None:
+    """Let the build work on a machine with no GPU, unless the user chose otherwise.
+
+    Without a GPU, torch cannot guess the target architecture (it fails with an
+    IndexError), so default to Hopper, the study's GPU. With nvcc reached through a
+    wrapper in /usr/local/bin, torch would take /usr/local as CUDA_HOME and fail to
+    link cudart, so point it at the toolkit that holds nvcc.
+    """
+    if not os.environ.get("CUDA_HOME") and not os.environ.get("CUDA_PATH"):
+        for candidate in ("/usr/local/cuda", "/usr/local/cuda-13.0"):
+            if Path(candidate, "bin", "nvcc").exists():
+                os.environ["CUDA_HOME"] = candidate
+                break
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        import torch
+
+        if not torch.cuda.is_available():
+            os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+
+
+@functools.cache
+def _cpp_extension():
+    _configure_toolchain()
+    # Without a GPU this import logs "No CUDA runtime is found" on stderr, which
+    # notebooks would then carry as an output that differs from a GPU run.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    from torch.utils import cpp_extension
+
+    return cpp_extension
+
+
+def known_variants() -> dict[str, Path]:
+    """The study's steps, ``{"1_naive": Path(...), ...}``, in step order."""
+    files = sorted(KERNELS_DIR.glob("[0-9]*_*.cu"), key=lambda p: int(p.name.split("_")[0]))
+    return {p.stem: p for p in files}
+
+
+def resolve_variant(name_or_path: str | os.PathLike) -> Path:
+    """A step name (``"2_float4"``, ``"float4"`` or ``"2"``) or the path of a user's own .cu file."""
+    path = Path(name_or_path)
+    if path.suffix == ".cu":
+        if not path.is_file():
+            raise FileNotFoundError(f"no kernel file at {path}")
+        return path.resolve()
+    variants = known_variants()
+    key = str(name_or_path)
+    for stem, file in variants.items():
+        number, _, label = stem.partition("_")
+        if key in (stem, number, label):
+            return file
+    raise ValueError(f"unknown variant {key!r}; known variants: {', '.join(variants)} (or a path to a .cu file)")
+
+
+def file_flags(source: str) -> list[str]:
+    """nvcc flags a kernel file asks for in a ``// elu-study: nvcc-flags = ...`` line."""
+    return [flag for match in _FLAGS_DIRECTIVE.findall(source) for flag in match.split()]
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """Everything that determines a build; its hash names the extension."""
+
+    source_path: Path
+    cuda_flags: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return self.source_path.stem
+
+    def cuda_source(self) -> str:
+        return self.source_path.read_text()
+
+    def extension_name(self) -> str:
+        import torch
+
+        digest = hashlib.sha256()
+        # Headers are #included, so load_inline's own check would miss edits to them.
+        for part in (self.cuda_source(), *(p.read_text() for p in sorted(COMMON_DIR.iterdir()) if p.is_file())):
+            digest.update(part.encode())
+        digest.update(" ".join(self.cuda_flags).encode())
+        digest.update(os.environ.get("TORCH_CUDA_ARCH_LIST", "").encode())
+        digest.update(torch.__version__.encode())
+        safe = re.sub(r"\W", "_", self.label)
+        return f"elu_{safe}_{digest.hexdigest()[:12]}"
+
+
+def build_spec(name_or_path: str | os.PathLike, extra_cuda_cflags: list[str] | tuple[str, ...] | None = None) -> BuildSpec:
+    path = resolve_variant(name_or_path)
+    flags = (*BASE_CUDA_CFLAGS, *file_flags(path.read_text()), *(extra_cuda_cflags or ()))
+    return BuildSpec(path, tuple(flags))
+
+
+def compile_variant(
+    name_or_path: str | os.PathLike,
+    *,
+    extra_cuda_cflags: list[str] | tuple[str, ...] | None = None,
+    verbose: bool = False,
+):
+    """Build a step from ``kernels/`` (or your own ``.cu`` file) and return its module.
+
+    The module's ``elu(x, alpha=1.0, out=None)`` runs the kernel on the current
+    stream. Builds are cached on disk (``TORCH_EXTENSIONS_DIR``) under a name that
+    hashes the sources and flags, and in memory for this process.
+
+    >>> naive = compile_variant("1_naive")
+    >>> y = naive.elu(x, alpha=0.5)
+    """
+    _configure_toolchain()
+    spec = build_spec(name_or_path, extra_cuda_cflags)
+    return _load(spec, verbose)
+
+
+@functools.lru_cache(maxsize=None)
+def _load(spec: BuildSpec, verbose: bool = False):
+    module = _cpp_extension().load_inline(
+        name=spec.extension_name(),
+        cpp_sources=(COMMON_DIR / "binding.cpp").read_text(),
+        cuda_sources=spec.cuda_source(),
+        extra_cuda_cflags=list(spec.cuda_flags),
+        extra_include_paths=[str(KERNELS_DIR), str(spec.source_path.parent)],
+        verbose=verbose,
+    )
+    module.spec = spec
+    return module
+
+
+def built_library(module) -> Path:
+    """The shared object that holds a compiled variant's SASS."""
+    return Path(module.__file__)
+
+
+def find_cuda_tool(tool: str) -> str:
+    """A CUDA binary tool (cuobjdump, nvdisasm): from PATH, CUDA_HOME, Triton's wheel, or nvidia wheels."""
+    _configure_toolchain()
+    dirs = [os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"], "bin"))]
+    try:
+        import triton  # ships cuobjdump and nvdisasm beside its ptxas
+
+        dirs.append(str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin"))
+    except ImportError:
+        pass
+    try:
+        import nvidia  # the nvidia-cuda-cuobjdump / -nvdisasm wheels install into this namespace
+
+        dirs += [str(p) for base in nvidia.__path__ for p in Path(base).glob("*/bin")]
+    except ImportError:
+        pass
+    found = shutil.which(tool) or next((str(Path(d, tool)) for d in dirs if d and Path(d, tool).is_file()), None)
+    if found is None:
+        raise FileNotFoundError(f"{tool} not found: install the CUDA toolkit, or torch with its Triton wheel")
+    return found
+
+
+def _build_in_subprocess(job: tuple[str, tuple[str, ...]]) -> str:
+    name, flags = job
+    return compile_variant(name, extra_cuda_cflags=list(flags)).__name__
+
+
+def build_all(jobs: list[tuple[str, tuple[str, ...]]], workers: int | None = None) -> None:
+    """Compile several (variant, extra flags) builds at once, each in its own process.
+
+    Each build is one nvcc and one g++ call, mostly serial work, so on a many-core
+    machine building them side by side saves minutes; the disk cache then serves
+    every later compile_variant call, in this process or in a notebook kernel.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tqdm.auto import tqdm
+
+    workers = workers or max(1, min(len(jobs), (os.cpu_count() or 2) // 2))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for _ in tqdm(pool.map(_build_in_subprocess, jobs), total=len(jobs), desc="compiling", unit="variant"):
+            pass

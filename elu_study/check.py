@@ -1,0 +1,85 @@
+"""Correctness: every element written, within the task's tolerance of F.elu, and how far from float64."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+ATOL = RTOL = 1e-4  # the original task's bar for float32
+INPUT_SCALE = 4.0  # randn * 4: about half the inputs take the exp branch, down to exp(-20)
+
+EluFn = Callable[[torch.Tensor, float, torch.Tensor], torch.Tensor]  # (x, alpha, out) -> out
+
+
+@dataclass
+class CheckResult:
+    passed: bool
+    trials: int
+    unwritten: int  # NaN-poisoned outputs left untouched (randn inputs hold no NaN)
+    max_abs_err_vs_torch: float
+    max_abs_err_vs_fp64: float
+    max_rel_err_vs_fp64: float
+
+    def summary(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        return (
+            f"{verdict}: {self.trials} trials of randn x {INPUT_SCALE:g}, output poisoned with NaN, "
+            f"atol = rtol = {ATOL:g} against F.elu\n"
+            f"  unwritten elements: {self.unwritten}\n"
+            f"  max |err| vs F.elu:   {self.max_abs_err_vs_torch:.2e}\n"
+            f"  max |err| vs float64: {self.max_abs_err_vs_fp64:.2e}   max rel err vs float64: {self.max_rel_err_vs_fp64:.2e}"
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fp64_errors(y: torch.Tensor, x: torch.Tensor, alpha: float, chunk: int = 1 << 26) -> tuple[float, float]:
+    """Max absolute and relative error of y against ELU computed in float64, in chunks to bound memory."""
+    max_abs = max_rel = 0.0
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    for start in range(0, xf.numel(), chunk):
+        ref = F.elu(xf[start : start + chunk].double(), alpha)
+        err = (yf[start : start + chunk].double() - ref).abs()
+        max_abs = max(max_abs, err.max().item())
+        # Relative error where it is meaningful (the fp32 normal range).
+        rel = err / ref.abs().clamp_min(torch.finfo(torch.float32).tiny)
+        max_rel = max(max_rel, rel.max().item())
+    return max_abs, max_rel
+
+
+def check_elu(fn: EluFn, shape=(4096, 393216), alpha: float = 1.0, trials: int = 3, seed: int = 0) -> CheckResult:
+    """Run fn on fresh scaled-randn inputs into a NaN-poisoned output and compare with F.elu."""
+    passed, unwritten, abs_torch, abs_64, rel_64 = True, 0, 0.0, 0.0, 0.0
+    for trial in range(trials):
+        gen = torch.Generator(device="cuda").manual_seed(seed + trial)
+        x = torch.randn(shape, device="cuda", generator=gen).mul_(INPUT_SCALE)
+        out = torch.full_like(x, float("nan"))
+        y = fn(x, alpha, out)
+        torch.cuda.synchronize()
+        ref = F.elu(x, alpha)
+        unwritten += int(torch.isnan(y).sum().item())
+        passed &= bool(torch.allclose(y, ref, atol=ATOL, rtol=RTOL))
+        abs_torch = max(abs_torch, (y - ref).abs().max().item())
+        del ref
+        a, r = fp64_errors(y, x, alpha)
+        abs_64, rel_64 = max(abs_64, a), max(rel_64, r)
+        del x, out, y
+    return CheckResult(passed and unwritten == 0, trials, unwritten, abs_torch, abs_64, rel_64)
+
+
+def near_zero_rel_error(fn: EluFn, alpha: float = 1.0, decades=range(-8, 1), per_decade: int = 1 << 16) -> dict[str, float]:
+    """Max relative error against float64 for x in [-10^(d+1), -10^d): where exp(x) - 1 cancels.
+
+    expf(x) - 1 loses digits as x -> 0 (it returns 0 below about 2^-25); expm1f does not.
+    """
+    out = {}
+    for d in decades:
+        x = -torch.logspace(d, d + 1, per_decade, device="cuda", dtype=torch.float64)[:-1].float()
+        y = fn(x, alpha, torch.full_like(x, float("nan")))
+        ref = F.elu(x.double(), alpha)
+        out[f"1e{d}"] = ((y.double() - ref).abs() / ref.abs()).max().item()
+    return out

@@ -1,0 +1,99 @@
+"""Results records: saved as results/<gpu>.json by the harness, read back as tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .hardware import slug
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+REFERENCE_GPU = "nvidia-h200"  # the record shown where there is no GPU
+README = RESULTS_DIR.parent / "README.md"
+TABLE_BEGIN, TABLE_END = "<!-- results-table:begin -->", "<!-- results-table:end -->"
+
+
+def record_path(gpu_name_or_slug: str) -> Path:
+    return RESULTS_DIR / f"{slug(gpu_name_or_slug)}.json"
+
+
+def save(record: dict) -> Path:
+    path = record_path(record["provenance"]["gpu"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def load(gpu_name_or_slug: str = REFERENCE_GPU) -> dict:
+    path = record_path(gpu_name_or_slug)
+    if not path.exists():
+        known = ", ".join(p.stem for p in sorted(RESULTS_DIR.glob("*.json"))) or "none"
+        raise FileNotFoundError(f"no results recorded for {gpu_name_or_slug!r} (recorded: {known})")
+    return json.loads(path.read_text())
+
+
+def row(record: dict, name: str) -> dict:
+    for r in record["rows"]:
+        if r["name"] == name:
+            return r
+    raise KeyError(f"{name!r} is not in this record; it holds {[r['name'] for r in record['rows']]}")
+
+
+def frame(record: dict, kinds=("step", "baseline")) -> pd.DataFrame:
+    """One line per entry: time, bandwidth, share of the datasheet peak, ratio to copy_, verdict."""
+    rows = [r for r in record["rows"] if r["kind"] in kinds]
+    df = pd.DataFrame(
+        {
+            "entry": [r["name"] for r in rows],
+            "what": [r["what"] for r in rows],
+            "ms": [r["timing"]["median_ms"] for r in rows],
+            "TB/s": [r["tbps"] for r in rows],
+            "% of peak": [r["pct_of_peak"] for r in rows],
+            "x copy_": [r["x_copy"] for r in rows],
+            "correct": [("yes" if r["check"]["passed"] else "NO") if r["check"] else "n/a" for r in rows],
+            "max abs err vs fp64": [r["check"]["max_abs_err_vs_fp64"] if r["check"] else None for r in rows],
+        }
+    )
+    return df.set_index("entry")
+
+
+FORMATS = {"ms": "{:.3f}", "TB/s": "{:.2f}", "% of peak": "{:.1f}", "x copy_": "{:.3f}", "max abs err vs fp64": "{:.1e}"}
+
+
+def markdown(df: pd.DataFrame) -> str:
+    """A pipe table; every measured number printed with a decimal point or exponent."""
+    shown = df.copy()
+    for column, fmt in FORMATS.items():
+        if column in shown:
+            shown[column] = [fmt.format(v) if v is not None and v == v else "" for v in shown[column]]
+    return shown.to_markdown(disable_numparse=True)
+
+
+def caption(record: dict) -> str:
+    p = record["provenance"]
+    floor = f"datasheet floor {record['floor_ms']:.2f} ms ({record['peak_source']})" if record["floor_ms"] else "no datasheet figure for this GPU"
+    return (
+        f"{p['gpu']} ({p['sm_count']} SMs), driver {p['driver']}, CUDA {p['cuda_runtime']}, torch {p['torch']}, "
+        f"nvcc {p['nvcc']}, {p['date_utc'][:10]}; shape {tuple(record['problem']['shape'])} float32; {floor}; "
+        f"median of {_runs(record)} CUDA-event-timed runs per entry."
+    )
+
+
+def _runs(record: dict) -> str:
+    runs = sorted({r["timing"]["runs"] for r in record["rows"]})
+    return f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
+
+
+def update_readme(record: dict, figure: Path | None = None, readme: Path = README) -> None:
+    """Replace the README's results block with a table generated from the record."""
+    text = readme.read_text()
+    head, _, rest = text.partition(TABLE_BEGIN)
+    _, _, tail = rest.partition(TABLE_END)
+    if not rest:
+        raise ValueError(f"{readme} has no {TABLE_BEGIN} ... {TABLE_END} block")
+    body = [markdown(frame(record)), "", caption(record)]
+    if figure is not None:
+        body += ["", f"![steps against the floor and the roof]({figure.relative_to(readme.parent).as_posix()})"]
+    readme.write_text(head + TABLE_BEGIN + "\n" + "\n".join(body) + "\n" + TABLE_END + tail)

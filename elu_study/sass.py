@@ -1,0 +1,119 @@
+"""What the compiler made of a variant: its SASS and its resource report, read with cuobjdump."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from .build import built_library, find_cuda_tool
+
+_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)", re.MULTILINE)
+_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_RESOURCES = re.compile(r"Function\s+(\S+):\s*\n\s*REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
+# Shared helpers live in namespace elu (kernels/common/elu.cuh); the rest is the step's own kernel.
+_HELPER_PREFIX = "_ZN3elu"
+
+
+def _cuobjdump(*args: str) -> str:
+    cuobjdump = find_cuda_tool("cuobjdump")
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(cuobjdump).parent}{os.pathsep}{env.get('PATH', '')}"  # it runs nvdisasm
+    try:
+        env.setdefault("NVDISASM_PATH", str(Path(find_cuda_tool("nvdisasm")).parent))
+    except FileNotFoundError:
+        pass
+    return subprocess.run([cuobjdump, *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def sass_by_function(library: Path) -> dict[str, list[str]]:
+    """Opcodes (with modifiers, e.g. ``LDG.E.128.CONSTANT``) of each kernel in a built library."""
+    text = _cuobjdump("--dump-sass", str(library))
+    parts = _FUNCTION.split(text)
+    return {name: _INSTRUCTION.findall(body) for name, body in zip(parts[1::2], parts[2::2])}
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """One kernel's SASS summary: memory access widths, exponential, registers and spills."""
+
+    function: str
+    loads: dict[str, int]  # global load opcode -> count
+    stores: dict[str, int]
+    mufu_ex2: int  # hardware 2^x instructions
+    fp32_ops: int  # FFMA + FMUL + FADD
+    round_down_ffma: int  # FFMA.RM: the range reduction of the accurate expf
+    ftz_ops: int  # .FTZ arithmetic: denormals flushed (--use_fast_math)
+    registers: int
+    stack_bytes: int
+    local_bytes: int  # > 0 means spills or arrays in local memory
+
+    @property
+    def access_bits(self) -> set[int]:
+        """Widths of the global loads and stores, in bits (32 for plain LDG.E)."""
+        return {_width(op) for op in (*self.loads, *self.stores)}
+
+    @property
+    def fp32_ops_per_ex2(self) -> float:
+        return self.fp32_ops / self.mufu_ex2 if self.mufu_ex2 else float("nan")
+
+    @property
+    def exponential(self) -> str:
+        """__expf is a multiply and an ex2 (~3 fp32 ops per element in ELU); expf adds a
+        range reduction (FFMA.RM, ~7); expm1f a polynomial (~15 or more)."""
+        if not self.mufu_ex2:
+            return "none"
+        if self.round_down_ffma:
+            return "accurate expf (range-reduced ex2)"
+        return "fast __expf (bare ex2)" if self.fp32_ops_per_ex2 <= 4 else "accurate, polynomial around ex2 (expm1f)"
+
+    def summary(self) -> str:
+        widths = "/".join(f"{b}-bit" for b in sorted(self.access_bits))
+        ops = ", ".join(f"{op} x{n}" for op, n in sorted({**self.loads, **self.stores}.items()))
+        return (
+            f"{self.function}\n  global accesses: {widths} ({ops})\n  exponential: {self.exponential}, "
+            f"MUFU.EX2 x{self.mufu_ex2}, {self.fp32_ops_per_ex2:.0f} fp32 ops per ex2, "
+            f"{'denormals flushed (.FTZ)' if self.ftz_ops else 'denormals kept'}\n  registers: {self.registers}, stack: {self.stack_bytes} B, "
+            f"local (spills): {self.local_bytes} B"
+        )
+
+
+def _width(opcode: str) -> int:
+    match = re.search(r"\.(64|128)\b", opcode)
+    return int(match.group(1)) if match else 32
+
+
+def resource_usage(library: Path) -> dict[str, dict[str, int]]:
+    """Registers, stack, shared and local bytes per kernel, from the compiler's resource report."""
+    text = _cuobjdump("--dump-resource-usage", str(library))
+    return {
+        name: {"registers": int(r), "stack": int(st), "shared": int(sh), "local": int(lo)}
+        for name, r, st, sh, lo in _RESOURCES.findall(text)
+    }
+
+
+def inspect_variant(module) -> KernelReport:
+    """The SASS report of a variant's own kernel (not the shared fallback)."""
+    library = built_library(module)
+    sass = sass_by_function(library)
+    own = [name for name in sass if not name.startswith(_HELPER_PREFIX)]
+    if len(own) != 1:
+        raise ValueError(f"expected one kernel outside namespace elu in {library.name}, found {own}")
+    name = own[0]
+    ops = sass[name]
+    usage = resource_usage(library)[name]
+    return KernelReport(
+        function=name,
+        loads=dict(Counter(op for op in ops if op.startswith("LDG"))),
+        stores=dict(Counter(op for op in ops if op.startswith("STG"))),
+        mufu_ex2=sum(op == "MUFU.EX2" for op in ops),
+        fp32_ops=sum(op.split(".")[0] in ("FFMA", "FMUL", "FADD") for op in ops),
+        round_down_ffma=sum(op.startswith("FFMA") and ".RM" in op for op in ops),
+        ftz_ops=sum(op.split(".")[0] in ("FFMA", "FMUL", "FADD") and ".FTZ" in op for op in ops),
+        registers=usage["registers"],
+        stack_bytes=usage["stack"],
+        local_bytes=usage["local"],
+    )

@@ -1,0 +1,83 @@
+// Device code shared by every step: the ELU formula, float4 helpers, the
+// scalar path that handles tails and misaligned pointers, and the contract
+// each step's launcher fulfils for common/binding.cpp.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <cuda_runtime.h>
+
+// Every step defines this; binding.cpp validates tensors and calls it on the
+// current PyTorch stream. x and y hold n contiguous floats (n > 0).
+void launch_elu(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream);
+
+namespace elu {
+
+// ELU(x) = x for x > 0, alpha * (exp(x) - 1) otherwise. Written as "x > 0 ?"
+// so that NaN takes the exp branch and stays NaN, and -inf gives -alpha.
+struct Expf {  // the seed's formula: libdevice expf (2 ulp), then subtract 1
+  __device__ __forceinline__ float operator()(float x, float alpha) const {
+    return x > 0.0f ? x : alpha * (expf(x) - 1.0f);
+  }
+};
+struct FastExpf {  // __expf: one MUFU.EX2 after a multiply by log2(e)
+  __device__ __forceinline__ float operator()(float x, float alpha) const {
+    return x > 0.0f ? x : alpha * (__expf(x) - 1.0f);
+  }
+};
+struct Expm1f {  // what PyTorch uses: no cancellation near 0
+  __device__ __forceinline__ float operator()(float x, float alpha) const {
+    return x > 0.0f ? x : alpha * expm1f(x);
+  }
+};
+
+template <class Op>
+__device__ __forceinline__ float4 apply4(float4 v, float alpha, Op op) {
+  return make_float4(op(v.x, alpha), op(v.y, alpha), op(v.z, alpha), op(v.w, alpha));
+}
+
+// float4 access needs both pointers on 16-byte boundaries; a view such as
+// x.view(-1)[1:] is not, and must not be read as float4.
+inline bool aligned16(const void* x, const void* y) {
+  return (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// gridDim.x is limited to 2^31 - 1; indices inside kernels are 64-bit.
+inline unsigned int grid_blocks(int64_t blocks) {
+  if (blocks > 0x7fffffffLL) {
+    throw std::length_error("elu: tensor too large for a 1-D grid (" + std::to_string(blocks) + " blocks)");
+  }
+  return static_cast<unsigned int>(blocks);
+}
+
+template <class Op>
+__global__ void scalar_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n, float alpha) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = Op{}(x[i], alpha);
+}
+
+// The scalar path: for pointers float4 cannot touch (correct at any alignment,
+// not fast) and for the n % 4 elements after a float4 kernel's last vector.
+template <class Op>
+void launch_scalar(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream) {
+  constexpr int threads = 256;
+  const int64_t blocks = ceil_div(n, threads) < 65536 ? ceil_div(n, threads) : 65536;
+  scalar_kernel<Op><<<grid_blocks(blocks), threads, 0, stream>>>(x, y, n, alpha);
+}
+
+// A float4 launcher's entry and exit: misaligned pointers go to the scalar
+// path (returns false), and the last n % 4 elements get their own small launch.
+template <class Op>
+bool vector_path_or_fallback(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream) {
+  if (!aligned16(x, y)) {
+    launch_scalar<Op>(x, y, n, alpha, stream);
+    return false;
+  }
+  const int64_t done = n & ~int64_t(3);
+  if (done < n) launch_scalar<Op>(x + done, y + done, n - done, alpha, stream);
+  return done > 0;
+}
+
+}  // namespace elu

@@ -1,0 +1,89 @@
+"""Every step compiles for sm_90 on a machine with no GPU, and its SASS shows what the step claims."""
+
+import pytest
+
+from elu_study import build, compile_variant, known_variants
+from elu_study.sass import inspect_variant
+
+# What each step's notebook says about it, as the compiler must show it.
+CLAIMS = {
+    "1_naive": {"bits": {32}, "loads": "LDG.E.CONSTANT", "exp": "accurate expf", "ftz": False},
+    "2_float4": {"bits": {128}, "loads": "LDG.E.128.CONSTANT", "exp": "accurate expf", "ftz": False},
+    "3_grid_stride": {"bits": {128}, "loads": "LDG.E.128.CONSTANT", "exp": "accurate expf", "ftz": False},
+    "4_fast_math": {"bits": {128}, "loads": "LDG.E.128.CONSTANT", "exp": "fast __expf", "ftz": True},
+    "5_streaming": {"bits": {128}, "loads": "LDG.E.EF.128", "exp": "expm1f", "ftz": False},
+}
+
+
+def test_every_kernel_file_has_its_claims():
+    assert list(known_variants()) == list(CLAIMS)
+
+
+@pytest.mark.parametrize("name", list(CLAIMS))
+def test_step_compiles_and_its_sass_shows_the_claim(name):
+    claim = CLAIMS[name]
+    report = inspect_variant(compile_variant(name))
+    print(report.summary())
+    assert report.access_bits == claim["bits"], report.summary()
+    assert claim["loads"] in report.loads, report.loads
+    assert report.mufu_ex2 >= 1 and claim["exp"] in report.exponential, report.summary()
+    if claim["exp"] == "fast __expf":
+        assert report.round_down_ffma == 0 and report.fp32_ops_per_ex2 <= 4  # no accurate expf sequence left
+    assert bool(report.ftz_ops) == claim["ftz"]
+    assert report.local_bytes == 0 and report.stack_bytes == 0  # no spills
+    assert 0 < report.registers <= 32  # leaves full occupancy possible
+
+
+def test_grid_waves_flag_builds_a_separate_extension():
+    default = build.build_spec("3_grid_stride")
+    waves = build.build_spec("3_grid_stride", ["-DELU_GRID_WAVES=2"])
+    assert default.extension_name() != waves.extension_name()
+    assert waves.cuda_flags[-1] == "-DELU_GRID_WAVES=2"
+
+
+def test_repeated_calls_reuse_the_build():
+    assert compile_variant("2_float4") is compile_variant("2_float4")
+    assert compile_variant("2") is compile_variant("float4")
+
+
+def test_file_flags_directive():
+    assert build.file_flags("// elu-study: nvcc-flags = --use_fast_math -Xptxas=-v\n") == ["--use_fast_math", "-Xptxas=-v"]
+    assert "--use_fast_math" in build.build_spec("4_fast_math").cuda_flags
+    assert "--use_fast_math" not in build.build_spec("2_float4").cuda_flags
+
+
+def test_unknown_variant_lists_the_known_ones():
+    with pytest.raises(ValueError) as err:
+        compile_variant("9_magic")
+    for name in known_variants():
+        assert name in str(err.value)
+    with pytest.raises(FileNotFoundError):
+        compile_variant("/nonexistent/kernel.cu")
+
+
+def test_header_edits_change_the_extension_name(tmp_path, monkeypatch):
+    """Headers are #included, so their text must be part of the build's identity."""
+    before = build.build_spec("2_float4").extension_name()
+    common = tmp_path / "common"
+    common.mkdir()
+    for f in build.COMMON_DIR.iterdir():
+        (common / f.name).write_text(f.read_text() + "\n// edited\n")
+    monkeypatch.setattr(build, "COMMON_DIR", common)
+    assert build.build_spec("2_float4").extension_name() != before
+
+
+def test_users_own_kernel_file(tmp_path):
+    """compile_variant builds a file outside kernels/ that follows the launch_elu contract."""
+    user = tmp_path / "my_elu.cu"
+    user.write_text(
+        '#include "common/elu.cuh"\n'
+        "__global__ void my_kernel(const float* x, float* y, int64_t n, float a) {\n"
+        "  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) y[i] = elu::Expm1f{}(x[i], a);\n}\n"
+        "void launch_elu(const float* x, float* y, int64_t n, float a, cudaStream_t s) {\n"
+        "  my_kernel<<<elu::grid_blocks(elu::ceil_div(n, 128)), 128, 0, s>>>(x, y, n, a);\n}\n"
+    )
+    module = compile_variant(user)
+    assert module.spec.label == "my_elu"
+    report = inspect_variant(module)
+    assert report.function == "_Z9my_kernelPKfPflf" and report.access_bits == {32}
