@@ -96,7 +96,7 @@ class Study:
         """How much a step moved the time, and what is left to the roof and the floor."""
         b, a = results.row(record, before), results.row(record, after)
         tb, ta = b["timing"]["median_ms"], a["timing"]["median_ms"]
-        print(f"{before} -> {after}: {tb:.3f} ms -> {ta:.3f} ms ({tb / ta:.2f}x)")
+        print(f"{before} -> {after}: {tb:.3f} ms -> {ta:.3f} ms ({tb / ta:.2f}x as fast)")
         print(f"  {after} is {ta / record['roof_ms']:.3f}x the copy_ roof ({record['roof_ms']:.3f} ms)")
         if record["floor_ms"]:
             print(f"  and runs at {100 * record['floor_ms'] / ta:.1f} % of datasheet bandwidth (floor {record['floor_ms']:.3f} ms)")

@@ -16,7 +16,7 @@ def times_figure(record: dict, kinds=("step", "baseline")):
     names = [r["name"] for r in rows][::-1]
     t = [r["timing"] for r in rows][::-1]
     med = [x["median_ms"] for x in t]
-    err = [[m - x["p10_ms"] for m, x in zip(med, t)], [x["p90_ms"] - m for m, x in zip(med, t)]]
+    err = [[max(0.0, m - x["p10_ms"]) for m, x in zip(med, t)], [max(0.0, x["p90_ms"] - m) for m, x in zip(med, t)]]
     ax.barh(names, med, xerr=err, color=[COLORS[r["kind"]] for r in rows][::-1], capsize=2)
     for m, name in zip(med, names):
         ax.text(m, name, f" {m:.2f}", va="center", fontsize=8)

@@ -1,0 +1,33 @@
+"""Execute the study's notebooks in place, so that their committed outputs are a real run.
+
+``python -m elu_study.run_notebooks [NOTEBOOK ...]`` (default: all of notebooks/, in order).
+Run it on the GPU whose numbers the notebooks should carry.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from tqdm.auto import tqdm
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def execute(path: Path, timeout_s: int = 1800) -> None:
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbformat.write(nb, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])] or sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+    for path in tqdm(paths, desc="executing notebooks", unit="notebook"):
+        execute(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
