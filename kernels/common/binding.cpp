@@ -2,7 +2,7 @@
 // calls the step's launch_elu on the current PyTorch stream. Compiled once per
 // step by elu_study.compile_variant, beside that step's .cu file.
 #include <cmath>
-#include <optional>
+#include <string>
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
@@ -16,28 +16,36 @@ void launch_elu(const float* x, float* y, int64_t n, float alpha, cudaStream_t s
 
 namespace {
 
+std::string shape(const at::Tensor& t) {
+  std::string s = "(";
+  for (int64_t d = 0; d < t.dim(); ++d) s += std::to_string(t.size(d)) + (t.dim() == 1 || d + 1 < t.dim() ? "," : "");
+  return s + ")";
+}
+
 void check_float32_cuda(const at::Tensor& t, const char* what) {
   TORCH_CHECK_VALUE(t.is_cuda(), "elu: ", what, " must be a CUDA tensor, got one on ", t.device());
   TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "elu: ", what, " must be float32, got ", t.scalar_type());
 }
 
-at::Tensor elu(const at::Tensor& x, double alpha, std::optional<at::Tensor> out) {
+// Every check runs before any state (device guard, copies) exists, so a
+// rejected call leaves nothing behind and the CUDA context untouched.
+at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_arg) {
   check_float32_cuda(x, "input");
   TORCH_CHECK_VALUE(std::isfinite(alpha), "elu: alpha must be finite, got ", alpha);
+  const bool has_out = !out_arg.is_none();
+  at::Tensor out;
+  if (has_out) {
+    out = out_arg.cast<at::Tensor>();
+    check_float32_cuda(out, "out");
+    TORCH_CHECK_VALUE(out.device() == x.device(), "elu: out is on ", out.device(), " but input is on ", x.device());
+    TORCH_CHECK_VALUE(out.sizes() == x.sizes(), "elu: out has shape ", shape(out), " but input has shape ", shape(x));
+    TORCH_CHECK_VALUE(out.is_contiguous(), "elu: out must be contiguous");
+    at::assert_no_partial_overlap(out, x);  // exact in-place (out is x) is fine elementwise
+  }
   const c10::cuda::CUDAGuard guard(x.device());
   // Non-contiguous inputs are copied once into a dense buffer: simple and correct.
   const at::Tensor xc = x.contiguous();
-  at::Tensor y;
-  if (out.has_value()) {
-    y = *out;
-    check_float32_cuda(y, "out");
-    TORCH_CHECK_VALUE(y.device() == x.device(), "elu: out is on ", y.device(), " but input is on ", x.device());
-    TORCH_CHECK_VALUE(y.sizes() == x.sizes(), "elu: out has shape ", y.sizes(), " but input has shape ", x.sizes());
-    TORCH_CHECK_VALUE(y.is_contiguous(), "elu: out must be contiguous");
-    at::assert_no_partial_overlap(y, xc);  // exact in-place (out is x) is fine elementwise
-  } else {
-    y = at::empty_like(xc, at::MemoryFormat::Contiguous);
-  }
+  at::Tensor y = has_out ? out : at::empty_like(xc, at::MemoryFormat::Contiguous);
   if (x.numel() == 0) return y;
   launch_elu(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.numel(), static_cast<float>(alpha),
              c10::cuda::getCurrentCUDAStream().stream());
