@@ -3,8 +3,8 @@
 // step by elu_study.compile_variant, beside that step's .cu file.
 #include <cmath>
 #include <string>
+#include <utility>
 
-#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAException.h>
@@ -20,6 +20,22 @@ std::string shape(const at::Tensor& t) {
   std::string s = "(";
   for (int64_t d = 0; d < t.dim(); ++d) s += std::to_string(t.size(d)) + (t.dim() == 1 || d + 1 < t.dim() ? "," : "");
   return s + ")";
+}
+
+// Byte ranges that the two tensors span; out is contiguous. An exact alias (out
+// is a contiguous x) is fine elementwise; any other shared byte is refused.
+bool partially_overlap(const at::Tensor& out, const at::Tensor& x) {
+  auto span = [](const at::Tensor& t) {
+    const auto* begin = static_cast<const char*>(t.const_data_ptr());
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    return std::make_pair(begin, begin + (last + 1) * t.element_size());
+  };
+  if (out.numel() == 0 || x.numel() == 0) return false;
+  const auto [o0, o1] = span(out);
+  const auto [x0, x1] = span(x);
+  const bool exact_alias = o0 == x0 && x.is_contiguous();
+  return !exact_alias && o0 < x1 && x0 < o1;
 }
 
 void check_float32_cuda(const at::Tensor& t, const char* what) {
@@ -40,7 +56,8 @@ at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_ar
     TORCH_CHECK_VALUE(out.device() == x.device(), "elu: out is on ", out.device(), " but input is on ", x.device());
     TORCH_CHECK_VALUE(out.sizes() == x.sizes(), "elu: out has shape ", shape(out), " but input has shape ", shape(x));
     TORCH_CHECK_VALUE(out.is_contiguous(), "elu: out must be contiguous");
-    at::assert_no_partial_overlap(out, x);  // exact in-place (out is x) is fine elementwise
+    TORCH_CHECK(!partially_overlap(out, x), "elu: out shares memory with the input without being it; "
+                "pass out=x for in-place, or a separate tensor");
   }
   const c10::cuda::CUDAGuard guard(x.device());
   // Non-contiguous inputs are copied once into a dense buffer: simple and correct.
