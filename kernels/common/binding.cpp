@@ -47,7 +47,9 @@ void check_float32_cuda(const at::Tensor& t, const char* what) {
 // rejected call leaves nothing behind and the CUDA context untouched.
 at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_arg) {
   check_float32_cuda(x, "input");
-  TORCH_CHECK_VALUE(std::isfinite(alpha), "elu: alpha must be finite, got ", alpha);
+  // Numbers enter messages through std::to_string: streaming a double into the
+  // error message crashed the process on the H200 image (torch 2.11).
+  TORCH_CHECK_VALUE(std::isfinite(alpha), "elu: alpha must be finite, got " + std::to_string(alpha));
   const bool has_out = !out_arg.is_none();
   at::Tensor out;
   if (has_out) {
