@@ -13,7 +13,7 @@ import sys
 from . import plots, results
 from .build import build_all, compile_variant
 from .sass import inspect_variant
-from .study import BASELINES, GRID_SWEEP, STEPS, builds, measure
+from .study import ENTRIES, KINDS, STEPS, builds, measure
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print(inspect_variant(compile_variant(entry.variant, extra_cuda_cflags=list(entry.flags))).summary())
 
     if live:
-        record = measure([*BASELINES, *STEPS, *GRID_SWEEP], trials=args.trials, progress=True)
+        record = measure(list(ENTRIES.values()), trials=args.trials, progress=True)
         path = results.save(record)
         figure = plots.save(plots.times_figure(record), path.with_suffix(".png"))
         if not args.no_readme:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         record = results.load()
         print("\nNO GPU HERE: the kernels above were compiled and inspected; the table below is the recorded run.")
     print()
-    print(results.markdown(results.frame(record, kinds=("step", "baseline", "sweep"))))
+    print(results.markdown(results.frame(record, kinds=KINDS)))
     print()
     print(results.caption(record))
     failed = [r["name"] for r in record["rows"] if r["check"] and not r["check"]["passed"]]

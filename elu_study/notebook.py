@@ -13,7 +13,7 @@ from IPython.display import Markdown, display
 from . import results
 from .build import build_spec, compile_variant
 from .sass import inspect_variant
-from .study import ENTRIES, annotate, measure
+from .study import ENTRIES, KINDS, annotate, measure
 
 
 def gpu_available() -> bool:
@@ -72,7 +72,7 @@ class Study:
         return annotate(record)
 
     @staticmethod
-    def table(record: dict, kinds=("step", "baseline", "sweep")) -> None:
+    def table(record: dict, kinds=KINDS) -> None:
         display(Markdown(results.markdown(results.frame(record, kinds))))
 
     @staticmethod

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-COLORS = {"step": "tab:blue", "baseline": "tab:gray", "sweep": "tab:cyan"}
+COLORS = {"step": "tab:blue", "baseline": "tab:gray", "sweep": "tab:cyan", "ablation": "tab:olive"}
 
 
 def times_figure(record: dict, kinds=("step", "baseline")):

@@ -48,8 +48,12 @@ BASELINES = (
     Entry("torch.compile(F.elu)", "baseline", "Inductor's generated Triton kernel"),
 )
 GRID_SWEEP = tuple(_grid_stride_waves(w, "sweep") for w in (1, 4, 8))  # 2 waves is a step above
-ENTRIES = {e.name: e for e in (*STEPS, *BASELINES, *GRID_SWEEP)}
-assert len(ENTRIES) == len(STEPS) + len(BASELINES) + len(GRID_SWEEP), "entry names must be unique"
+# Step 5's launch and hints with step 2's expf: what expm1f's extra arithmetic costs.
+ABLATIONS = (Entry("5_streaming_expf", "ablation", "step 5 with expf instead of expm1f", "5_streaming",
+                   ("-DELU_STREAMING_OP=Expf",)),)
+ENTRIES = {e.name: e for e in (*BASELINES, *STEPS, *GRID_SWEEP, *ABLATIONS)}
+KINDS = ("baseline", "step", "sweep", "ablation")
+assert len(ENTRIES) == len(STEPS) + len(BASELINES) + len(GRID_SWEEP) + len(ABLATIONS), "entry names must be unique"
 
 
 def builds() -> list[tuple[str, tuple[str, ...]]]:

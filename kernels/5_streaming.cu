@@ -5,6 +5,11 @@
 // touched once (evict-first), since nothing here is ever re-read.
 #include "common/elu.cuh"
 
+#ifndef ELU_STREAMING_OP
+#define ELU_STREAMING_OP Expm1f  // -DELU_STREAMING_OP=Expf: the same kernel with step 2's formula
+#endif
+using Op = elu::ELU_STREAMING_OP;
+
 constexpr int kThreads = 128;
 constexpr int kVecPerThread = 2;
 
@@ -24,12 +29,12 @@ __global__ void elu_streaming_kernel(const float* __restrict__ x, float* __restr
 #pragma unroll
   for (int k = 0; k < kVecPerThread; ++k) {
     const int64_t i = first + k * kThreads;
-    if (i < n_vec) __stcs(yv + i, elu::apply4(v[k], alpha, elu::Expm1f{}));
+    if (i < n_vec) __stcs(yv + i, elu::apply4(v[k], alpha, Op{}));
   }
 }
 
 void launch_elu(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream) {
-  if (!elu::vector_path_or_fallback<elu::Expm1f>(x, y, n, alpha, stream)) return;
+  if (!elu::vector_path_or_fallback<Op>(x, y, n, alpha, stream)) return;
   const int64_t blocks = elu::ceil_div(n / 4, kThreads * kVecPerThread);
   elu_streaming_kernel<<<elu::grid_blocks(blocks), kThreads, 0, stream>>>(x, y, n, alpha);
 }
