@@ -8,6 +8,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from .hardware import SHAPE
+
 ATOL = RTOL = 1e-4  # the original task's bar for float32
 INPUT_SCALE = 4.0  # randn * 4: about half the inputs take the exp branch, down to exp(-20)
 
@@ -23,18 +25,18 @@ class CheckResult:
     max_abs_err_vs_fp64: float
     max_rel_err_vs_fp64: float
 
-    def summary(self) -> str:
-        verdict = "PASS" if self.passed else "FAIL"
-        return (
-            f"{verdict}: {self.trials} trials of randn x {INPUT_SCALE:g}, output poisoned with NaN, "
-            f"atol = rtol = {ATOL:g} against F.elu\n"
-            f"  unwritten elements: {self.unwritten}\n"
-            f"  max |err| vs F.elu:   {self.max_abs_err_vs_torch:.2e}\n"
-            f"  max |err| vs float64: {self.max_abs_err_vs_fp64:.2e}   max rel err vs float64: {self.max_rel_err_vs_fp64:.2e}"
-        )
-
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def describe(check: dict) -> str:
+    """One line for a saved check: the verdict, how it was reached, and the errors."""
+    verdict = "PASS" if check["passed"] else "FAIL"
+    return (
+        f"{verdict} ({check['trials']} trials of randn x {INPUT_SCALE:g}, NaN-poisoned output, atol = rtol = {ATOL:g}; "
+        f"unwritten: {check['unwritten']}; max |err| vs F.elu {check['max_abs_err_vs_torch']:.1e}, "
+        f"vs float64 {check['max_abs_err_vs_fp64']:.1e})"
+    )
 
 
 def fp64_errors(y: torch.Tensor, x: torch.Tensor, alpha: float, chunk: int = 1 << 26) -> tuple[float, float]:
@@ -51,7 +53,7 @@ def fp64_errors(y: torch.Tensor, x: torch.Tensor, alpha: float, chunk: int = 1 <
     return max_abs, max_rel
 
 
-def check_elu(fn: EluFn, shape=(4096, 393216), alpha: float = 1.0, trials: int = 3, seed: int = 0) -> CheckResult:
+def check_elu(fn: EluFn, shape=SHAPE, alpha: float = 1.0, trials: int = 3, seed: int = 0) -> CheckResult:
     """Run fn on fresh scaled-randn inputs into a NaN-poisoned output and compare with F.elu."""
     passed, unwritten, abs_torch, abs_64, rel_64 = True, 0, 0.0, 0.0, 0.0
     for trial in range(trials):

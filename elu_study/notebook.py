@@ -12,6 +12,7 @@ from IPython.display import Markdown, display
 
 from . import results
 from .build import build_spec, compile_variant
+from .check import describe
 from .sass import inspect_variant
 from .study import ENTRIES, KINDS, annotate, measure
 
@@ -78,18 +79,9 @@ class Study:
     @staticmethod
     def verdicts(record: dict) -> None:
         """Correctness of each checked entry, in words."""
-        from .check import ATOL, INPUT_SCALE
-
         for r in record["rows"]:
-            c = r["check"]
-            if c is None:
-                continue
-            verdict = "PASS" if c["passed"] else "FAIL"
-            print(
-                f"{r['name']}: {verdict} ({c['trials']} trials of randn x {INPUT_SCALE:g}, NaN-poisoned output, "
-                f"atol = rtol = {ATOL:g}; unwritten: {c['unwritten']}; max |err| vs F.elu {c['max_abs_err_vs_torch']:.1e}, "
-                f"vs float64 {c['max_abs_err_vs_fp64']:.1e})"
-            )
+            if r["check"] is not None:
+                print(f"{r['name']}: {describe(r['check'])}")
 
     @staticmethod
     def compare(record: dict, before: str, after: str) -> None:

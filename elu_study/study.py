@@ -121,7 +121,7 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, progress: bool = False) ->
     """Check and time entries on the GPU; return a results record (see elu_study.results)."""
     import torch
 
-    from .check import check_elu, near_zero_rel_error
+    from .check import INPUT_SCALE, check_elu, near_zero_rel_error
     from .sass import inspect_variant
     from .timing import time_ms
 
@@ -136,7 +136,7 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, progress: bool = False) ->
     with _quiet():
         # One input for every timing, drawn once: randn scaled so both branches run.
         gen = torch.Generator(device="cuda").manual_seed(1234)
-        x = torch.randn(shape, device="cuda", generator=gen).mul_(4.0)
+        x = torch.randn(shape, device="cuda", generator=gen).mul_(INPUT_SCALE)
         y = torch.empty_like(x)
         for entry in iterator:
             m = Measurement(entry.name, entry.kind, entry.what, timing={})
