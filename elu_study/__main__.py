@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     live = torch.cuda.is_available()
-    jobs = builds() if live else sorted({(e.variant, e.flags) for e in STEPS})
+    jobs = builds() if live else builds(STEPS)
     build_all(jobs, workers=args.jobs)
     for entry in STEPS:
         print(f"\n[{entry.name}] {entry.what}")

@@ -51,14 +51,17 @@ GRID_SWEEP = tuple(_grid_stride_waves(w, "sweep") for w in (1, 4, 8))  # 2 waves
 # Step 5's launch and hints with step 2's expf: what expm1f's extra arithmetic costs.
 ABLATIONS = (Entry("5_streaming_expf", "ablation", "step 5 with expf instead of expm1f", "5_streaming",
                    ("-DELU_STREAMING_OP=Expf",)),)
-ENTRIES = {e.name: e for e in (*BASELINES, *STEPS, *GRID_SWEEP, *ABLATIONS)}
+_ALL = (*BASELINES, *STEPS, *GRID_SWEEP, *ABLATIONS)
+ENTRIES = {e.name: e for e in _ALL}
+if len(ENTRIES) != len(_ALL):
+    raise ValueError("elu_study.study: entry names must be unique")
 KINDS = ("baseline", "step", "sweep", "ablation")
-assert len(ENTRIES) == len(STEPS) + len(BASELINES) + len(GRID_SWEEP) + len(ABLATIONS), "entry names must be unique"
 
 
-def builds() -> list[tuple[str, tuple[str, ...]]]:
-    """Every (variant, flags) the study compiles, for elu_study.build.build_all."""
-    return sorted({(e.variant, e.flags) for e in ENTRIES.values() if e.variant})
+def builds(entries=None) -> list[tuple[str, tuple[str, ...]]]:
+    """Every (variant, flags) that entries compile (default: the whole study), for build_all."""
+    entries = ENTRIES.values() if entries is None else entries
+    return sorted({(e.variant, e.flags) for e in entries if e.variant})
 
 
 def elu_fn(entry: Entry) -> Callable:
