@@ -1,8 +1,12 @@
-"""The study's main job: ``python -m elu_study``.
+"""The study's jobs: ``python -m elu_study [study|profile|accuracy|sanitize|report]``.
 
-On a GPU: compile, check and time every step and baseline, then write
-results/<gpu>.json, results/<gpu>.png and the README's table.
-Without a GPU: compile every step, show what its SASS shows, and print the recorded results.
+study (the default): on a GPU, compile, check and time every step, ablation and baseline once,
+then write results/<gpu>.json, its figures and the README's block. Without a GPU, compile every
+step, show what its SASS shows, and print the recorded results.
+profile: hardware counters of every kernel with Nsight Compute (GPU and ncu): results/<gpu>-ncu.json.
+accuracy: every float32 input through every formula, in ulp (GPU): results/<gpu>-accuracy.json.
+sanitize: compute-sanitizer over a small-input run of every build (GPU).
+report: figures and the README block again from the committed records (no GPU needed).
 """
 
 from __future__ import annotations
@@ -10,35 +14,35 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import plots, results
-from .build import build_all, compile_variant
-from .sass import inspect_variant
-from .study import ENTRIES, KINDS, STEPS, builds, measure
+JOBS = ("study", "profile", "accuracy", "sanitize", "report")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elu_study", description=__doc__.split("\n\n")[0])
+def study_main(argv: list[str]) -> int:
+    from . import report, results
+    from .build import build_all, compile_variant
+    from .sass import inspect_variant
+    from .study import ENTRIES, KINDS, STEPS, builds, measure
+
+    parser = argparse.ArgumentParser(prog="python -m elu_study [study]")
     parser.add_argument("--trials", type=int, default=3, help="correctness trials per entry (fresh inputs each)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
     parser.add_argument("--jobs", type=int, default=None, help="parallel builds (default: half the cores)")
-    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's results table")
+    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's results block")
     args = parser.parse_args(argv)
 
     import torch
 
     live = torch.cuda.is_available()
-    jobs = builds() if live else builds(STEPS)
-    build_all(jobs, workers=args.jobs)
+    build_all(builds() if live else builds(STEPS), workers=args.jobs)
     for entry in STEPS:
         print(f"\n[{entry.name}] {entry.what}")
         print(inspect_variant(compile_variant(entry.variant, extra_cuda_cflags=list(entry.flags))).summary())
 
     if live:
-        record = measure(list(ENTRIES.values()), trials=args.trials, progress=True)
+        record = measure(list(ENTRIES.values()), trials=args.trials, rounds=args.rounds, progress=True)
         path = results.save(record)
-        figure = plots.save(plots.times_figure(record), path.with_suffix(".png"))
-        if not args.no_readme:
-            results.update_readme(record, figure)
-        print(f"\nwrote {path}, {figure}" + ("" if args.no_readme else " and the README table"))
+        written = report.write(record["provenance"]["gpu"], readme=not args.no_readme)
+        print(f"\nwrote {path} and " + ", ".join(str(p) for p in written))
     else:
         record = results.load()
         print("\nNO GPU HERE: the kernels above were compiled and inspected; the table below is the recorded run.")
@@ -51,6 +55,40 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nFAILED correctness: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def report_main(argv: list[str]) -> int:
+    from . import report, results
+
+    parser = argparse.ArgumentParser(prog="python -m elu_study report")
+    parser.add_argument("gpu", nargs="?", default=results.REFERENCE_GPU)
+    parser.add_argument("--no-readme", action="store_true")
+    args = parser.parse_args(argv)
+    for path in report.write(args.gpu, readme=not args.no_readme):
+        print(f"wrote {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    job = argv.pop(0) if argv and argv[0] in JOBS else "study"
+    if argv and argv[0] in ("-h", "--help") and job == "study" and not any(a in JOBS for a in argv):
+        print(__doc__)
+    if job == "study":
+        return study_main(argv)
+    if job == "report":
+        return report_main(argv)
+    if job == "profile":
+        from .profile import main as profile_main
+
+        return profile_main(argv)
+    if job == "accuracy":
+        from .accuracy import main as accuracy_main
+
+        return accuracy_main(argv)
+    from .sanitize import main as sanitize_main
+
+    return sanitize_main(argv)
 
 
 if __name__ == "__main__":

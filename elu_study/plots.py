@@ -1,33 +1,152 @@
-"""Figures: the steps against the datasheet floor and the measured roof; accuracy near zero."""
+"""Figures: times against the floor and the roof, spreads, the wave sweep, ablations, counters, accuracy."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Patch
 
-COLORS = {"step": "tab:blue", "baseline": "tab:gray", "sweep": "tab:cyan", "ablation": "tab:olive"}
+COLORS = {"step": "tab:blue", "baseline": "tab:gray", "ablation": "tab:olive"}
+KIND_LABELS = {"step": "step", "baseline": "baseline (PyTorch, copies)", "ablation": "ablation (one change)"}
 
 
-def times_figure(record: dict, kinds=("step", "baseline")):
-    """Horizontal bars of median time (10th-90th percentile whiskers), floor and roof as lines."""
-    rows = [r for r in record["rows"] if r["kind"] in kinds]
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.6))
-    names = [r["name"] for r in rows][::-1]
-    t = [r["timing"] for r in rows][::-1]
-    med = [x["median_ms"] for x in t]
-    err = [[max(0.0, m - x["p10_ms"]) for m, x in zip(med, t)], [max(0.0, x["p90_ms"] - m) for m, x in zip(med, t)]]
-    ax.barh(names, med, xerr=err, color=[COLORS[r["kind"]] for r in rows][::-1], capsize=2)
-    for m, name in zip(med, names):
-        ax.text(m, name, f" {m:.2f}", va="center", fontsize=8)
+def _rows(record: dict, names=None, kinds=None) -> list[dict]:
+    if names is not None:
+        by_name = {r["name"]: r for r in record["rows"]}
+        return [by_name[n] for n in names]
+    return [r for r in record["rows"] if kinds is None or r["kind"] in kinds]
+
+
+def _kind_legend(ax, rows, extra=(), loc="lower right"):
+    kinds = [k for k in COLORS if any(r["kind"] == k for r in rows)]
+    handles = [Patch(color=COLORS[k], label=KIND_LABELS[k]) for k in kinds] + list(extra)
+    ax.legend(handles=handles, loc=loc, fontsize=8, framealpha=0.9)
+
+
+def times_figure(record: dict, kinds=("step", "baseline"), names=None):
+    """Median time per entry (bars, p10-p90 whiskers) with the datasheet floor and the copy_ roof."""
+    rows = _rows(record, names, kinds)[::-1]
+    fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.6))
+    med = np.array([r["timing"]["median_ms"] for r in rows])
+    lo = med - np.array([r["timing"]["p10_ms"] for r in rows])
+    hi = np.array([r["timing"]["p90_ms"] for r in rows]) - med
+    ax.barh([r["name"] for r in rows], med, xerr=[lo.clip(0), hi.clip(0)], color=[COLORS[r["kind"]] for r in rows],
+            capsize=2, error_kw={"elinewidth": 1})
+    for i, r in enumerate(rows):
+        ax.text(r["timing"]["p90_ms"], i, f"  {r['timing']['median_ms']:.2f}", va="center", fontsize=8)
+    extra = []
     if record.get("roof_ms"):
-        ax.axvline(record["roof_ms"], color="tab:green", ls="--", label=f"roof: copy_ {record['roof_ms']:.2f} ms")
+        extra.append(ax.axvline(record["roof_ms"], color="tab:green", ls="--", label=f"roof: copy_ {record['roof_ms']:.2f} ms"))
     if record.get("floor_ms"):
-        ax.axvline(record["floor_ms"], color="tab:red", ls=":", label=f"floor: datasheet {record['floor_ms']:.2f} ms")
-    ax.set_xlabel("median time, ms (lower is better)")
+        extra.append(ax.axvline(record["floor_ms"], color="tab:red", ls=":", label=f"floor: datasheet {record['floor_ms']:.2f} ms"))
+    ax.set_xlabel("time per call, ms (median; whiskers p10-p90; lower is better)")
     ax.set_title(f"ELU on {tuple(record['problem']['shape'])} float32, {record['provenance']['gpu']}")
-    ax.set_xlim(0, max(med) * 1.15)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlim(0, max(r["timing"]["p90_ms"] for r in rows) * 1.18)
+    _kind_legend(ax, rows, extra)
+    fig.tight_layout()
+    return fig
+
+
+def xcopy_figure(record: dict, names=None, kinds=("step", "baseline"), title: str | None = None):
+    """The zoomed view: time over copy_'s, median with p10-p90 whiskers, labels clear of the whiskers."""
+    rows = _rows(record, names, kinds)[::-1]
+    roof = record["roof_ms"]
+    fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 1.6))
+    y = np.arange(len(rows))
+    med = np.array([r["timing"]["median_ms"] for r in rows]) / roof
+    p10 = np.array([r["timing"]["p10_ms"] for r in rows]) / roof
+    p90 = np.array([r["timing"]["p90_ms"] for r in rows]) / roof
+    for i, r in enumerate(rows):
+        ax.plot([p10[i], p90[i]], [i, i], color=COLORS[r["kind"]], lw=2, alpha=0.5)
+        ax.plot(med[i], i, "o", color=COLORS[r["kind"]])
+        ax.text(p90[i], i, f"  {med[i]:.3f}", va="center", fontsize=8)
+    ax.set_yticks(y, [r["name"] for r in rows])
+    extra = [ax.axvline(1.0, color="tab:green", ls="--", label="copy_ (the roof) = 1")]
+    if record.get("floor_ms"):
+        floor = record["floor_ms"] / roof
+        if floor > min(p10) - 0.05:
+            extra.append(ax.axvline(floor, color="tab:red", ls=":", label="datasheet floor"))
+    extra.append(plt.Line2D([], [], color="k", marker="o", lw=2, alpha=0.5, label="median, p10-p90"))
+    left = min(min(p10), 1.0) - 0.01
+    ax.set_xlim(left, max(p90) + (max(p90) - left) * 0.15)
+    ax.set_xlabel("time over copy_'s (median; lower is better)")
+    ax.set_title(title or f"Against the roof: {record['provenance']['gpu']}")
+    _kind_legend(ax, rows, extra)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def distribution_figure(record: dict, names=None, kinds=("step", "baseline")):
+    """Every timed sample, per entry: box (p25-p75, whiskers p5-p95) over the samples' strip plot."""
+    rows = _rows(record, names, kinds)[::-1]
+    fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 1.6))
+    data = [np.concatenate([np.asarray(s) for s in r["timing"]["samples_ms"]]) for r in rows]
+    ax.boxplot(data, vert=False, whis=(5, 95), showfliers=False, widths=0.6, medianprops={"color": "k"})
+    rng = np.random.default_rng(0)
+    for i, (r, d) in enumerate(zip(rows, data), start=1):
+        ax.scatter(d, i + rng.uniform(-0.25, 0.25, d.size), s=2, alpha=0.35, color=COLORS[r["kind"]])
+    ax.set_yticks(range(1, len(rows) + 1), [r["name"] for r in rows])
+    extra = [Patch(facecolor="white", edgecolor="k", label="box p25-p75, whiskers p5-p95"),
+             plt.Line2D([], [], color="k", marker=".", lw=0, label="one timed call")]
+    ax.set_xlabel("time per call, ms (every sample of every round)")
+    ax.set_title("Timing distributions: tails, not only medians")
+    _kind_legend(ax, rows, extra)
+    fig.tight_layout()
+    return fig
+
+
+def wave_sweep_figure(record: dict, names, blocks: dict[str, float], reference: str = "2_float4"):
+    """Time over copy_'s against the grid size (log x), whiskers p10-p90, step 2 and the seed marked."""
+    roof = record["roof_ms"]
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    by_name = {r["name"]: r for r in record["rows"]}
+    xs = [blocks[n] for n in names]
+    med = np.array([by_name[n]["timing"]["median_ms"] for n in names]) / roof
+    p10 = np.array([by_name[n]["timing"]["p10_ms"] for n in names]) / roof
+    p90 = np.array([by_name[n]["timing"]["p90_ms"] for n in names]) / roof
+    ax.errorbar(xs, med, yerr=[med - p10, p90 - med], fmt="o-", color=COLORS["ablation"], capsize=3,
+                label="grid-stride, 512 threads/block (median, p10-p90)")
+    ref = by_name[reference]["timing"]["median_ms"] / roof
+    ax.axhline(ref, color=COLORS["step"], ls="-.", label=f"{reference} (one vector per thread)")
+    ax.axhline(1.0, color="tab:green", ls="--", label="copy_ = 1")
+    if "3_grid_stride" in by_name and "3_grid_stride" in blocks:
+        seed = by_name["3_grid_stride"]["timing"]["median_ms"] / roof
+        ax.plot(blocks["3_grid_stride"], seed, "s", color=COLORS["step"], label="the seed's 1152 blocks")
+    ax.set_xscale("log")
+    ax.set_xlabel("blocks in the grid (log scale)")
+    ax.set_ylabel("time over copy_'s")
+    ax.set_title("Grid-stride: where the loop's cost appears")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+COUNTER_BARS = (("dram_pct_of_peak", "DRAM throughput, % of peak"),
+                ("achieved_occupancy_pct", "achieved occupancy, % of warps"),
+                ("l2_hit_pct", "L2 hit rate, %"))
+
+
+def counters_figure(counters: dict, names):
+    """Per kernel: DRAM throughput, occupancy and L2 hit rate from Nsight Compute (grouped bars)."""
+    by_name = {r["name"]: r for r in counters["rows"]}
+    rows = [by_name[n] for n in names if n in by_name]
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.8))
+    h = 0.8 / len(COUNTER_BARS)
+    y = np.arange(len(rows))[::-1]
+    for k, (key, label) in enumerate(COUNTER_BARS):
+        vals = [r.get(key) or 0.0 for r in rows]
+        ax.barh(y + (1 - k) * h, vals, height=h, label=label)
+        for yi, v in zip(y, vals):
+            ax.text(v, yi + (1 - k) * h, f" {v:.1f}", va="center", fontsize=7)
+    ax.set_yticks(y, [r["name"] for r in rows])
+    ax.set_xlim(0, 115)
+    ax.set_xlabel("percent (Nsight Compute, --clock-control none, one full-size launch each)")
+    ax.set_title("Hardware counters per kernel")
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
 
@@ -49,5 +168,6 @@ def near_zero_figure(record: dict, names):
 
 def save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
     return path

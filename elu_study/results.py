@@ -52,6 +52,7 @@ def frame(record: dict, kinds=("step", "baseline")) -> pd.DataFrame:
             "TB/s": [r["tbps"] for r in rows],
             "% of peak": [r["pct_of_peak"] for r in rows],
             "x copy_": [r["x_copy"] for r in rows],
+            "p90/median": [r["timing"]["p90_ms"] / r["timing"]["median_ms"] for r in rows],
             "correct": [("yes" if r["check"]["passed"] else "NO") if r["check"] else "n/a" for r in rows],
             "max abs err vs fp64": [r["check"]["max_abs_err_vs_fp64"] if r["check"] else None for r in rows],
         }
@@ -59,25 +60,33 @@ def frame(record: dict, kinds=("step", "baseline")) -> pd.DataFrame:
     return df.set_index("entry")
 
 
-FORMATS = {"ms": "{:.3f}", "TB/s": "{:.2f}", "% of peak": "{:.1f}", "x copy_": "{:.3f}", "max abs err vs fp64": "{:.1e}"}
+FORMATS = {"ms": "{:.3f}", "TB/s": "{:.2f}", "% of peak": "{:.1f}", "x copy_": "{:.3f}", "p90/median": "{:.3f}",
+           "max abs err vs fp64": "{:.1e}"}
 
 
-def markdown(df: pd.DataFrame) -> str:
-    """A pipe table; every measured number printed with a decimal point or exponent."""
+def markdown(df: pd.DataFrame, formats: dict | None = None) -> str:
+    """A pipe table; every measured float printed with a decimal point or exponent (3 decimals by default)."""
     shown = df.copy()
-    for column, fmt in FORMATS.items():
-        if column in shown:
-            shown[column] = [fmt.format(v) if v is not None and v == v else "" for v in shown[column]]
+    formats = {**FORMATS, **(formats or {})}
+    for column in shown:
+        fmt = formats.get(column)
+        values = list(shown[column])
+        if fmt is None and not all(isinstance(v, float) or v is None for v in values):
+            continue
+        fmt = fmt or "{:.3f}"
+        shown[column] = [fmt.format(v) if v is not None and v == v else "" for v in values]
     return shown.to_markdown(disable_numparse=True)
 
 
 def caption(record: dict) -> str:
     p = record["provenance"]
     floor = f"datasheet floor {record['floor_ms']:.2f} ms ({record['peak_source']})" if record["floor_ms"] else "no datasheet figure for this GPU"
+    method = record.get("method", {})
+    rounds = f" in {method['rounds']} interleaved rounds" if method.get("rounds") else ""
     return (
         f"{p['gpu']} ({p['sm_count']} SMs), driver {p['driver']}, CUDA {p['cuda_runtime']}, torch {p['torch']}, "
         f"nvcc {p['nvcc']}, {p['date_utc'][:10]}; shape {tuple(record['problem']['shape'])} float32; {floor}; "
-        f"median of {_runs(record)} CUDA-event-timed runs per entry."
+        f"median of {_runs(record)} CUDA-event-timed runs per entry{rounds}."
     )
 
 
@@ -86,14 +95,12 @@ def _runs(record: dict) -> str:
     return f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
 
 
-def update_readme(record: dict, figure: Path | None = None, readme: Path = README) -> None:
-    """Replace the README's results block with a table generated from the record."""
+def update_readme(record: dict, extra: list[str] | tuple[str, ...] = (), readme: Path = README) -> None:
+    """Replace the README's results block with a table generated from the record, then ``extra`` lines."""
     text = readme.read_text()
     head, _, rest = text.partition(TABLE_BEGIN)
     _, _, tail = rest.partition(TABLE_END)
     if not rest:
         raise ValueError(f"{readme} has no {TABLE_BEGIN} ... {TABLE_END} block")
-    body = [markdown(frame(record)), "", caption(record)]
-    if figure is not None:
-        body += ["", f"![steps against the floor and the roof]({figure.relative_to(readme.parent).as_posix()})"]
+    body = [markdown(frame(record)), "", caption(record), *extra]
     readme.write_text(head + TABLE_BEGIN + "\n" + "\n".join(body) + "\n" + TABLE_END + tail)

@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .build import built_library, find_cuda_tool
@@ -50,6 +50,14 @@ class KernelReport:
     registers: int
     stack_bytes: int
     local_bytes: int  # > 0 means spills or arrays in local memory
+
+    def to_dict(self) -> dict:
+        """What the record keeps, so that a reader without nvcc sees the same report."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "KernelReport":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
     @property
     def access_bits(self) -> set[int]:

@@ -1,40 +1,166 @@
-"""Timing with CUDA events through triton.testing.do_bench: warm-up, L2 flush, many runs."""
+"""Timing with CUDA events through triton.testing.do_bench, in interleaved rounds, with NVML beside it.
+
+do_bench warms up, then times each call with its own pair of events and flushes the L2 cache
+between calls, so no call finds its data in L2. Every sample is kept, per round, so that the
+spread can be shown (not only a median), and the GPU's clocks, power and clock-event
+("throttle") reasons are sampled through NVML while each round runs.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import threading
+import time
 from typing import Callable
 
-import torch
+import numpy as np
+
+SAMPLE_DECIMALS = 5  # 10 ns: far below event resolution, keeps the record small
 
 
-@dataclass
-class Timing:
-    median_ms: float
-    p10_ms: float
-    p90_ms: float
-    min_ms: float
-    runs: int
-    round_medians_ms: list[float]  # one median per round: their spread is the run-to-run noise
+def summarize(rounds: list[list[float]]) -> dict:
+    """Quantiles over all samples, and per round, so round-to-round noise can be told from tails."""
+    t = np.concatenate([np.asarray(r, dtype=np.float64) for r in rounds])
+    p10, p50, p90, p99 = np.quantile(t, [0.1, 0.5, 0.9, 0.99])
+    return {
+        "median_ms": float(p50),
+        "p10_ms": float(p10),
+        "p90_ms": float(p90),
+        "p99_ms": float(p99),
+        "mean_ms": float(t.mean()),
+        "min_ms": float(t.min()),
+        "max_ms": float(t.max()),
+        "runs": int(t.size),
+        "round_medians_ms": [float(np.median(r)) for r in rounds],
+        "round_p90_ms": [float(np.quantile(r, 0.9)) for r in rounds],
+        "samples_ms": [[round(float(v), SAMPLE_DECIMALS) for v in r] for r in rounds],
+    }
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+
+def noise_ms(timing: dict) -> float:
+    """Run-to-run noise of one entry: the spread of its round medians."""
+    medians = timing["round_medians_ms"]
+    return max(medians) - min(medians)
 
 
-def time_ms(fn: Callable[[], object], rounds: int = 2, warmup_ms: float = 100, rep_ms: float = 500) -> Timing:
-    """Median of many CUDA-event-timed calls, in ``rounds`` separate batches.
+class NvmlSampler:
+    """Samples SM and memory clocks, power, temperature and clock-event reasons in a thread.
 
-    do_bench warms up, then times each call with its own pair of events and
-    flushes the L2 cache between calls, so no call finds its data in L2.
+    Without NVML (no driver, no nvidia-ml-py) it records nothing and says so.
+    """
+
+    def __init__(self, device_index: int = 0, period_s: float = 0.01):
+        self.period_s = period_s
+        self.samples: list[tuple] = []
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        except Exception as exc:  # noqa: BLE001 - any NVML failure just means no clock record
+            self._nvml = None
+            self.error = f"NVML unavailable: {exc}"
+
+    def _read(self) -> tuple:
+        n, h = self._nvml, self._handle
+        reasons_fn = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        return (
+            n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+            n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
+            n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+            int(reasons_fn(h)),
+        )
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                self.samples.append(self._read())
+            except Exception as exc:  # noqa: BLE001
+                self.error = f"NVML read failed: {exc}"
+                return
+            time.sleep(self.period_s)
+
+    def __enter__(self):
+        self.samples = []
+        if self._nvml is not None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        return False
+
+    def reason_names(self, mask: int) -> list[str]:
+        return decode_reasons(mask, self._nvml)
+
+    def summary(self) -> dict:
+        if not self.samples:
+            return {"samples": 0, "error": self.error}
+        a = np.asarray([s[:4] for s in self.samples], dtype=np.float64)
+        masks = [s[4] for s in self.samples]
+        reasons: dict[str, int] = {}
+        for m in masks:
+            for name in self.reason_names(m):
+                reasons[name] = reasons.get(name, 0) + 1
+        return {
+            "samples": len(self.samples),
+            "sm_clock_mhz": {"min": float(a[:, 0].min()), "median": float(np.median(a[:, 0])), "max": float(a[:, 0].max())},
+            "mem_clock_mhz": {"min": float(a[:, 1].min()), "median": float(np.median(a[:, 1])), "max": float(a[:, 1].max())},
+            "power_w": {"mean": float(a[:, 2].mean()), "max": float(a[:, 2].max())},
+            "temperature_c": {"max": float(a[:, 3].max())},
+            "clock_event_reasons": {k: v / len(masks) for k, v in sorted(reasons.items())},  # share of samples
+        }
+
+
+def decode_reasons(mask: int, nvml=None) -> list[str]:
+    """Names of the set bits of an NVML clock-event ("throttle") reason mask."""
+    if nvml is None:
+        import pynvml as nvml
+    names = []
+    for attr in sorted(dir(nvml)):
+        for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
+            if attr.startswith(prefix):
+                short = attr[len(prefix):]
+                bit = getattr(nvml, attr)
+                if short not in ("All", "None", "Unknown") and isinstance(bit, int) and bit and mask & bit == bit:
+                    names.append(short)
+    return sorted(set(names))
+
+
+def time_interleaved(calls: dict[str, Callable[[], object]], rounds: int = 5, warmup_ms: float = 50,
+                     rep_ms: float = 200, progress: bool = False) -> dict[str, dict]:
+    """Time every call in ``rounds`` rounds; each round times every call once, in the same order.
+
+    Returns, per call, the quantiles over all samples (``summarize``) and the NVML readings
+    of each round (``nvml``: clocks, power, temperature, clock-event reasons).
     """
     from triton.testing import do_bench
 
-    samples: list[float] = []
-    medians: list[float] = []
+    samples: dict[str, list[list[float]]] = {name: [] for name in calls}
+    nvml: dict[str, list[dict]] = {name: [] for name in calls}
+    sampler = NvmlSampler()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=rounds * len(calls), desc="timing (interleaved rounds)", unit="entry")
     for _ in range(rounds):
-        times = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
-        samples += times
-        medians.append(float(torch.tensor(times).median()))
-    t = torch.tensor(samples, dtype=torch.float64)
-    q = torch.quantile(t, torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64))
-    return Timing(float(q[1]), float(q[0]), float(q[2]), float(t.min()), len(samples), medians)
+        for name, fn in calls.items():
+            with sampler:
+                times = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
+            samples[name].append([float(t) for t in times])
+            nvml[name].append(sampler.summary())
+            if bar is not None:
+                bar.update()
+    if bar is not None:
+        bar.close()
+    return {name: {**summarize(samples[name]), "nvml": nvml[name]} for name in calls}

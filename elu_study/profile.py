@@ -1,0 +1,299 @@
+"""Hardware counters for every kernel of the study, read with Nsight Compute (``ncu``).
+
+``python -m elu_study profile`` launches one Python process under ``ncu``; that process builds
+every entry, warms it up, and runs it once at full size between ``cudaProfilerStart`` and
+``cudaProfilerStop`` (ncu runs with ``--profile-from-start off``), so exactly one launch per entry
+is profiled, in the study's order. ``copy_`` is a driver copy, not a kernel: ncu does not see it,
+and ``copy_kernel`` (step 2's kernel with no math) stands in for it.
+
+The counters are read with ``--clock-control none``: the GPU keeps the clocks it runs at when the
+study is timed, instead of ncu's fixed base clocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# name in the record -> ncu metric
+METRICS = {
+    "duration_ns": "gpu__time_duration.sum",
+    "dram_read_bytes": "dram__bytes_read.sum",
+    "dram_write_bytes": "dram__bytes_write.sum",
+    "dram_pct_of_peak": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "l2_read_sectors": "lts__t_sectors_op_read.sum",
+    "l2_write_sectors": "lts__t_sectors_op_write.sum",
+    "l2_hit_pct": "lts__t_sector_hit_rate.pct",
+    "l2_pct_of_peak": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm_pct_of_peak": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+    "registers": "launch__registers_per_thread",
+    "grid_size": "launch__grid_size",
+    "block_size": "launch__block_size",
+    "waves_per_sm": "launch__waves_per_multiprocessor",
+    "warp_instructions": "smsp__inst_executed.sum",
+    "sm_cycles_per_s": "smsp__cycles_elapsed.avg.per_second",
+    "dram_cycles_per_s": "dram__cycles_elapsed.avg.per_second",
+}
+# The warp-state section gives every stall reason as warps stalled per issued instruction.
+SECTIONS = ("WarpStateStats",)
+_STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+# Base units that ncu prints with --print-units base, to SI factors.
+_UNIT = {"": 1.0, "byte": 1.0, "nsecond": 1.0, "%": 1.0, "sector": 1.0, "cycle/second": 1.0, "hz": 1.0,
+         "register/thread": 1.0, "block": 1.0, "thread": 1.0, "inst": 1.0, "warp": 1.0}
+
+PROFILE_SUFFIX = "-ncu.json"
+
+
+def find_ncu() -> str:
+    found = shutil.which("ncu")
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if not found and home and Path(home, "bin", "ncu").is_file():
+            found = str(Path(home, "bin", "ncu"))
+    if not found:
+        raise FileNotFoundError("ncu (Nsight Compute) not found on PATH or in $CUDA_HOME/bin: it comes with the CUDA toolkit")
+    return found
+
+
+def available_metrics(ncu: str) -> set[str] | None:
+    """Base names of the metrics this GPU offers, or None if ncu cannot say."""
+    try:
+        text = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = {m.group(1) for m in re.finditer(r"^(\w+__\w+)", text, re.MULTILINE)}
+    return names or None
+
+
+def _number(text: str) -> float | None:
+    text = text.replace(",", "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_raw_csv(text: str) -> list[dict]:
+    """Rows of ``ncu --import ... --csv --page raw --print-units base``: {column: (value, unit)}."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        raise ValueError("no ncu raw CSV header (a line starting with \"ID\") in the output")
+    reader = csv.reader(io.StringIO("\n".join(lines[start:])))
+    header = next(reader)
+    units = next(reader)
+    rows = []
+    for values in reader:
+        if len(values) != len(header):
+            continue
+        rows.append({h: (v, u) for h, v, u in zip(header, values, units)})
+    return rows
+
+
+def kernel_counters(row: dict) -> dict:
+    """The study's counters and stall reasons from one parsed CSV row, in base units."""
+    out: dict = {"kernel": row.get("Kernel Name", ("?", ""))[0]}
+    for name, metric in METRICS.items():
+        if metric in row:
+            value, unit = row[metric]
+            number = _number(value)
+            out[name] = None if number is None else number * _UNIT.get(unit, 1.0)
+            if unit not in _UNIT:
+                out.setdefault("units", {})[name] = unit
+        else:
+            out[name] = None
+    stalls = {}
+    for column, (value, _unit) in row.items():
+        m = _STALL.match(column)
+        if m and _number(value) is not None:
+            stalls[m.group(1)] = _number(value)
+    out["stalls"] = dict(sorted(stalls.items(), key=lambda kv: -kv[1]))
+    return out
+
+
+def derived(counters: dict, numel: int) -> dict:
+    """Per-kernel numbers a reader compares: DRAM TB/s, bytes over the least possible, instructions per element."""
+    d = {}
+    t = counters.get("duration_ns")
+    rd, wr = counters.get("dram_read_bytes"), counters.get("dram_write_bytes")
+    if t and rd is not None and wr is not None:
+        d["dram_tbps"] = (rd + wr) / (t * 1e-9) / 1e12
+        d["dram_bytes_over_min"] = (rd + wr) / (8 * numel)
+    if counters.get("warp_instructions") is not None:
+        d["thread_instructions_per_element"] = counters["warp_instructions"] * 32 / numel
+    if counters.get("sm_cycles_per_s"):
+        d["sm_clock_ghz"] = counters["sm_cycles_per_s"] / 1e9
+    return d
+
+
+# -- the profiled process ------------------------------------------------------------------------
+
+
+def _target(names: list[str], manifest: Path) -> int:
+    """Run inside ncu: each entry once at full size, between profiler start and stop."""
+    import torch
+
+    from .study import ENTRIES, _quiet, input_tensor, timed_call
+
+    done = []
+    with _quiet():
+        x = input_tensor()
+        y = torch.empty_like(x)
+        for name in names:
+            call = timed_call(ENTRIES[name], x, y)
+            call(), call()  # builds, compiles (torch.compile) and allocates outside the profiled range
+            torch.cuda.synchronize()
+            torch.cuda.profiler.start()
+            call()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+            done.append(name)
+    manifest.write_text(json.dumps(done))
+    return 0
+
+
+# -- the driver ----------------------------------------------------------------------------------
+
+
+def profile(names: list[str], progress: bool = True) -> dict:
+    """Profile the named entries under ncu; return the counter record (see ``save``)."""
+    from .hardware import SHAPE, provenance
+
+    ncu = find_ncu()
+    known = available_metrics(ncu)
+    metrics = [m for m in METRICS.values() if known is None or m.split(".")[0] in known]
+    skipped = sorted(set(METRICS.values()) - set(metrics))
+    with tempfile.TemporaryDirectory() as tmp:
+        report, manifest = Path(tmp, "elu.ncu-rep"), Path(tmp, "manifest.json")
+        command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
+                   "--metrics", ",".join(metrics), *[a for s in SECTIONS for a in ("--section", s)],
+                   "--export", str(report), "--force-overwrite",
+                   sys.executable, "-m", "elu_study.profile", "--target", "--manifest", str(manifest), *names]
+        _run_with_progress(command, len(names), progress)
+        text = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
+                              capture_output=True, text=True, check=True).stdout
+        ran = json.loads(manifest.read_text())
+    rows = parse_raw_csv(text)
+    if len(rows) != len(ran):
+        kernels = [r.get("Kernel Name", ("?", ""))[0] for r in rows]
+        raise RuntimeError(f"expected one profiled kernel per entry ({len(ran)}), got {len(rows)}: {kernels}")
+    numel = SHAPE[0] * SHAPE[1]
+    version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    out = []
+    for name, row in zip(ran, rows):
+        counters = kernel_counters(row)
+        out.append({"name": name, **counters, **derived(counters, numel)})
+    return {
+        "provenance": provenance(),
+        "ncu": {"version": version, "clock_control": "none", "metrics": METRICS, "sections": list(SECTIONS),
+                "skipped_metrics": skipped},
+        "problem": {"shape": list(SHAPE), "numel": numel},
+        "note": "copy_ is a driver copy, not a kernel: ncu does not see it; copy_kernel stands in for it.",
+        "rows": out,
+    }
+
+
+def _run_with_progress(command: list[str], total: int, progress: bool) -> None:
+    """Run ncu, advancing a bar at each profiled kernel (ncu prints '==PROF== Profiling ...')."""
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="profiling (ncu)", unit="kernel")
+    log = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            log.append(line)
+            if bar is not None and line.startswith("==PROF== Profiling"):
+                bar.update()
+    if bar is not None:
+        bar.close()
+    if proc.returncode != 0:
+        raise RuntimeError(f"ncu failed ({proc.returncode}):\n{''.join(log[-40:])}")
+
+
+def record_path(gpu_name_or_slug: str) -> Path:
+    from .hardware import slug
+    from .results import RESULTS_DIR
+
+    return RESULTS_DIR / f"{slug(gpu_name_or_slug)}{PROFILE_SUFFIX}"
+
+
+def save(record: dict) -> Path:
+    path = record_path(record["provenance"]["gpu"])
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def load(gpu_name_or_slug: str) -> dict | None:
+    path = record_path(gpu_name_or_slug)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m elu_study profile", description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="entries to profile (default: every kernel entry)")
+    parser.add_argument("--target", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--manifest", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.target:
+        return _target(args.names, args.manifest)
+
+    import torch
+
+    from .build import build_all
+    from .study import ENTRIES, builds
+
+    if not torch.cuda.is_available():
+        print("python -m elu_study profile needs a CUDA GPU (and ncu); the recorded counters are in results/", file=sys.stderr)
+        return 2
+    names = args.names or [n for n in ENTRIES if n != "copy_"]
+    build_all(builds([ENTRIES[n] for n in names]))
+    record = profile(names)
+    path = save(record)
+    from . import results
+
+    print(results.markdown(counter_frame(record)))
+    print(f"\nwrote {path}")
+    return 0
+
+
+def counter_frame(record: dict, names=None):
+    """One line per kernel: time, DRAM bytes and throughput, L2, occupancy, registers, top stalls."""
+    import pandas as pd
+
+    rows = [r for r in record["rows"] if names is None or r["name"] in names]
+    if names is not None:
+        order = {n: i for i, n in enumerate(names)}
+        rows.sort(key=lambda r: order[r["name"]])
+
+    def top(stalls, k=3):
+        return ", ".join(f"{s} {v:.2f}" for s, v in list(stalls.items())[:k])
+
+    df = pd.DataFrame({
+        "entry": [r["name"] for r in rows],
+        "ncu ms": [r["duration_ns"] / 1e6 if r.get("duration_ns") else None for r in rows],
+        "DRAM read GB": [r["dram_read_bytes"] / 1e9 if r.get("dram_read_bytes") is not None else None for r in rows],
+        "DRAM write GB": [r["dram_write_bytes"] / 1e9 if r.get("dram_write_bytes") is not None else None for r in rows],
+        "DRAM % of peak": [r.get("dram_pct_of_peak") for r in rows],
+        "L2 hit %": [r.get("l2_hit_pct") for r in rows],
+        "occupancy %": [r.get("achieved_occupancy_pct") for r in rows],
+        "regs": [r.get("registers") for r in rows],
+        "inst/elem": [r.get("thread_instructions_per_element") for r in rows],
+        "top stalls (warps per issue)": [top(r.get("stalls", {})) for r in rows],
+    })
+    return df.set_index("entry")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

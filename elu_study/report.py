@@ -1,0 +1,52 @@
+"""Everything a record regenerates without a GPU: the figures under results/ and the README block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import findings, plots, profile, results
+from .hardware import slug
+from .study import STEPS, group, grid_stride_blocks
+
+ZOOM = ("copy_", "copy_kernel", "F.elu", "torch.compile(F.elu)", *(e.name for e in STEPS))
+WAVE_SWEEP = ("3_grid_stride_1_waves", "3_grid_stride_2_waves", "3_grid_stride_8_waves", "3_grid_stride_64_waves",
+              "3_grid_stride_512_waves", "3_grid_stride_one_shot")
+
+
+def wave_blocks(record: dict) -> dict[str, int]:
+    """Grid size of every grid-stride entry at the record's size, on the record's GPU."""
+    sms, numel = record["provenance"]["sm_count"], record["problem"]["numel"]
+    return {n: grid_stride_blocks(n, sms, numel) for n in (*WAVE_SWEEP, "3_grid_stride")}
+
+
+def figures(record: dict, counters: dict | None) -> dict[str, object]:
+    """name -> matplotlib figure, for every figure the README and notebooks show."""
+    figs = {
+        "times": plots.times_figure(record),
+        "xcopy": plots.xcopy_figure(record, names=list(ZOOM)),
+        "distributions": plots.distribution_figure(record, names=list(ZOOM)),
+        "waves": plots.wave_sweep_figure(record, list(WAVE_SWEEP), wave_blocks(record)),
+        "ablations": plots.xcopy_figure(
+            record, names=["2_float4", *(e.name for e in group("step5_one_change")), "5_streaming", "5_streaming_expf"],
+            kinds=None, title="Step 5's changes, one at a time, from step 2"),
+    }
+    if counters:
+        figs["counters"] = plots.counters_figure(counters, [r["name"] for r in counters["rows"]])
+    return figs
+
+
+def write(gpu: str, readme: bool = True) -> list[Path]:
+    """Save every figure of a GPU's records under results/, and (for the reference GPU) the README block."""
+    record = results.load(gpu)
+    counters = profile.load(gpu)
+    paths = []
+    for name, fig in figures(record, counters).items():
+        suffix = "" if name == "times" else f"-{name}"
+        paths.append(plots.save(fig, results.RESULTS_DIR / f"{slug(record['provenance']['gpu'])}{suffix}.png"))
+    if readme:
+        rel = lambda p: p.relative_to(results.README.parent).as_posix()  # noqa: E731
+        extra = ["", *findings.readme_lines(record, counters), "",
+                 *(f"![{p.stem}]({rel(p)})" for p in paths)]
+        results.update_readme(record, extra)
+        paths.append(results.README)
+    return paths
