@@ -1,20 +1,29 @@
-"""What every notebook does: say where its numbers come from, show a kernel, inspect, measure, compare.
+"""What every notebook does: say where its numbers come from, show a kernel, inspect it, show the
+measurement, compare it with the prediction written before it, and give the evidence.
 
-On a GPU the numbers are measured live; without one, kernels are still compiled and
-inspected here, and the numbers come from the recorded run in results/.
+The notebooks never time anything themselves: ``python -m elu_study`` measures every entry once
+per run and writes results/<gpu>.json (and ``python -m elu_study profile`` the counters), and
+every notebook shows that one measurement. On a GPU whose record exists, that record is shown;
+otherwise the reference record (the H200's). Kernels are compiled and their SASS read live where
+a CUDA toolkit is installed; without one, the SASS facts recorded with the run are shown.
 """
 
 from __future__ import annotations
 
-import copy
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from . import results
-from .build import build_spec, compile_variant
+from . import findings, profile, report, results
+from .build import _configure_toolchain, build_spec, compile_variant
 from .check import describe
-from .sass import inspect_variant
-from .study import ENTRIES, KINDS, annotate, measure
+from .hardware import slug
+from .sass import KernelReport, inspect_variant
+from .study import ENTRIES, KINDS
+from .timing import noise_ms
 
 
 def gpu_available() -> bool:
@@ -23,30 +32,71 @@ def gpu_available() -> bool:
     return torch.cuda.is_available()
 
 
+def toolkit_available() -> bool:
+    """Can kernels be compiled here? (nvcc on PATH or under CUDA_HOME)."""
+    _configure_toolchain()
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        return Path(home, "bin", "nvcc").is_file()
+    return shutil.which("nvcc") is not None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A prediction written before the measurement: a range of time over copy_'s for one entry."""
+
+    entry: str
+    x_copy: tuple[float, float]
+    written: str  # when, as the git history shows it
+
+
 class Study:
-    """One notebook's view of the study: live on a GPU, recorded without one."""
+    """One notebook's view of the study: the record of a run, and the kernels behind it."""
 
     def __init__(self, reference_gpu: str = results.REFERENCE_GPU):
         self.live = gpu_available()
-        self.recorded = None if self.live else results.load(reference_gpu)
+        self.can_compile = toolkit_available()
+        gpu = reference_gpu
+        here = None
         if self.live:
             import torch
 
-            print(f"Data source: live run on {torch.cuda.get_device_name()}")
-        else:
-            p = self.recorded["provenance"]
-            print(
-                f"Data source: NO GPU HERE. Kernels are compiled and inspected live; every number below is the "
-                f"recorded run from results/{reference_gpu}.json ({p['gpu']}, {p['date_utc'][:10]})."
-            )
+            here = torch.cuda.get_device_name()
+            if results.record_path(here).exists():
+                gpu = slug(here)
+        self.record = results.load(gpu)
+        self.counters = profile.load(gpu)
+        p = self.record["provenance"]
+        source = (f"results/{slug(p['gpu'])}.json, measured by `python -m elu_study` on {p['gpu']} "
+                  f"({p['date_utc'][:10]}, commit {p.get('commit')})")
+        where = f"this GPU ({here})" if here and slug(here) == gpu else ("NO GPU HERE" if not here else
+                                                                          f"{here}, which has no record yet")
+        kernels = "kernels compiled and inspected live" if self.can_compile else (
+            "NO CUDA TOOLKIT HERE: the SASS facts shown are those recorded with the run")
+        print(f"Data source: {source}; running on {where}; {kernels}.")
+
+    # -- records -----------------------------------------------------------------------------
+    def row(self, name: str) -> dict:
+        return results.row(self.record, name)
+
+    def ms(self, name: str) -> float:
+        return self.row(name)["timing"]["median_ms"]
+
+    def x(self, name: str) -> float:
+        """Time over copy_'s."""
+        return self.row(name)["x_copy"]
+
+    def noise(self, *names: str) -> float:
+        """The largest round-to-round spread of these entries' medians, over copy_'s time."""
+        return max(noise_ms(self.row(n)["timing"]) for n in names) / self.record["roof_ms"]
+
+    def counter(self, name: str, key: str):
+        if not self.counters:
+            raise LookupError("no counter record (results/<gpu>-ncu.json) for this GPU")
+        return next(r for r in self.counters["rows"] if r["name"] == name)[key]
 
     def sm_count(self) -> int:
-        """Multiprocessors of the GPU the numbers come from."""
-        if self.live:
-            import torch
-
-            return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-        return self.recorded["provenance"]["sm_count"]
+        return self.record["provenance"]["sm_count"]
 
     # -- kernels -----------------------------------------------------------------------------
     @staticmethod
@@ -55,42 +105,69 @@ class Study:
         path = build_spec(name).source_path
         return Markdown(f"`kernels/{path.name}`\n```cuda\n{path.read_text()}```")
 
-    @staticmethod
-    def inspect(name: str, flags: tuple[str, ...] = ()):
-        """Compile (or reuse the build) and print what the SASS shows."""
-        report = inspect_variant(compile_variant(name, extra_cuda_cflags=list(flags)))
-        print(report.summary())
-        return report
+    def inspect(self, name: str) -> KernelReport:
+        """An entry's SASS report: compiled here if a toolkit is installed, else the recorded one."""
+        entry = ENTRIES[name]
+        if self.can_compile:
+            report_ = inspect_variant(compile_variant(entry.variant, extra_cuda_cflags=list(entry.flags)))
+        else:
+            report_ = KernelReport.from_dict(self.row(name)["sass"])
+        print(report_.summary())
+        return report_
 
-    # -- numbers -----------------------------------------------------------------------------
-    def measure(self, *names: str, trials: int = 3) -> dict:
-        """Check and time these entries and copy_ (the roof): live, or from the recorded run."""
-        wanted = [*names, "copy_"] if "copy_" not in names else list(names)
-        if self.live:
-            return measure([ENTRIES[n] for n in wanted], trials=trials)
-        record = copy.deepcopy(self.recorded)
-        record["rows"] = [results.row(record, n) for n in wanted]
-        return annotate(record)
+    # -- showing the measurement ---------------------------------------------------------------
+    def _subset(self, names) -> dict:
+        sub = dict(self.record)
+        sub["rows"] = [self.row(n) for n in names]
+        return sub
 
-    @staticmethod
-    def table(record: dict, kinds=KINDS) -> None:
-        display(Markdown(results.markdown(results.frame(record, kinds))))
+    def table(self, *names: str) -> None:
+        display(Markdown(results.markdown(results.frame(self._subset(names), KINDS))))
 
-    @staticmethod
-    def verdicts(record: dict) -> None:
+    def verdicts(self, *names: str) -> None:
         """Correctness of each checked entry, in words."""
-        for r in record["rows"]:
+        for n in names:
+            r = self.row(n)
             if r["check"] is not None:
-                print(f"{r['name']}: {describe(r['check'])}")
+                print(f"{n}: {describe(r['check'])}")
+
+    def compare(self, before: str, after: str) -> None:
+        """How much one change moved the time, against the run-to-run noise of the two."""
+        tb, ta = self.ms(before), self.ms(after)
+        change = (ta - tb) / tb
+        noise = max(noise_ms(self.row(n)["timing"]) for n in (before, after))
+        verdict = "within the noise" if abs(ta - tb) <= noise else ("slower" if ta > tb else "faster")
+        print(f"{before} -> {after}: {tb:.3f} ms -> {ta:.3f} ms, {100 * change:+.1f} % time ({verdict}; "
+              f"round-to-round noise {noise:.3f} ms)")
+        print(f"  {after}: {self.x(after):.3f}x copy_'s time ({self.record['roof_ms']:.3f} ms)"
+              + (f", {self.row(after)['pct_of_peak']:.1f} % of datasheet bandwidth" if self.record["floor_ms"] else ""))
+
+    def check_prediction(self, p: Prediction) -> None:
+        """The prediction beside the measurement, and whether it held."""
+        lo, hi = p.x_copy
+        r = self.row(p.entry)
+        x, x10, x90 = r["x_copy"], r["timing"]["p10_ms"] / self.record["roof_ms"], r["timing"]["p90_ms"] / self.record["roof_ms"]
+        held = "HELD" if lo <= x <= hi else ("MISSED: faster than predicted" if x < lo else "MISSED: slower than predicted")
+        print(f"Prediction for {p.entry} (written {p.written}): {lo:.2f}x to {hi:.2f}x copy_'s time")
+        print(f"Measured: {x:.3f}x (p10-p90 {x10:.3f}x to {x90:.3f}x)  ->  {held}")
+
+    def counters_table(self, *names: str) -> None:
+        if not self.counters:
+            print("no counter record for this GPU: run `python -m elu_study profile` on it")
+            return
+        display(Markdown(results.markdown(profile.counter_frame(self.counters, list(names)),
+                                          {"regs": "{:.0f}", "DRAM % of peak": "{:.1f}", "L2 hit %": "{:.1f}",
+                                           "occupancy %": "{:.1f}", "inst/elem": "{:.1f}"})))
 
     @staticmethod
-    def compare(record: dict, before: str, after: str) -> None:
-        """How much a step moved the time, and what is left to the roof and the floor."""
-        b, a = results.row(record, before), results.row(record, after)
-        tb, ta = b["timing"]["median_ms"], a["timing"]["median_ms"]
-        print(f"{before} -> {after}: {tb:.3f} ms -> {ta:.3f} ms ({tb / ta:.2f}x as fast)")
-        print(f"  {after} is {ta / record['roof_ms']:.3f}x the copy_ roof ({record['roof_ms']:.3f} ms)")
-        if record["floor_ms"]:
-            print(f"  and runs at {100 * record['floor_ms'] / ta:.1f} % of datasheet bandwidth (floor {record['floor_ms']:.3f} ms)")
-        spread = [abs(r["timing"]["round_medians_ms"][0] - r["timing"]["round_medians_ms"][-1]) for r in (a, b)]
-        print(f"  run-to-run noise (difference of two rounds' medians): {max(spread):.3f} ms")
+    def md(text: str):
+        """Prose that quotes the record: built from it, never typed."""
+        return Markdown(text)
+
+    def finding(self, name: str):
+        """One of the study's findings (elu_study.findings), as the README and summary print it."""
+        return Markdown(getattr(findings, name)(self.record, self.counters))
+
+    def figure(self, name: str):
+        """A figure of the record (the same the README shows): times, xcopy, distributions, waves, ablations, counters."""
+        return report.figures(self.record, self.counters, only=name)[name]

@@ -2,9 +2,12 @@
 
 ``python -m elu_study profile`` launches one Python process under ``ncu``; that process builds
 every entry, warms it up, and runs it once at full size between ``cudaProfilerStart`` and
-``cudaProfilerStop`` (ncu runs with ``--profile-from-start off``), so exactly one launch per entry
-is profiled, in the study's order. ``copy_`` is a driver copy, not a kernel: ncu does not see it,
-and ``copy_kernel`` (step 2's kernel with no math) stands in for it.
+``cudaProfilerStop`` (ncu runs with ``--profile-from-start off``), so only that call is profiled.
+Each profiled call starts with a tiny marker kernel (``torch.cuda._sleep``), so that an entry
+whose call launches several kernels (F.elu on more than 2^31 bytes launches one per
+32-bit-indexable piece) is told apart from the next; its kernels' counters are combined.
+``copy_`` is a driver copy, not a kernel: ncu does not see it, and ``copy_kernel`` (step 2's
+kernel with no math) stands in for it.
 
 The counters are read with ``--clock-control none``: the GPU keeps the clocks it runs at when the
 study is timed, instead of ncu's fixed base clocks.
@@ -30,13 +33,15 @@ METRICS = {
     "dram_read_bytes": "dram__bytes_read.sum",
     "dram_write_bytes": "dram__bytes_write.sum",
     "dram_pct_of_peak": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram_active_pct": "dram__cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "dram_active_read_pct": "dram__cycles_active_read.avg.pct_of_peak_sustained_elapsed",
+    "dram_active_write_pct": "dram__cycles_active_write.avg.pct_of_peak_sustained_elapsed",
     "l2_read_sectors": "lts__t_sectors_op_read.sum",
     "l2_write_sectors": "lts__t_sectors_op_write.sum",
     "l2_hit_pct": "lts__t_sector_hit_rate.pct",
     "l2_pct_of_peak": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     "sm_pct_of_peak": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
     "registers": "launch__registers_per_thread",
     "grid_size": "launch__grid_size",
     "block_size": "launch__block_size",
@@ -45,9 +50,17 @@ METRICS = {
     "sm_cycles_per_s": "smsp__cycles_elapsed.avg.per_second",
     "dram_cycles_per_s": "dram__cycles_elapsed.avg.per_second",
 }
-# The warp-state section gives every stall reason as warps stalled per issued instruction.
-SECTIONS = ("WarpStateStats",)
+# Warp stall reasons, as the warp-state section gives them: warps stalled per issued instruction.
+STALL_REASONS = ("long_scoreboard", "lg_throttle", "drain", "wait", "not_selected", "selected", "math_pipe_throttle",
+                 "mio_throttle", "no_instruction", "short_scoreboard", "dispatch_stall", "branch_resolving", "barrier",
+                 "membar", "sleeping", "tex_throttle", "imc_miss", "misc")
+STALL_METRICS = tuple(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS)
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+MARKER = "spin_kernel"  # torch.cuda._sleep's kernel: opens each entry's profiled range
+# Counters that add up over an entry's kernels; the rest are averaged, weighted by duration.
+_SUMMED = ("duration_ns", "dram_read_bytes", "dram_write_bytes", "l2_read_sectors", "l2_write_sectors",
+           "warp_instructions", "grid_size")
+_TAKEN = ("registers", "block_size")  # launch facts: the largest of the kernels
 # Base units that ncu prints with --print-units base, to SI factors.
 _UNIT = {"": 1.0, "byte": 1.0, "nsecond": 1.0, "%": 1.0, "sector": 1.0, "cycle/second": 1.0, "hz": 1.0,
          "register/thread": 1.0, "block": 1.0, "thread": 1.0, "inst": 1.0, "warp": 1.0}
@@ -121,6 +134,43 @@ def kernel_counters(row: dict) -> dict:
     return out
 
 
+def split_by_marker(kernels: list[dict]) -> list[list[dict]]:
+    """Kernels in launch order -> one list per profiled entry, each opened by a marker kernel."""
+    groups: list[list[dict]] = []
+    for k in kernels:
+        if MARKER in k["kernel"]:
+            groups.append([])
+        elif not groups:
+            raise ValueError(f"kernel {k['kernel']!r} was profiled before any marker")
+        else:
+            groups[-1].append(k)
+    return groups
+
+
+def combine(kernels: list[dict]) -> dict:
+    """One entry's counters from its kernels: sums of counts, duration-weighted means of rates."""
+    if not kernels:
+        raise ValueError("an entry launched no kernel inside its profiled range")
+    if len(kernels) == 1:
+        return {**kernels[0], "kernels": 1}
+    t = [k.get("duration_ns") or 0.0 for k in kernels]
+    out: dict = {"kernel": kernels[0]["kernel"], "kernels": len(kernels)}
+    for key in METRICS:
+        values = [k.get(key) for k in kernels]
+        if any(v is None for v in values):
+            out[key] = None
+        elif key in _SUMMED:
+            out[key] = sum(values)
+        elif key in _TAKEN:
+            out[key] = max(values)
+        else:
+            out[key] = sum(v * w for v, w in zip(values, t)) / sum(t)
+    reasons = {r for k in kernels for r in k.get("stalls", {})}
+    stalls = {r: sum(k.get("stalls", {}).get(r, 0.0) * w for k, w in zip(kernels, t)) / sum(t) for r in reasons}
+    out["stalls"] = dict(sorted(stalls.items(), key=lambda kv: -kv[1]))
+    return out
+
+
 def derived(counters: dict, numel: int) -> dict:
     """Per-kernel numbers a reader compares: DRAM TB/s, bytes over the least possible, instructions per element."""
     d = {}
@@ -154,6 +204,7 @@ def _target(names: list[str], manifest: Path) -> int:
             call(), call()  # builds, compiles (torch.compile) and allocates outside the profiled range
             torch.cuda.synchronize()
             torch.cuda.profiler.start()
+            torch.cuda._sleep(1)  # the marker that opens this entry's kernels
             call()
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
@@ -171,39 +222,42 @@ def profile(names: list[str], progress: bool = True) -> dict:
 
     ncu = find_ncu()
     known = available_metrics(ncu)
-    metrics = [m for m in METRICS.values() if known is None or m.split(".")[0] in known]
-    skipped = sorted(set(METRICS.values()) - set(metrics))
+    wanted = [*METRICS.values(), *STALL_METRICS]
+    # launch__ facts are not hardware counters, so --query-metrics does not list them.
+    metrics = [m for m in wanted if known is None or m.startswith("launch__") or m.split(".")[0] in known]
+    skipped = sorted(set(wanted) - set(metrics))
     with tempfile.TemporaryDirectory() as tmp:
         report, manifest = Path(tmp, "elu.ncu-rep"), Path(tmp, "manifest.json")
         command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-                   "--metrics", ",".join(metrics), *[a for s in SECTIONS for a in ("--section", s)],
+                   "--metrics", ",".join(metrics),
                    "--export", str(report), "--force-overwrite",
                    sys.executable, "-m", "elu_study.profile", "--target", "--manifest", str(manifest), *names]
-        _run_with_progress(command, len(names), progress)
+        env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}  # no compile workers for ncu to follow
+        _run_with_progress(command, 2 * len(names), progress, env)
         text = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
                               capture_output=True, text=True, check=True).stdout
         ran = json.loads(manifest.read_text())
-    rows = parse_raw_csv(text)
-    if len(rows) != len(ran):
-        kernels = [r.get("Kernel Name", ("?", ""))[0] for r in rows]
-        raise RuntimeError(f"expected one profiled kernel per entry ({len(ran)}), got {len(rows)}: {kernels}")
+    groups = split_by_marker([kernel_counters(r) for r in parse_raw_csv(text)])
+    if len(groups) != len(ran):
+        raise RuntimeError(f"expected {len(ran)} profiled entries, found {len(groups)} marker-opened groups: "
+                           f"{[[k['kernel'] for k in g] for g in groups]}")
     numel = SHAPE[0] * SHAPE[1]
     version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     out = []
-    for name, row in zip(ran, rows):
-        counters = kernel_counters(row)
+    for name, kernels in zip(ran, groups):
+        counters = combine(kernels)
         out.append({"name": name, **counters, **derived(counters, numel)})
     return {
         "provenance": provenance(),
-        "ncu": {"version": version, "clock_control": "none", "metrics": METRICS, "sections": list(SECTIONS),
-                "skipped_metrics": skipped},
+        "ncu": {"version": version, "clock_control": "none", "metrics": METRICS, "stall_metrics": list(STALL_METRICS),
+                "skipped_metrics": skipped, "command": " ".join(command[:command.index(sys.executable)])},
         "problem": {"shape": list(SHAPE), "numel": numel},
         "note": "copy_ is a driver copy, not a kernel: ncu does not see it; copy_kernel stands in for it.",
         "rows": out,
     }
 
 
-def _run_with_progress(command: list[str], total: int, progress: bool) -> None:
+def _run_with_progress(command: list[str], total: int, progress: bool, env: dict | None = None) -> None:
     """Run ncu, advancing a bar at each profiled kernel (ncu prints '==PROF== Profiling ...')."""
     bar = None
     if progress:
@@ -211,7 +265,7 @@ def _run_with_progress(command: list[str], total: int, progress: bool) -> None:
 
         bar = tqdm(total=total, desc="profiling (ncu)", unit="kernel")
     log = []
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
         for line in proc.stdout:
             log.append(line)
             if bar is not None and line.startswith("==PROF== Profiling"):

@@ -19,20 +19,26 @@ def wave_blocks(record: dict) -> dict[str, int]:
     return {n: grid_stride_blocks(n, sms, numel) for n in (*WAVE_SWEEP, "3_grid_stride")}
 
 
-def figures(record: dict, counters: dict | None) -> dict[str, object]:
-    """name -> matplotlib figure, for every figure the README and notebooks show."""
-    figs = {
-        "times": plots.times_figure(record),
-        "xcopy": plots.xcopy_figure(record, names=list(ZOOM)),
-        "distributions": plots.distribution_figure(record, names=list(ZOOM)),
-        "waves": plots.wave_sweep_figure(record, list(WAVE_SWEEP), wave_blocks(record)),
-        "ablations": plots.xcopy_figure(
-            record, names=["2_float4", *(e.name for e in group("step5_one_change")), "5_streaming", "5_streaming_expf"],
-            kinds=None, title="Step 5's changes, one at a time, from step 2"),
+STEP5_ABLATIONS = ("2_float4", *(e.name for e in group("step5_one_change")), "5_streaming", "5_streaming_expf")
+
+
+def figures(record: dict, counters: dict | None, only: str | None = None) -> dict[str, object]:
+    """name -> matplotlib figure, for every figure the README and notebooks show (or just ``only``)."""
+    makers = {
+        "times": lambda: plots.times_figure(record),
+        "xcopy": lambda: plots.xcopy_figure(record, names=list(ZOOM)),
+        "distributions": lambda: plots.distribution_figure(record, names=list(ZOOM)),
+        "waves": lambda: plots.wave_sweep_figure(record, list(WAVE_SWEEP), wave_blocks(record)),
+        "ablations": lambda: plots.xcopy_figure(record, names=list(STEP5_ABLATIONS), kinds=None,
+                                                title="Step 5's changes, one at a time, from step 2"),
     }
     if counters:
-        figs["counters"] = plots.counters_figure(counters, [r["name"] for r in counters["rows"]])
-    return figs
+        makers["counters"] = lambda: plots.counters_figure(counters, [r["name"] for r in counters["rows"]])
+    if only is not None:
+        if only not in makers:
+            raise KeyError(f"no figure {only!r}; figures: {', '.join(makers)}")
+        makers = {only: makers[only]}
+    return {name: make() for name, make in makers.items()}
 
 
 def write(gpu: str, readme: bool = True) -> list[Path]:

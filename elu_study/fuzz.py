@@ -1,0 +1,467 @@
+"""Property-based fuzzing of a build's ops: what hypothesis draws, and what every call must keep.
+
+The properties, for every op in ``elu_study.ops.OPS`` and any case drawn here:
+
+- every element of the result equals PyTorch's reference within ``check.ATOL``/``RTOL`` (NaN where
+  the reference is NaN), and none still holds the poison the output was filled with;
+- nothing outside the output is written: poisoned guard bands around it keep their exact bits;
+- the inputs are unchanged, bit for bit, guard bands included, unless the op ran in place;
+- a bad call (wrong dtype, device, shape or layout of ``out``, non-finite ``alpha``) raises the
+  documented Python error, and the next call still works.
+
+Cases vary the length (0 to a few million, biased to tails and block and wave boundaries), the
+shape, the layout of each input (offset into a larger buffer, so misaligned; strided, permuted,
+channels-last, expanded), ``alpha`` (0 and negative included), the values (scaled randn with NaN,
+infinities, zeros, denormals and large magnitudes planted at the ends and inside), and the output
+(none, given at a misaligned offset, or in place).
+
+Nothing here needs a GPU: ``device`` is a parameter, so the harness itself is tested on the CPU
+against fakes with planted faults (tests/test_fuzz_harness.py). Needs ``hypothesis`` (the test extra).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from hypothesis import strategies as st
+
+from .check import ATOL, RTOL
+from .ops import OpSpec
+
+POISON = 0x7FA5A5A5  # the int32 bits of a signalling NaN that no kernel computes from these inputs
+GUARD = 4096  # poisoned elements on each side of every output, and random ones around every input
+MAX_NUMEL = 1 << 22  # "a few million": 16 MiB per float32 buffer
+MAX_OFFSET = 7  # storage offsets 0..7 elements: every alignment mod 16 bytes, twice
+SPECIALS = (
+    float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-40, -1e-40, 1e-30, -1e-30, -1e-7, -1e-3,
+    -88.0, -104.0, 88.0, 3.0e38, -3.0e38,
+)
+ALPHA_SPECIALS = (0.0, -0.0, 1.0, -1.0, 0.5, 2.5, 1e-3, -1e-3)
+
+
+# ---------------------------------------------------------------- what is drawn
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where an input's elements lie in its buffer: ``buffer.as_strided(shape, strides, GUARD + offset)``."""
+
+    kind: str  # contiguous | gaps | permuted | channels_last | expanded
+    offset: int
+    strides: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Values:
+    seed: int
+    scale: float  # randn times this
+    specials: tuple[tuple[int, float], ...]  # (flat index, negative from the end, value) planted over randn
+
+
+@dataclass(frozen=True)
+class Case:
+    shape: tuple[int, ...]
+    layouts: tuple[Layout, ...]  # one per tensor input of the op
+    values: tuple[Values, ...]
+    alpha: float
+    out: str  # none | given | in_place
+    out_offset: int  # elements past the guard band where a given out starts
+    omit_out: bool  # with out "none": leave the argument out rather than pass None
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def contiguous_strides(shape) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def extent(shape, strides) -> int:
+    """Elements of buffer a strided view spans (0 if it is empty)."""
+    if math.prod(shape) == 0:
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))
+
+
+def lengths(sm_count: int = 132, max_numel: int = MAX_NUMEL) -> st.SearchStrategy[int]:
+    """Element counts from 0 to max_numel, biased to tails (n mod 4 != 0) and to block, vector and
+    wave boundaries (k * 2^p and k * sm_count * 2^p, each +- 5), where launch shapes change."""
+
+    def near(base: st.SearchStrategy[int]) -> st.SearchStrategy[int]:
+        return st.tuples(base, st.integers(-5, 5)).map(lambda t: min(max(t[0] + t[1], 0), max_numel))
+
+    def multiples(unit: int, lowest_power: int) -> st.SearchStrategy[int]:
+        top = max(lowest_power, (max_numel // max(unit, 1)).bit_length() - 1)
+        return st.integers(lowest_power, top).flatmap(
+            lambda p: st.integers(1, max(1, min(12, max_numel // (unit << p)))).map(lambda k: k * (unit << p))
+        )
+
+    return st.one_of(
+        st.integers(0, 80),
+        near(multiples(1, 2)),
+        near(multiples(sm_count, 3)),
+        st.integers(0, max_numel),
+    )
+
+
+@st.composite
+def shapes(draw, length_strategy: st.SearchStrategy[int], max_numel: int = MAX_NUMEL):
+    """1-D half the time (the length strategy's tails exactly); else 2-D to 4-D with small leading dims."""
+    ndim = draw(st.sampled_from((1, 1, 1, 2, 3, 4)))
+    if ndim == 1:
+        return (draw(length_strategy),)
+    lead = draw(st.lists(st.integers(0, 7), min_size=ndim - 1, max_size=ndim - 1))
+    last = draw(length_strategy)
+    cap = max_numel // max(math.prod(lead), 1)
+    return (*lead, min(last, cap))
+
+
+@st.composite
+def layouts(draw, shape, contiguous_only: bool = False):
+    ndim = len(shape)
+    offset = draw(st.integers(0, MAX_OFFSET))
+    kinds = ["contiguous"]
+    if not contiguous_only:
+        kinds += ["gaps", "permuted", "expanded"] + (["channels_last"] if ndim == 4 else [])
+    kind = draw(st.sampled_from(kinds))
+    if kind == "contiguous":
+        strides = contiguous_strides(shape)
+    elif kind == "gaps":  # base[..., ::f] in every dimension: a strided view with holes
+        factors = draw(st.lists(st.integers(1, 3), min_size=ndim, max_size=ndim))
+        base = contiguous_strides([s * f for s, f in zip(shape, factors)])
+        strides = tuple(b * f for b, f in zip(base, factors))
+    elif kind == "permuted":  # base.permute(...): the same elements in another order
+        perm = draw(st.permutations(range(ndim)))
+        base = contiguous_strides([shape[p] for p in perm])
+        strides = [0] * ndim
+        for i, p in enumerate(perm):
+            strides[p] = base[i]
+        strides = tuple(strides)
+    elif kind == "channels_last":
+        n, c, h, w = shape
+        strides = (h * w * c, 1, w * c, c)
+    else:  # expanded: broadcast dimensions have stride 0 and share their elements
+        broadcast = draw(st.lists(st.booleans(), min_size=ndim, max_size=ndim))
+        base = contiguous_strides([1 if b else s for s, b in zip(shape, broadcast)])
+        strides = tuple(0 if b else s for s, b in zip(base, broadcast))
+    return Layout(kind, offset, tuple(strides))
+
+
+def values() -> st.SearchStrategy[Values]:
+    index = st.one_of(st.integers(-4, 3), st.integers(0, 2**31))
+    return st.builds(
+        Values,
+        seed=st.integers(0, 2**31 - 1),
+        scale=st.sampled_from((4.0, 4.0, 1.0, 1e-3, 30.0)),
+        specials=st.lists(st.tuples(index, st.sampled_from(SPECIALS)), max_size=6).map(tuple),
+    )
+
+
+def alphas() -> st.SearchStrategy[float]:
+    # float32-exact, so the kernel's float and PyTorch's scalar agree; |alpha| <= 8 keeps the
+    # exponential's few-ulp error times alpha inside atol.
+    return st.one_of(st.sampled_from(ALPHA_SPECIALS), st.floats(-8.0, 8.0, allow_nan=False, width=32))
+
+
+@st.composite
+def cases(draw, op: OpSpec, length_strategy: st.SearchStrategy[int] | None = None, max_numel: int = MAX_NUMEL):
+    if length_strategy is None:
+        length_strategy = lengths(max_numel=max_numel)
+    shape = draw(shapes(length_strategy, max_numel))
+    outs = ["none", "given", "in_place"] if op.in_place is not None else ["none", "given"]
+    out = draw(st.sampled_from(outs))
+    in_layouts = tuple(
+        draw(layouts(shape, contiguous_only=(out == "in_place" and i == op.in_place))) for i in range(len(op.inputs))
+    )
+    return Case(
+        shape=shape,
+        layouts=in_layouts,
+        values=tuple(draw(values()) for _ in op.inputs),
+        alpha=draw(alphas()),
+        out=out,
+        out_offset=draw(st.integers(0, MAX_OFFSET)),
+        omit_out=draw(st.booleans()),
+    )
+
+
+# ---------------------------------------------------------------- the forward property
+
+
+def _synchronize(t: torch.Tensor) -> None:
+    """Wait for the device's work, so that an asynchronous fault shows up in the call that made it."""
+    if t.is_cuda:
+        torch.cuda.synchronize(t.device)
+
+
+def _generator(device: torch.device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int32)
+
+
+def _storage_index(shape, strides, start: int, flat: int) -> int:
+    pos = start
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        flat, i = divmod(flat, size)
+        pos += i * stride
+    return pos
+
+
+def make_input(shape, layout: Layout, vals: Values, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(buffer, view): random values in a buffer GUARD larger on each side, the input a strided view of it."""
+    numel = math.prod(shape)
+    start = GUARD + layout.offset
+    buffer = torch.randn(start + extent(shape, layout.strides) + GUARD, device=device,
+                         generator=_generator(torch.device(device), vals.seed)).mul_(vals.scale)
+    for index, value in vals.specials:
+        if numel:
+            buffer[_storage_index(shape, layout.strides, start, index % numel)] = value
+    return buffer, buffer.as_strided(shape, layout.strides, start)
+
+
+def poisoned(n: int, device) -> torch.Tensor:
+    return torch.empty(n, dtype=torch.int32, device=device).fill_(POISON).view(torch.float32)
+
+
+def _describe_mismatch(result: torch.Tensor, expected: torch.Tensor) -> str:
+    r, e = result.reshape(-1).double(), expected.reshape(-1).double()
+    nan_r, nan_e = torch.isnan(r), torch.isnan(e)
+    close = torch.isclose(r, e, rtol=RTOL, atol=ATOL) | (nan_r & nan_e)
+    bad = (~close).nonzero().flatten()
+    first = bad[:5].tolist()
+    return (f"{bad.numel()} of {r.numel()} elements differ from the reference beyond atol=rtol={ATOL:g}; "
+            f"first at flat indices {first}: got {[r[i].item() for i in first]}, expected {[e[i].item() for i in first]}")
+
+
+def _check_values(result: torch.Tensor, expected: torch.Tensor) -> None:
+    unwritten = int((_bits(result.contiguous()) == POISON).sum().item())
+    assert unwritten == 0, f"{unwritten} of {result.numel()} output elements were never written (still poison)"
+    same = torch.isclose(result, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+    if not bool(same.all()):
+        raise AssertionError(_describe_mismatch(result, expected))
+
+
+def _check_bits(before: torch.Tensor, after: torch.Tensor, what: str) -> None:
+    if not torch.equal(before, after):
+        changed = (before != after).nonzero().flatten()
+        raise AssertionError(f"{what}: {changed.numel()} element(s) changed, first at buffer indices {changed[:5].tolist()}")
+
+
+def check_case(call: Callable, op: OpSpec, case: Case, device) -> None:
+    """Run one drawn case through ``call`` (the module's op) and assert every property; raise AssertionError."""
+    device = torch.device(device)
+    buffers, inputs = zip(*(make_input(case.shape, lay, vals, device) for lay, vals in zip(case.layouts, case.values)))
+    before = [_bits(b).clone() for b in buffers]
+    expected = op.expected([x.clone() for x in inputs], case.alpha)
+    numel = case.numel
+    out_start = GUARD + case.out_offset
+    out_buffer = out = None
+    if case.out == "given":
+        out_buffer = poisoned(out_start + numel + GUARD, device)
+        out = out_buffer[out_start : out_start + numel].view(case.shape)
+    elif case.out == "in_place":
+        out = inputs[op.in_place]  # holds the input's values, which the op reads: it cannot be poisoned
+
+    if case.out == "none" and case.omit_out:
+        result = call(*inputs, case.alpha)
+    else:
+        result = call(*inputs, case.alpha, out=out)
+    _synchronize(inputs[0])
+
+    assert isinstance(result, torch.Tensor), f"returned {type(result).__name__}, not a tensor"
+    assert result.dtype == torch.float32 and result.device == inputs[0].device, f"returned {result.dtype} on {result.device}"
+    assert tuple(result.shape) == case.shape, f"returned shape {tuple(result.shape)} for input shape {case.shape}"
+    if out is not None:
+        assert result.data_ptr() == out.data_ptr() and result.stride() == out.stride(), "out= given but not returned"
+    else:
+        assert result.is_contiguous(), "a fresh output must be contiguous"
+        if numel:
+            for b in buffers:
+                lo, hi = b.data_ptr(), b.data_ptr() + b.numel() * 4
+                assert not lo <= result.data_ptr() < hi, "a fresh output aliases an input"
+
+    _check_values(result, expected)
+    if out_buffer is not None:
+        bits = _bits(out_buffer)
+        _check_bits(torch.full_like(bits[:out_start], POISON), bits[:out_start], "guard band before out")
+        tail = bits[out_start + numel :]
+        _check_bits(torch.full_like(tail, POISON), tail, "guard band after out")
+    for i, (buffer, snapshot) in enumerate(zip(buffers, before)):
+        now = _bits(buffer)
+        name = op.inputs[i]
+        if case.out == "in_place" and i == op.in_place:
+            start = GUARD + case.layouts[i].offset
+            _check_bits(snapshot[:start], now[:start], f"guard band before in-place {name}")
+            _check_bits(snapshot[start + numel :], now[start + numel :], f"guard band after in-place {name}")
+        else:
+            _check_bits(snapshot, now, f"input {name} (and its guard bands)")
+
+
+# ---------------------------------------------------------------- bad inputs
+
+
+OTHER_DTYPES = (torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64, torch.uint8, torch.bool,
+                torch.complex64)
+
+
+@dataclass(frozen=True)
+class BadCall:
+    shape: tuple[int, ...]
+    x_dtype: torch.dtype
+    x_device: str  # "device" (the one the kernels run on), "foreign" (one they refuse), "other" (a second GPU)
+    alpha: float
+    out: str  # none | alias | fresh | overlap
+    out_dtype: torch.dtype
+    out_device: str
+    out_shape: tuple[int, ...]
+    out_contiguous: bool
+    seed: int
+
+
+# (exception type, what the message says): the binding's documented refusals.
+RULES = {
+    "input device": (ValueError, r"elu: input must be a CUDA tensor"),
+    "input dtype": (TypeError, r"elu: input must be float32"),
+    "alpha": (ValueError, r"elu: alpha must be finite"),
+    "out device": (ValueError, r"elu: out must be a CUDA tensor"),
+    "out dtype": (TypeError, r"elu: out must be float32"),
+    "out device index": (ValueError, r"elu: out is on .* but input is on"),
+    "out shape": (ValueError, r"elu: out has shape \(.*\) but input has shape \(.*\)"),
+    "out layout": (ValueError, r"elu: out must be contiguous"),
+    "overlap": (RuntimeError, r"elu: out shares memory with the input"),
+}
+
+
+@st.composite
+def bad_calls(draw, devices=("device", "foreign")):
+    shape = draw(st.one_of(st.tuples(st.integers(0, 300)), st.tuples(st.integers(0, 6), st.integers(0, 50))))
+    dtypes = st.one_of(st.just(torch.float32), st.sampled_from(OTHER_DTYPES))
+    out = draw(st.sampled_from(("none", "alias", "fresh", "fresh", "fresh", "overlap")))
+    out_shape = shape
+    if draw(st.booleans()):  # another shape: one more or one fewer element, or transposed
+        out_shape = draw(st.sampled_from((
+            (*shape[:-1], shape[-1] + 1), (*shape[:-1], max(shape[-1] - 1, 0)), tuple(reversed(shape)), (math.prod(shape),),
+        )))
+    return BadCall(
+        shape=shape,
+        x_dtype=draw(dtypes),
+        x_device=draw(st.sampled_from(devices)),
+        alpha=draw(st.one_of(alphas(), st.sampled_from((float("nan"), float("inf"), float("-inf"))))),
+        out=out,
+        out_dtype=draw(dtypes),
+        out_device=draw(st.sampled_from(devices)),
+        out_shape=out_shape,
+        out_contiguous=draw(st.booleans()),
+        seed=draw(st.integers(0, 2**31 - 1)),
+    )
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    return t.data_ptr(), t.data_ptr() + extent(t.shape, t.stride()) * t.element_size()
+
+
+def violations(x: torch.Tensor, out: torch.Tensor | None, alpha: float, device: torch.device) -> set[str]:
+    """The documented rules a call breaks, read from the tensors themselves (not from what was meant)."""
+    broken = set()
+    on_device = lambda t: t.device.type == device.type  # noqa: E731
+    if not on_device(x):
+        broken.add("input device")
+    if x.dtype != torch.float32:
+        broken.add("input dtype")
+    if not math.isfinite(alpha):
+        broken.add("alpha")
+    if out is not None:
+        if not on_device(out):
+            broken.add("out device")
+        if out.dtype != torch.float32:
+            broken.add("out dtype")
+        if on_device(x) and on_device(out) and out.device != x.device:
+            broken.add("out device index")
+        if out.shape != x.shape:
+            broken.add("out shape")
+        if not out.is_contiguous():
+            broken.add("out layout")
+        if not broken and out.numel() and x.numel():
+            (o0, o1), (x0, x1) = _span(out), _span(x)
+            exact = o0 == x0 and x.is_contiguous()
+            if not exact and o0 < x1 and x0 < o1:
+                broken.add("overlap")
+    return broken
+
+
+def make_bad_call(bad: BadCall, device, foreign, other=None):
+    """(x, out) for a drawn bad call; out may share x's memory (alias, overlap)."""
+    where = {"device": torch.device(device), "foreign": torch.device(foreign), "other": other and torch.device(other)}
+    gen = torch.Generator().manual_seed(bad.seed)
+    numel = math.prod(bad.shape)
+    x_dev = where[bad.x_device]
+    if bad.out == "overlap":  # x and out both views of one buffer, one element apart
+        base = (torch.randn(numel + 1, generator=gen) * 4).to(dtype=bad.x_dtype, device=x_dev)
+        x = base[:numel].view(bad.shape)
+        return x, base[1:].view(bad.shape)
+    x = (torch.randn(bad.shape, generator=gen) * 4).to(dtype=bad.x_dtype, device=x_dev)
+    if bad.out == "none":
+        return x, None
+    if bad.out == "alias":
+        return x, x
+    out_dev = where[bad.out_device]
+    if bad.out_contiguous:
+        out = torch.empty(bad.out_shape, dtype=bad.out_dtype, device=out_dev)
+    else:  # every other element of a buffer twice as long
+        out = torch.empty((*bad.out_shape[:-1], 2 * bad.out_shape[-1]), dtype=bad.out_dtype, device=out_dev)[..., ::2]
+    return x, out
+
+
+def check_bad_call(call: Callable, bad: BadCall, device, foreign, other=None) -> None:
+    """The call either works and is right, or raises one of the documented errors of the rules it breaks."""
+    device = torch.device(device)
+    x, out = make_bad_call(bad, device, foreign, other)
+    broken = violations(x, out, bad.alpha, device)
+    expected = F_elu_reference(x, bad.alpha) if not broken else None
+    try:
+        result = call(x, bad.alpha, out=out)
+        _synchronize(x)
+    except Exception as err:  # noqa: BLE001 - which error, and with which message, is the property
+        if not broken:
+            raise AssertionError(f"a valid call raised {type(err).__name__}: {err}") from err
+        allowed = {RULES[rule] for rule in broken}
+        if not any(isinstance(err, kind) and re.search(pattern, str(err)) for kind, pattern in allowed):
+            raise AssertionError(
+                f"the call breaks {sorted(broken)}, so it must raise one of "
+                f"{sorted((k.__name__, p) for k, p in allowed)}; it raised {type(err).__name__}: {err}"
+            ) from err
+        return
+    assert not broken, f"the call breaks {sorted(broken)} but returned instead of raising"
+    if out is not None:
+        assert result.data_ptr() == out.data_ptr(), "out= given but not returned"
+    assert tuple(result.shape) == bad.shape
+    _check_values(result, expected)
+
+
+def F_elu_reference(x: torch.Tensor, alpha: float) -> torch.Tensor:  # noqa: N802 - named after F.elu
+    import torch.nn.functional as F
+
+    return F.elu(x.clone(), alpha)
+
+
+def check_still_works(call: Callable, device, seed: int) -> None:
+    """A valid call after whatever came before: the context is alive and the results are right."""
+    device = torch.device(device)
+    gen = _generator(device, seed)
+    n = 1 + seed % 5003
+    x = torch.randn(n, device=device, generator=gen).mul_(4)
+    out = poisoned(n, device)
+    result = call(x, 0.75, out=out)
+    _synchronize(x)
+    _check_values(result, F_elu_reference(x, 0.75))

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Regenerate the committed H200 records on a GPU machine, stage by stage:
+#   bash scripts/h200_record.sh study profile accuracy   # the measurements
+#   bash scripts/h200_record.sh notebooks tests          # notebooks executed and checked, GPU tests
+# Stages: study (results/<gpu>.json, figures, README block), profile (results/<gpu>-ncu.json),
+# accuracy (results/<gpu>-accuracy.json), sanitize (results/<gpu>-sanitize.json), notebooks
+# (executed in place, then re-run by nbval), tests (the whole suite, GPU tests and fuzzing
+# included; results/<gpu>-tests.json). What changed is packed into $OUT/record.tar.gz when
+# $OUT is set (the device tool's output folder).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+if [ -d .whl ] && ! python3 -c "import nbval, ipykernel" 2>/dev/null; then  # a machine without jupyter: carried wheels
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  python3 -m ipykernel install --user >/dev/null
+fi
+export ELU_STUDY_COMMIT=${ELU_STUDY_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
+status=0
+log() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+for stage in "$@"; do
+  log "$stage"
+  case "$stage" in
+    study) python3 -m elu_study study || status=1 ;;
+    profile) python3 -m elu_study profile || status=1 ;;
+    accuracy) python3 -m elu_study accuracy || status=1 ;;
+    sanitize) python3 -m elu_study sanitize || status=1 ;;
+    notebooks) python3 -m elu_study.run_notebooks || status=1 ;;
+    tests) python3 -m pytest -q -x --durations=15 || status=1 ;;
+    *) echo "unknown stage $stage"; status=2 ;;
+  esac
+done
+if [ -n "${OUT:-}" ]; then
+  tar czf "$OUT/record.tar.gz" results notebooks README.md 2>/dev/null
+fi
+exit $status
