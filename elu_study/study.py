@@ -76,9 +76,9 @@ STEPS = (
 )
 ABLATIONS = (
     *(_grid(f"3_grid_stride_{w}_waves", f"float4 grid-stride, {w} whole wave(s) x 512", f"-DELU_GRID_WAVES={w}",
-            group="grid_waves") for w in (1, 8, 64, 512)),
+            group="grid_waves", base="3_grid_stride_2_waves") for w in (1, 8, 64, 512)),
     _grid("3_grid_stride_one_shot", "grid-stride kernel, one vector per thread (no loop), x 512",
-          "-DELU_GRID_WAVES=-1", group="grid_waves"),
+          "-DELU_GRID_WAVES=-1", group="grid_waves", base="3_grid_stride_2_waves"),
     _grid("3_grid_stride_2_waves_256t", "2 whole waves of 256-thread blocks (same threads resident)",
           "-DELU_GRID_WAVES=2", "-DELU_GRID_THREADS=256", group="grid_one_change", base="3_grid_stride_2_waves"),
     _grid("3_grid_stride_2_waves_unroll_1", "2 whole waves x 512, loop not unrolled (one load in flight)",
