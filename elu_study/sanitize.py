@@ -36,6 +36,7 @@ TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 ERROR_EXITCODE = 86  # what compute-sanitizer returns when it found errors (the child's own failures exit 1)
 CHILD_OK = "elu-study sanitize child: done"
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CUDA_HOMES = ("/usr/local/cuda",)
 # Lengths around every vector (4) and block (256, 512, 1024 elements) boundary a step has, and the
 # smallest: each with its last element at the end of an allocation.
 SMALL_LENGTHS = (0, 1, 2, 3, 4, 5, 7, 8, 255, 257, 1023, 1025, 3 * 4096 + 1)
@@ -47,6 +48,8 @@ CHILD_ENV = {
     "PYTHONUNBUFFERED": "1",
 }
 _ERROR_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?")
+_HEADLINE = re.compile(r"^=+ +((?:Invalid|Uninitialized|Race reported|Barrier error|Program hit|Target application"
+                       r"|Error|Warning|Potential).*)$", re.MULTILINE)
 _RACECHECK_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+)\s+hazards?\s+displayed\s*\((\d+)\s+errors?,\s*(\d+)\s+warnings?\)")
 
 
@@ -59,24 +62,29 @@ def find_compute_sanitizer() -> str:
 
     _configure_toolchain()
     candidates = []
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *DEFAULT_CUDA_HOMES):
         if home:
             candidates += [Path(home, "bin", "compute-sanitizer"), Path(home, "compute-sanitizer", "compute-sanitizer")]
-    try:
-        import nvidia  # pip's nvidia-cuda-sanitizer-api installs into this namespace
-
-        for base in nvidia.__path__:
-            for pattern in ("*/compute-sanitizer/compute-sanitizer", "*/bin/compute-sanitizer",
-                            "*/*/compute-sanitizer/compute-sanitizer", "*/*/bin/compute-sanitizer"):
-                candidates += sorted(Path(base).glob(pattern))
-    except ImportError:
-        pass
+    candidates += _wheel_candidates()
     found = shutil.which("compute-sanitizer") or next(
         (str(p) for p in candidates if p.is_file() and os.access(p, os.X_OK)), None)
     if found is None:
         raise FileNotFoundError(
             "compute-sanitizer not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin: it ships with the "
             "CUDA toolkit (or pip's nvidia-cuda-sanitizer-api); put it on PATH or set CUDA_HOME")
+    return found
+
+
+def _wheel_candidates() -> list[Path]:
+    try:
+        import nvidia  # pip's nvidia-cuda-sanitizer-api installs into this namespace
+    except ImportError:
+        return []
+    found = []
+    for base in nvidia.__path__:
+        for pattern in ("*/compute-sanitizer/compute-sanitizer", "*/bin/compute-sanitizer",
+                        "*/*/compute-sanitizer/compute-sanitizer", "*/*/bin/compute-sanitizer"):
+            found += sorted(Path(base).glob(pattern))
     return found
 
 
@@ -87,6 +95,10 @@ def sanitizer_version(exe: str) -> str | None:
         return None
     match = re.search(r"Version\s+(\S+)", text)
     return match.group(1) if match else (text.strip().splitlines() or [None])[-1]
+
+
+class NoGpu(RuntimeError):
+    """The sanitizer has nothing to run on."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,11 @@ def parse_summary(text: str) -> Summary:
         counts.append(int(errors))
         warnings = max(warnings, int(warns))
     return Summary(max(counts) if counts else None, warnings)
+
+
+def headlines(text: str, limit: int = 10) -> list[str]:
+    """The distinct first lines of the tool's reports (``Invalid __global__ write of size 4 bytes``, ...)."""
+    return list(dict.fromkeys(m.strip() for m in _HEADLINE.findall(text)))[:limit]
 
 
 def sanitizer_command(exe: str, tool: str, child: list[str]) -> list[str]:
@@ -128,13 +145,15 @@ class Build:
     id: str
     variant: str
     flags: tuple[str, ...] = ()
+    computes_elu: bool = True  # False: a copy kernel, whose results are read but not compared with ELU
 
 
 def _build(variant: str, flags=()) -> Build:
-    from .suite import build_id
+    from .suite import build_id, computes_elu
 
-    name = Path(variant).name if str(variant).endswith(".cu") else variant
-    return Build(build_id(name, tuple(flags)), str(variant), tuple(flags))
+    if str(variant).endswith(".cu"):
+        return Build(build_id(Path(variant).name, tuple(flags)), str(variant), tuple(flags))
+    return Build(build_id(variant, tuple(flags)), str(variant), tuple(flags), computes_elu(variant, flags))
 
 
 def select_builds(names: list[str] | None = None, which: str = "all") -> list[Build]:
@@ -169,6 +188,7 @@ class Run:
     warnings: int
     child_ok: bool  # the child ran every call and every result was right
     seconds: float
+    findings: list[str] = field(default_factory=list)  # the distinct headlines of the tool's reports
     log_tail: str = ""  # the end of the output, kept where the run failed
 
     @property
@@ -186,16 +206,16 @@ def _tail(text: str, lines: int = 60) -> str:
 def run_one(runner: Runner, tool: str, builds: list[Build]) -> Run:
     returncode, output, seconds = runner(tool, builds)
     summary = parse_summary(output)
-    run = Run(tool, [b.id for b in builds], returncode, summary.errors, summary.warnings, CHILD_OK in output, seconds)
+    run = Run(tool, [b.id for b in builds], returncode, summary.errors, summary.warnings, CHILD_OK in output, seconds,
+              headlines(output))
     if not run.ok:
         run.log_tail = _tail(output)
     return run
 
 
-def sanitize(builds: list[Build], tools=TOOLS, runner: Runner | None = None, workers: int = 4,
+def sanitize(builds: list[Build], tools, runner: Runner, workers: int = 4,
              per_build: bool = False, progress: bool = True) -> list[Run]:
     """Every tool over every build, side by side; a failed group run is repeated build by build."""
-    runner = runner or subprocess_runner()
     tasks = [(tool, [b]) for tool in tools for b in builds] if per_build else [(tool, builds) for tool in tools]
     runs = _map(runner, tasks, workers, progress, "sanitizing")
     retry = [(r.tool, [b]) for r in runs if not r.ok and len(r.builds) > 1 for b in builds if b.id in r.builds]
@@ -264,7 +284,8 @@ def describe(rep: dict) -> str:
     for r in rep["runs"]:
         if not r["ok"]:
             lines.append(f"\n--- {r['tool']} over {', '.join(r['builds'])}: exit {r['returncode']}, "
-                         f"errors {r['errors']}, child {'ok' if r['child_ok'] else 'did not finish'}\n{r['log_tail']}")
+                         f"errors {r['errors']}, child {'ok' if r['child_ok'] else 'did not finish'}\n"
+                         + "".join(f"  {h}\n" for h in r["findings"]) + r["log_tail"])
     return "\n".join(lines)
 
 
@@ -281,15 +302,15 @@ def save(rep: dict, results_dir: Path | None = None) -> Path:
 # ---------------------------------------------------------------- the child's side, and starting it
 
 
-def subprocess_runner(exe: str | None = None, timeout_s: float = 3600) -> Runner:
-    """Run the child under compute-sanitizer: it compiles nothing, it loads each build's library."""
-    exe = exe or find_compute_sanitizer()
+def subprocess_runner(exe: str, libraries: dict[str, dict], timeout_s: float = 3600) -> Runner:
+    """Run the child under compute-sanitizer: it compiles nothing, it loads each build's library
+    (``libraries``: build id -> ``library_entry``)."""
     env = {**os.environ, **CHILD_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
 
     def run(tool: str, builds: list[Build]) -> tuple[int, str, float]:
         with tempfile.TemporaryDirectory(prefix="elu-sanitize-") as tmp:
             spec = Path(tmp, "builds.json")
-            spec.write_text(json.dumps({"builds": [_library_entry(b) for b in builds]}))
+            spec.write_text(json.dumps({"builds": [libraries[b.id] for b in builds]}))
             cmd = sanitizer_command(exe, tool, [sys.executable, "-m", "elu_study.sanitize", "--child", str(spec)])
             start = time.perf_counter()
             try:
@@ -302,11 +323,12 @@ def subprocess_runner(exe: str | None = None, timeout_s: float = 3600) -> Runner
     return run
 
 
-def _library_entry(b: Build) -> dict:
+def library_entry(b: Build) -> dict:
+    """What the child needs to load a build: its module name and shared library (compiled here if need be)."""
     from .build import compile_variant
 
-    module = compile_variant(b.variant, extra_cuda_cflags=list(b.flags))  # cached: built before the runs
-    return {"id": b.id, "module": module.__name__, "library": module.__file__}
+    module = compile_variant(b.variant, extra_cuda_cflags=list(b.flags))
+    return {"id": b.id, "module": module.__name__, "library": module.__file__, "computes_elu": b.computes_elu}
 
 
 def _load_library(name: str, path: str):
@@ -322,45 +344,56 @@ def _load_library(name: str, path: str):
     return module
 
 
-def exercise(fn, op, device) -> int:
-    """Call one op on the small inputs; check every result against PyTorch. Returns the number of calls."""
+_OMITTED = object()
+
+
+def exercise(fn, op, device, compare: bool = True) -> int:
+    """Call one op on the small inputs; check every result against PyTorch. Returns the number of calls.
+
+    Inputs are made on the host and copied over, and results are copied back and checked on the host,
+    so that the only kernels the tools watch are the op's own (and the binding's copy of a strided
+    input): nothing of PyTorch's can put an error in the report. ``compare=False`` (a copy kernel)
+    still copies every result back, reading every element."""
     import torch
 
     from .check import ATOL, RTOL
 
-    gen = torch.Generator(device=device).manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
     calls = 0
 
     def tensor(n: int, offset: int = 0):  # n values ending at the end of their allocation, offset elements in
-        return torch.randn(n + offset, device=device, generator=gen).mul_(4)[offset:]
+        return torch.randn(n + offset, generator=gen).mul_(4).to(device)[offset:]
 
-    def call(inputs, alpha, out=None, **kw):
+    def call(inputs, alpha, out=_OMITTED):
         nonlocal calls
-        expected = op.expected([x.clone() for x in inputs], alpha)
-        result = fn(*inputs, alpha, out=out) if "omit" not in kw else fn(*inputs, alpha)
-        ok = torch.isclose(result, expected, rtol=RTOL, atol=ATOL, equal_nan=True).all().item()
-        if not ok or tuple(result.shape) != tuple(expected.shape):
+        expected = op.expected([x.detach().cpu().clone() for x in inputs], alpha)
+        result = fn(*inputs, alpha) if out is _OMITTED else fn(*inputs, alpha, out=out)
+        got = result.cpu()  # reads every element: initcheck sees one never written
+        if tuple(got.shape) != tuple(expected.shape):
+            raise AssertionError(f"{op.name}: result of shape {tuple(got.shape)} for inputs of {tuple(expected.shape)}")
+        if compare and not torch.isclose(got, expected, rtol=RTOL, atol=ATOL, equal_nan=True).all():
             raise AssertionError(f"{op.name}: wrong result for shape {tuple(expected.shape)}, alpha {alpha}")
         calls += 1
 
     k = len(op.inputs)
     for i, n in enumerate(SMALL_LENGTHS):
         alpha = (1.0, -0.5, 0.0, 1.7)[i % 4]
-        call([tensor(n) for _ in range(k)], alpha, omit=True)  # out allocated by the binding
-        call([tensor(n) for _ in range(k)], alpha, out=tensor(n))  # exact allocations
+        call([tensor(n) for _ in range(k)], alpha)  # out allocated by the binding
+        call([tensor(n) for _ in range(k)], alpha, out=torch.empty(n, device=device))  # exact, never written before
         for x_off, out_off in ((1, 0), (0, 3), (2, 2)):  # misaligned input, output, both
             call([tensor(n, x_off) for _ in range(k)], alpha, out=torch.empty(n + out_off, device=device)[out_off:])
         if op.in_place is not None:
             for off in (0, 1):
                 inputs = [tensor(n, off) for _ in range(k)]
                 call(inputs, alpha, out=inputs[op.in_place])
-        strided = [torch.randn(2 * n, device=device, generator=gen)[::2] for _ in range(k)]  # copied to contiguous
+        strided = [tensor(2 * n)[::2] for _ in range(k)]  # the binding copies it to contiguous
         call(strided, alpha, out=torch.empty(n, device=device))
     call([tensor(LARGE_LENGTH) for _ in range(k)], 1.0, out=torch.empty(LARGE_LENGTH, device=device))
     if op.in_place is not None:
         inputs = [tensor(LARGE_LENGTH, 1) for _ in range(k)]
         call(inputs, 1.0, out=inputs[op.in_place])
-    torch.cuda.synchronize(device)
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
     return calls
 
 
@@ -378,7 +411,7 @@ def child(spec_path: str) -> int:
         if not ops:
             raise RuntimeError(f"{entry['id']}: the module registers none of the ops elu_study.ops knows")
         for op in ops:
-            total += exercise(getattr(module, op.name), op, device)
+            total += exercise(getattr(module, op.name), op, device, entry.get("computes_elu", True))
         print(f"elu-study sanitize child: {entry['id']} ok", flush=True)
     print(f"{CHILD_OK}: {total} calls over {len(spec['builds'])} build(s)", flush=True)
     return 0
@@ -392,15 +425,17 @@ def run(names: list[str] | None = None, *, which: str = "all", tools=TOOLS, jobs
     """Compile the builds, run every tool over them, and return the report (see ``report``)."""
     import torch
 
-    from .build import build_all
     from .hardware import provenance
+    from .suite import compile_all
 
     exe = find_compute_sanitizer()
     if not torch.cuda.is_available():
-        raise RuntimeError("compute-sanitizer needs a CUDA GPU, and torch sees none")
+        raise NoGpu("compute-sanitizer needs a CUDA GPU, and torch sees none")
     builds = [*select_builds(names, which), *extra_builds]
-    build_all([(b.variant, b.flags) for b in builds], workers=jobs)
-    runs = sanitize(builds, tools, subprocess_runner(exe), workers=len(tools), per_build=per_build, progress=progress)
+    compile_all([(b.variant, b.flags) for b in builds], workers=jobs)
+    libraries = {b.id: library_entry(b) for b in builds}  # from the disk cache, before any thread starts
+    runs = sanitize(builds, tools, subprocess_runner(exe, libraries), workers=max(4, len(tools)),
+                    per_build=per_build, progress=progress)
     return report(builds, runs, sanitizer_version(exe), provenance())
 
 
@@ -424,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rep = run(args.builds, which="files" if args.files else "all", tools=tools, jobs=args.jobs,
                   per_build=args.per_build)
-    except (FileNotFoundError, RuntimeError) as err:
+    except (FileNotFoundError, NoGpu) as err:
         print(f"elu-study sanitize: {err}", file=sys.stderr)
         return 2
     print(describe(rep))

@@ -9,19 +9,22 @@ last ran, what passed, the sanitizer's verdicts and the seed that reproduces the
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import secrets
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-DEFAULT_FUZZ_EXAMPLES = 60  # per fuzz test: the six kernel files fuzz in well under a minute on an H200
+DEFAULT_FUZZ_EXAMPLES = 60  # per fuzz test: every kernel file fuzzes in well under a minute on an H200
 EXAMPLES_ENV = "ELU_FUZZ_EXAMPLES"
 SEED_ENV = "ELU_FUZZ_SEED"
 BUILDS_ENV = "ELU_FUZZ_BUILDS"
 BUILD_SETS = ("files", "all")  # one default build per kernel file, or every build the study compiles
-GPU_TEST_FILES = ("tests/test_gpu.py", "tests/test_fuzz.py", "tests/test_sanitize.py")
+GPU_TEST_FILES = ("tests/test_gpu.py",)  # GPU tests without the marker; the fuzz and sanitizer ones carry it
+GPU_MARKER = "gpu"
 SANITIZE_PROPERTY = "elu_sanitize"  # the user property the sanitizer test attaches its report under
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
@@ -65,6 +68,23 @@ def fuzz_settings(examples: int | None = None, seed: str | int | None = None, bu
     return FuzzSettings(examples, seed, builds, source)
 
 
+def settings_from_config(config) -> FuzzSettings:
+    """The run's FuzzSettings, from pytest's options (tests/conftest.py adds them), made once per run."""
+    key = _stash_key()
+    if key not in config.stash:
+        config.stash[key] = fuzz_settings(config.getoption("fuzz_examples", default=None),
+                                          config.getoption("hypothesis_seed", default=None),
+                                          config.getoption("fuzz_builds", default=None))
+    return config.stash[key]
+
+
+@functools.cache
+def _stash_key():
+    import pytest
+
+    return pytest.StashKey[FuzzSettings]()
+
+
 def fuzz_builds(which: str) -> list[tuple[str, tuple[str, ...]]]:
     """The (variant, flags) builds to fuzz and sanitize: one per kernel file, or every build of the study."""
     from .build import known_variants
@@ -73,6 +93,37 @@ def fuzz_builds(which: str) -> list[tuple[str, tuple[str, ...]]]:
     if which == "all":
         return builds()
     return [(name, ()) for name in known_variants()]
+
+
+def compile_all(jobs: list[tuple[str, tuple[str, ...]]], workers: int | None = None) -> None:
+    """``build.build_all``, also in a process that has used CUDA already (a test session).
+
+    build_all forks its workers; a fork of a process with CUDA initialized cannot initialize it again,
+    and torch's build asks the GPU for its architecture. Such a process builds in spawned workers."""
+    import torch
+
+    from .build import build_all
+
+    if not torch.cuda.is_initialized():
+        build_all(jobs, workers=workers)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .build import _build_in_subprocess
+
+    workers = workers or max(1, min(len(jobs), (os.cpu_count() or 2) // 2))
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_build_in_subprocess, jobs))
+
+
+def computes_elu(variant: str, flags: tuple[str, ...] | list[str] = ()) -> bool:
+    """Whether a build's results can be compared with ELU: not when every study entry that compiles it
+    is unchecked (step 2's file built as a plain copy kernel). Its memory accesses are fuzzed all the same."""
+    from .study import ENTRIES
+
+    entries = [e for e in ENTRIES.values() if e.variant == variant and tuple(e.flags) == tuple(flags)]
+    return not entries or any(e.checked for e in entries)
 
 
 def build_id(variant: str, flags: tuple[str, ...] | list[str] = ()) -> str:
@@ -107,12 +158,14 @@ def summarize(stats: dict[str, list], exitstatus: int) -> dict:
     }
 
 
+def is_gpu_test(report) -> bool:
+    return (getattr(report, "nodeid", "").split("::")[0] in GPU_TEST_FILES
+            or GPU_MARKER in getattr(report, "keywords", {}))
+
+
 def ran_on_gpu(stats: dict[str, list]) -> bool:
     """Whether any GPU test was run rather than skipped: only such a run is worth a record."""
-    return any(
-        getattr(r, "nodeid", "").split("::")[0] in GPU_TEST_FILES
-        for outcome in ("passed", "failed") for r in stats.get(outcome, [])
-    )
+    return any(is_gpu_test(r) for outcome in ("passed", "failed") for r in stats.get(outcome, []))
 
 
 def sanitize_verdicts(stats: dict[str, list]) -> dict | None:
@@ -125,10 +178,12 @@ def sanitize_verdicts(stats: dict[str, list]) -> dict | None:
     return None
 
 
-def record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, provenance: dict, args: list[str]) -> dict:
+def record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, provenance: dict, args: list[str],
+           duration_s: float | None = None) -> dict:
     return {
         "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m pytest " + " ".join(args),
+        "duration_s": None if duration_s is None else round(duration_s, 1),
         **summarize(stats, exitstatus),
         "fuzz": fuzz.to_dict(),
         "sanitizer": sanitize_verdicts(stats),
@@ -147,3 +202,13 @@ def save(data: dict, results_dir: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, default=str) + "\n")
     return path
+
+
+def write_record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, args: list[str], results_dir: Path,
+                 gpu_available: Callable[[], bool], provenance: Callable[[], dict],
+                 duration_s: float | None = None) -> Path | None:
+    """Save the run's record if GPU tests ran on a GPU here; else write nothing (a CPU run, CI's, leaves the
+    tree as it was). Returns the path written, or None."""
+    if not ran_on_gpu(stats) or not gpu_available():
+        return None
+    return save(record(stats, exitstatus, fuzz, provenance(), args, duration_s), results_dir)

@@ -1,0 +1,81 @@
+"""The fuzz tests' budget and seed, and the record of a test run on a GPU.
+
+``--fuzz-examples N`` (or $ELU_FUZZ_EXAMPLES) sets how many examples hypothesis draws per fuzz test
+(default elu_study.suite.DEFAULT_FUZZ_EXAMPLES); a budget above the default also fuzzes every build
+of the study rather than one per kernel file, unless ``--fuzz-builds files|all`` (or $ELU_FUZZ_BUILDS)
+says otherwise. The seed is hypothesis's ``--hypothesis-seed``, else $ELU_FUZZ_SEED, else a fresh
+random one; it is printed in the header and the summary, so any run can be repeated exactly.
+``pytest -m sanitize`` runs the compute-sanitizer tests alone; ``-m gpu`` the fuzz and sanitizer ones.
+
+After a run in which GPU tests ran, results/<gpu>-tests.json records the counts, the failures, the
+sanitizer's verdicts, the fuzz budget and seed, and the provenance. Without a GPU nothing is written.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from elu_study import suite
+
+_STARTED = pytest.StashKey[float]()
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("elu-study")
+    group.addoption("--fuzz-examples", type=int, default=None,
+                    help=f"hypothesis examples per fuzz test (default ${suite.EXAMPLES_ENV} or {suite.DEFAULT_FUZZ_EXAMPLES})")
+    group.addoption("--fuzz-builds", choices=suite.BUILD_SETS, default=None,
+                    help="fuzz one default build per kernel file, or every build of the study "
+                         "(default: files, or all when --fuzz-examples exceeds the default)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{suite.GPU_MARKER}: needs a CUDA GPU (fuzzing, compute-sanitizer)")
+    config.addinivalue_line("markers", "sanitize: the compute-sanitizer runs (needs a GPU and compute-sanitizer)")
+    config.stash[_STARTED] = time.time()
+    suite.settings_from_config(config)  # made once, here: hypothesis's --hypothesis-seed, else ours
+
+
+def _line(settings: suite.FuzzSettings) -> str:
+    return (f"elu-study fuzz: {settings.examples} examples per test over {settings.builds} builds, hypothesis seed "
+            f"{settings.seed} ({settings.seed_source}); repeat with {settings.to_dict()['rerun_with']}")
+
+
+def pytest_report_header(config):
+    return _line(suite.settings_from_config(config))
+
+
+@pytest.fixture(scope="session")
+def fuzz_settings(pytestconfig) -> suite.FuzzSettings:
+    return suite.settings_from_config(pytestconfig)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not suite.ran_on_gpu(terminalreporter.stats):
+        return
+
+    def gpu_available() -> bool:
+        import torch
+
+        return torch.cuda.is_available()
+
+    def provenance() -> dict:
+        from elu_study.hardware import provenance
+
+        return provenance()
+
+    from elu_study.results import RESULTS_DIR
+
+    settings = suite.settings_from_config(config)
+    try:
+        path = suite.write_record(terminalreporter.stats, exitstatus, settings, list(config.invocation_params.args),
+                                  RESULTS_DIR, gpu_available, provenance, time.time() - config.stash[_STARTED])
+    except Exception as err:  # noqa: BLE001 - the record must not turn a run's verdict
+        terminalreporter.write_line(f"elu-study: could not write the test record: {type(err).__name__}: {err}", red=True)
+        return
+    if path is not None:
+        terminalreporter.write_sep("-", "elu-study GPU test record")
+        terminalreporter.write_line(_line(settings))
+        terminalreporter.write_line(f"wrote {path}")

@@ -1,0 +1,123 @@
+"""Property-based fuzzing of every kernel on the GPU (elu_study.fuzz says what is drawn and what must hold).
+
+Every op of every build (one default build per kernel file; every build of the study with
+``--fuzz-builds all`` or a larger ``--fuzz-examples``): random lengths, shapes, layouts, offsets,
+alphas, values and outputs, each result against PyTorch, guard bands and inputs bit for bit; and
+random bad calls, each raising its documented error with the next call still right. The budget and
+the seed are in the run's header line; ``--hypothesis-seed=S`` repeats a run exactly.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.skipif(
+        not torch.cuda.is_available(),
+        reason="needs a CUDA GPU: the fuzz tests run the kernels (tests/test_fuzz_harness.py tests the harness without one)",
+    ),
+    pytest.mark.gpu,
+]
+pytest.importorskip("hypothesis", reason="the fuzz tests need hypothesis: pip install -e '.[test]'")
+
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from elu_study import fuzz  # noqa: E402
+from elu_study.build import compile_variant  # noqa: E402
+from elu_study.ops import OPS  # noqa: E402
+from elu_study.suite import build_id, compile_all, computes_elu, fuzz_builds, settings_from_config  # noqa: E402
+
+
+PLANTED = Path(__file__).parent / "data" / "planted_oob.cu"  # writes one element past the output's end
+
+
+def pytest_generate_tests(metafunc):
+    if "build" in metafunc.fixturenames:
+        builds = fuzz_builds(settings_from_config(metafunc.config).builds)
+        metafunc.parametrize("build", builds, ids=[build_id(*b) for b in builds], scope="module")
+
+
+@pytest.fixture(scope="session")
+def built(fuzz_settings):
+    """Every build to fuzz and the planted fault, compiled side by side once (the disk cache serves repeats)."""
+    jobs = fuzz_builds(fuzz_settings.builds)
+    compile_all([*jobs, (str(PLANTED), ())])
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def module(build, built):
+    variant, flags = build
+    return compile_variant(variant, extra_cuda_cflags=list(flags))
+
+
+@pytest.fixture(scope="session")
+def device():
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def _settings(fuzz_settings):
+    return settings(
+        max_examples=fuzz_settings.examples,
+        deadline=None,  # the first call of a build, or a 4-million-element case, takes what it takes
+        database=None,  # nothing written into the work tree; the seed repeats a run
+        derandomize=False,
+        print_blob=True,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+@pytest.mark.parametrize("op_name", list(OPS))
+def test_every_case_matches_pytorch_and_writes_nothing_else(module, build, op_name, fuzz_settings, device):
+    if not hasattr(module, op_name):
+        pytest.skip(f"{build_id(*build)} has no {op_name}")
+    op, fn = OPS[op_name], getattr(module, op_name)
+    compare = computes_elu(*build)  # a copy kernel's results are not ELU's; its accesses are fuzzed all the same
+    sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+
+    @seed(f"{fuzz_settings.seed}:{build_id(*build)}:{op_name}")
+    @_settings(fuzz_settings)
+    @given(case=fuzz.cases(op, fuzz.lengths(sm_count=sm_count)))
+    def holds(case):
+        fuzz.check_case(fn, op, case, device, compare)
+
+    holds()
+    torch.cuda.synchronize()
+
+
+def test_bad_calls_raise_their_documented_error_and_the_next_call_works(module, build, fuzz_settings, device):
+    other = f"cuda:{(device.index + 1) % torch.cuda.device_count()}" if torch.cuda.device_count() > 1 else None
+    places = ("device", "device", "foreign", "meta") + (("other",) if other else ())
+    compare = computes_elu(*build)
+
+    @seed(f"{fuzz_settings.seed}:{build_id(*build)}:bad")
+    @_settings(fuzz_settings)
+    @given(bad=fuzz.bad_calls(places), follow=st.integers(0, 2**31 - 1))
+    def holds(bad, follow):
+        fuzz.check_bad_call(module.elu, bad, device, "cpu", other, compare)
+        fuzz.check_still_works(module.elu, device, follow, compare)
+
+    holds()
+    torch.cuda.synchronize()
+
+
+def test_the_properties_catch_a_planted_overrun(built, fuzz_settings, device):
+    """A kernel that writes one element past its output must fail the properties: the guard bands see it.
+
+    Only cases with a guard band after the output (out given, or in place) are drawn: past a fresh
+    output, the stray write could land outside any allocation and end the process's CUDA context."""
+    planted = compile_variant(PLANTED)
+    op = OPS["elu"]
+
+    @seed(f"{fuzz_settings.seed}:planted")
+    @settings(max_examples=200, deadline=None, database=None, phases=[Phase.generate], report_multiple_bugs=False,
+              suppress_health_check=list(HealthCheck))
+    @given(case=fuzz.cases(op).filter(lambda c: c.out != "none"))
+    def holds(case):
+        fuzz.check_case(planted.elu, op, case, device)
+
+    with pytest.raises(AssertionError, match=r"guard band after (out|in-place x)"):
+        holds()
+    torch.cuda.synchronize()

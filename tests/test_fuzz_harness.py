@@ -1,0 +1,257 @@
+"""The fuzz harness itself, on the CPU: it passes a correct op, and each planted fault fails it.
+
+A fake module keeps binding.cpp's contract in PyTorch, with the CPU standing in for the GPU and the
+meta device for a device the kernels refuse; each fault is one a kernel could have (an overrun, a
+missed tail, a written input, a wrong alpha, a wrong error, a dead context after an error).
+"""
+
+import math
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("hypothesis", reason="the fuzz harness needs hypothesis: pip install -e '.[test]'")
+
+from hypothesis import HealthCheck, Phase, find, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from elu_study import fuzz, known_variants  # noqa: E402
+from elu_study.ops import OPS, registered_ops  # noqa: E402
+
+ELU = OPS["elu"]
+SMALL = 4096  # the CPU's share: lengths up to 4096, and a made-up 4-SM machine's wave boundaries
+QUICK = settings(max_examples=150, deadline=None, database=None, phases=[Phase.generate],
+                 report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
+
+
+def _shape(t):
+    return "(" + ",".join(str(s) for s in t.shape) + ("," if t.dim() == 1 else "") + ")"
+
+
+class FakeModule:
+    """binding.cpp's elu in PyTorch, on the CPU; ``fault`` plants one bug."""
+
+    def __init__(self, fault=None):
+        self.fault = fault
+        self.dead = False
+
+    def elu(self, x, alpha=1.0, out=None):
+        if self.dead:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        try:
+            return self._elu(x, alpha, out)
+        except (TypeError, ValueError, RuntimeError):
+            if self.fault == "dies after an error":
+                self.dead = True
+            raise
+
+    def _elu(self, x, alpha, out):
+        if x.device.type != "cpu":
+            raise ValueError(f"elu: input must be a CUDA tensor, got one on {x.device}")
+        if x.dtype != torch.float32:
+            raise (RuntimeError if self.fault == "wrong error type" else TypeError)(f"elu: input must be float32, got {x.dtype}")
+        if not math.isfinite(alpha) and self.fault != "takes any alpha":
+            raise ValueError(f"elu: alpha must be finite, got {alpha}")
+        if out is not None:
+            if out.device.type != "cpu":
+                raise ValueError(f"elu: out must be a CUDA tensor, got one on {out.device}")
+            if out.dtype != torch.float32:
+                raise TypeError(f"elu: out must be float32, got {out.dtype}")
+            if out.shape != x.shape:
+                raise ValueError(f"elu: out has shape {_shape(out)} but input has shape {_shape(x)}")
+            if not out.is_contiguous():
+                raise ValueError("elu: out must be contiguous")
+            if fuzz.violations(x, out, alpha, torch.device("cpu")) == {"overlap"}:
+                raise RuntimeError("elu: out shares memory with the input without being it")
+        xc = x.contiguous()
+        y = out if out is not None else torch.empty(x.shape)
+        n = x.numel()
+        if n == 0:
+            return y
+        result = F.elu(xc, 1.0 if self.fault == "ignores alpha" else alpha).reshape(-1)
+        flat = y.view(-1)
+        if self.fault == "misses the tail" and n % 4:
+            flat[: n - n % 4] = result[: n - n % 4]
+        else:
+            flat.copy_(result)
+        if self.fault == "overruns" and out is not None:
+            y.as_strided((1,), (1,), y.storage_offset() + n).fill_(0.0)
+        if self.fault == "writes its input" and out is not x:
+            x.as_strided((1,), (1,), x.storage_offset()).fill_(123.0)
+        return y
+
+
+def _run_forward(module, max_numel=SMALL):
+    @QUICK
+    @given(case=fuzz.cases(ELU, fuzz.lengths(sm_count=4, max_numel=max_numel), max_numel=max_numel))
+    def holds(case):
+        fuzz.check_case(module.elu, ELU, case, "cpu")
+
+    holds()
+
+
+def _run_bad_calls(module):
+    @QUICK
+    @given(bad=fuzz.bad_calls(), follow=st.integers(0, 2**31 - 1))
+    def holds(bad, follow):
+        fuzz.check_bad_call(module.elu, bad, "cpu", "meta")
+        fuzz.check_still_works(module.elu, "cpu", follow)
+
+    holds()
+
+
+def test_a_correct_op_keeps_every_property():
+    _run_forward(FakeModule())
+    _run_bad_calls(FakeModule())
+
+
+def failure(run) -> str:
+    """What a failing property run says: its error, or each error of a group (hypothesis groups a
+    failure that changed on replay, as a dead context makes it)."""
+    try:
+        run()
+    except BaseException as err:  # noqa: BLE001
+        parts, todo = [], [err]
+        while todo:
+            e = todo.pop()
+            parts.append(f"{type(e).__name__}: {e}")
+            todo += list(getattr(e, "exceptions", ())) + [c for c in (e.__cause__,) if c is not None]
+        return "\n".join(parts)
+    raise AssertionError("the property held: the planted fault went unseen")
+
+
+@pytest.mark.parametrize(
+    "fault, says",
+    [
+        ("overruns", r"guard band after (out|in-place x)"),
+        ("misses the tail", r"never written|differ from the reference"),
+        ("writes its input", r"input x .* changed"),
+        ("ignores alpha", r"differ from the reference"),
+    ],
+)
+def test_each_planted_fault_fails_the_forward_property(fault, says):
+    assert re.search(says, failure(lambda: _run_forward(FakeModule(fault))))
+
+
+@pytest.mark.parametrize(
+    "fault, says",
+    [
+        ("wrong error type", r"must raise one of .*TypeError.*it raised RuntimeError"),
+        ("takes any alpha", r"breaks \['alpha'\] but returned"),
+        ("dies after an error", r"illegal memory access"),
+    ],
+)
+def test_each_planted_fault_fails_the_bad_call_property(fault, says):
+    assert re.search(says, failure(lambda: _run_bad_calls(FakeModule(fault))))
+
+
+# ---------------------------------------------------------------- what the strategies reach
+
+
+FIND = settings(max_examples=5000, database=None, phases=[Phase.generate])  # the first one found will do
+
+
+@pytest.mark.parametrize(
+    "what, condition",
+    [
+        ("empty", lambda n: n == 0),
+        ("a tail of 3 after a 1024-element block", lambda n: n > 1024 and n % 1024 == 3),
+        ("one short of a block", lambda n: n > 256 and n % 256 == 255),
+        ("past a million, with a tail", lambda n: n > 1_000_000 and n % 4 != 0),
+        ("beside a 132-SM wave of 256-element blocks", lambda n: n > 132 * 256 and abs(n - round(n / (132 * 256)) * 132 * 256) <= 5 and n % 4),
+    ],
+)
+def test_lengths_reach_tails_and_boundaries(what, condition):
+    assert condition(find(fuzz.lengths(), condition, settings=FIND))
+
+
+@given(n=fuzz.lengths(sm_count=4, max_numel=5000))
+@settings(max_examples=300, database=None, deadline=None)
+def test_lengths_stay_in_range(n):
+    assert 0 <= n <= 5000
+
+
+@pytest.mark.parametrize(
+    "what, condition",
+    [
+        ("in place on a misaligned view", lambda c: c.out == "in_place" and c.layouts[0].offset % 4 and c.numel > 4),
+        ("misaligned out, aligned input", lambda c: c.out == "given" and c.out_offset % 4 and c.layouts[0].offset % 4 == 0),
+        ("channels-last input", lambda c: c.layouts[0].kind == "channels_last" and c.numel > 1),
+        ("expanded input into out", lambda c: c.layouts[0].kind == "expanded" and 0 in c.layouts[0].strides
+         and c.numel > 1 and c.out == "given"),
+        ("permuted input", lambda c: c.layouts[0].kind == "permuted" and len(c.shape) >= 3 and c.numel > 1),
+        ("negative alpha", lambda c: c.alpha < 0),
+        ("alpha 0", lambda c: c.alpha == 0),
+        ("a NaN planted", lambda c: any(math.isnan(v) for _, v in c.values[0].specials)),
+        ("out argument left out", lambda c: c.out == "none" and c.omit_out),
+    ],
+)
+def test_cases_reach_every_layout_and_output(what, condition):
+    assert condition(find(fuzz.cases(ELU, max_numel=SMALL), condition, settings=FIND))
+
+
+@pytest.mark.parametrize("kind", ["contiguous", "gaps", "permuted", "channels_last", "expanded"])
+def test_layouts_describe_the_views_they_name(kind):
+    """as_strided with the drawn strides gives the view the kind names, inside its buffer."""
+
+    @given(data=st.data())
+    @settings(max_examples=50, database=None, deadline=None)
+    def holds(data):
+        shape = data.draw(st.lists(st.integers(0, 5), min_size=4, max_size=4).map(tuple))
+        layout = data.draw(fuzz.layouts(shape).filter(lambda lay: lay.kind == kind))
+        buffer, view = fuzz.make_input(shape, layout, fuzz.Values(0, 1.0, ()), "cpu")
+        assert view.shape == shape
+        assert buffer.numel() == 2 * fuzz.GUARD + layout.offset + fuzz.extent(shape, layout.strides)
+        if math.prod(shape) == 0:
+            return
+        if kind == "contiguous":
+            assert view.is_contiguous()
+        if kind == "channels_last":
+            assert view.is_contiguous(memory_format=torch.channels_last)
+        if kind in ("gaps", "permuted", "channels_last", "contiguous"):  # no two elements share memory
+            assert len(set(fuzz._storage_index(shape, layout.strides, 0, i) for i in range(view.numel()))) == view.numel()
+        if kind == "expanded":  # along a stride-0 dimension every element is the first one
+            for d, stride in enumerate(layout.strides):
+                if stride == 0:
+                    assert torch.equal(view, view.narrow(d, 0, 1).expand_as(view))
+
+    holds()
+
+
+# ---------------------------------------------------------------- the documented refusals
+
+
+def test_violations_name_every_rule_a_call_breaks():
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    x = torch.zeros(8)
+    assert fuzz.violations(x, None, 1.0, cpu) == set()
+    assert fuzz.violations(x, x, 1.0, cpu) == set()  # in place
+    assert fuzz.violations(x.half().to(meta), None, float("nan"), cpu) == {"input device", "input dtype", "alpha"}
+    assert fuzz.violations(x, torch.zeros(9, dtype=torch.float64), 1.0, cpu) == {"out shape", "out dtype"}
+    assert fuzz.violations(x, torch.zeros(16)[::2], 1.0, cpu) == {"out layout"}
+    assert fuzz.violations(x, torch.zeros(8, device=meta), 1.0, cpu) == {"out device"}
+    base = torch.zeros(9)
+    assert fuzz.violations(base[:8], base[1:], 1.0, cpu) == {"overlap"}
+    assert fuzz.violations(base[:0], base[1:1], 1.0, cpu) == set()  # empty tensors share nothing
+
+
+def test_every_rule_has_a_documented_error():
+    for rule, (kind, pattern) in fuzz.RULES.items():
+        assert issubclass(kind, Exception) and pattern.startswith("elu: "), rule
+    assert re.search(fuzz.RULES["out shape"][1], "elu: out has shape (65,) but input has shape (64,)")
+
+
+# ---------------------------------------------------------------- the ops the fuzzing knows
+
+
+def test_every_op_a_build_registers_is_fuzzed():
+    """A new op in binding.cpp (a backward pass) needs its OpSpec in elu_study.ops before this passes.
+    Compiles each kernel file's default build (the compile tests have, earlier in the same run)."""
+    from elu_study import compile_variant
+
+    for name in known_variants():
+        ops = registered_ops(compile_variant(name))
+        assert "elu" in ops
+        assert set(ops) <= set(OPS), f"{name} registers {sorted(set(ops) - set(OPS))}: add an OpSpec to elu_study.ops.OPS"
