@@ -11,11 +11,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .accuracy import CLASSES, DENORMAL_OUTPUT, REFERENCE_GPU, record_path
+from .accuracy import DENORMAL_OUTPUT, REFERENCE_GPU, record_path
 
 # Drawn in this order, with these styles; formulas that agree bit for bit draw on top of each other.
 STYLES = {
-    "1_naive": dict(color="tab:red", marker="o", ms=3),
+    "1_naive": dict(color="tab:red", marker="o", ms=5, mfc="none"),
     "4_fast_math": dict(color="tab:orange", marker="s", ms=3),
     "5_streaming": dict(color="tab:blue", marker="^", ms=4),
     "F.elu": dict(color="black", marker="x", ms=4),
@@ -161,7 +161,7 @@ def classes_table(record: dict, alpha: str) -> pd.DataFrame:
         first = next(iter(formulas.values()))["classes"].get(label)
         if not first or not first["n"]:
             continue
-        rows[f"{label} ({first['n']} inputs)"] = {
+        rows[f"{label} ({first['n']} input{'s' if first['n'] != 1 else ''})"] = {
             name: _describe_class(s["classes"][label], label) for name, s in formulas.items()
         }
     return pd.DataFrame(rows).T
@@ -173,7 +173,7 @@ def specials_table(record: dict, alpha: str) -> pd.DataFrame:
     out = sp["outputs"][alpha]
     rows = []
     for i, inp in enumerate(sp["inputs"]):
-        row = {"input": inp["label"], "x": inp["x"]}
+        row = {"input": inp["label"], "x": _show_bits(inp["x_bits"])}
         correct = out["reference (correctly rounded)"][i]
         row["correctly rounded"] = _show_bits(correct) if correct else "NaN"
         for name in formula_names(record):
@@ -184,10 +184,16 @@ def specials_table(record: dict, alpha: str) -> pd.DataFrame:
 
 
 def _show_bits(hex_bits: str) -> str:
+    """A float32 for reading: shortest digits; denormals as a multiple of 2^-149; NaN with its bits."""
     import numpy as np
 
     v = np.array([int(hex_bits, 16)], dtype=np.uint32).view(np.float32)[0]
-    return f"nan {hex_bits}" if v != v else str(v)
+    if v != v:
+        return f"nan {hex_bits}"
+    if v != 0 and abs(v) < np.float32(2.0**-126):
+        k = int(abs(float(v)) / 2.0**-149)
+        return f"{'-' if v < 0 else ''}{k} x 2^-149"
+    return str(v)
 
 
 def _binade_bound(exponential: str, e: int) -> float | None:
@@ -225,6 +231,7 @@ def bounds_table(record: dict, alpha: str) -> pd.DataFrame:
             "ELU above that many ulp (x < 0)": "nowhere" if not over else
             f"in {len(over)} binades, |x| from {binade_text(min(over))} to below {binade_text(max(over) + 1)}",
             "inputs above the bound carried through ELU": b["n_exceed"],
+            "of which a denormal input or output": b["n_exceed_denormal_in_or_out"],
             "worst measured / carried bound, per binade": f"{max(ratios):.3g}" if ratios else "-",
         })
     return pd.DataFrame(rows).set_index("formula")
@@ -266,8 +273,11 @@ def _binade_x(e: int) -> float:
 def binade_figure(record: dict):
     """Max ulp error per binade of |x| (x < 0), one panel per alpha; dashed: the documented bound carried through."""
     keys = alphas(record)
-    fig, axes = plt.subplots(1, len(keys), figsize=(6.2 * len(keys), 4.4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(keys), figsize=(6.2 * len(keys), 5.0), sharey=True, squeeze=False)
     measured_max = 1.0
+    # Right end: two binades past the last one where any formula has any error.
+    last = max((e for run in record["runs"].values() for s in run["formulas"].values()
+                for e, v in enumerate(s["binades_negative"]["max_ulp"][:255]) if v > 0), default=127)
     for ax, alpha in zip(axes[0], keys):
         formulas = record["runs"][alpha]["formulas"]
         drawn_bounds = set()
@@ -284,17 +294,21 @@ def binade_figure(record: dict):
                 drawn_bounds.add(key)
                 pred = [max(bn["predicted_max_ulp"][e], ZERO_FLOOR) for e in es]
                 ax.plot(xs, pred, ls="--", lw=0.8, color=style.get("color", "gray"), alpha=0.7,
-                        label=f"{s['bound']['documented']}, carried through")
+                        label=f"carried bound of {s['bound']['documented']}")  # a label may not start with "_"
         ax.axhline(0.5, color="gray", ls=":", lw=0.8, label="1/2 ulp: correctly rounded")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
+        ticks = [k for k in (-149, -126, -100, -75, -50, -25, 0, 25, 50, 75, 100, 127) if k <= last - 125]
+        ax.set_xticks([2.0**k for k in ticks], [f"$2^{{{k}}}$" for k in ticks])
+        ax.set_xlim(2.0**-151, 2.0 ** (last - 125))
         ax.set_xlabel("|x| (x < 0), lower edge of its binade; leftmost point: the denormals")
         ax.set_title(f"alpha = {alpha}")
         ax.grid(True, which="major", alpha=0.3)
     axes[0][0].set_ylabel(f"max ulp error in the binade (0 drawn at 2^{int(math.log2(ZERO_FLOOR))})")
     axes[0][0].set_ylim(ZERO_FLOOR / 2, measured_max * 16)
-    axes[0][-1].legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
 
@@ -331,7 +345,7 @@ def conclusions(record: dict) -> str:
     n = record["method"]["n_inputs"]
     for alpha, run in record["runs"].items():
         f = run["formulas"]
-        out.append(f"**alpha = {alpha}**")
+        out.append(f"**alpha = {alpha}**\n")
         for name, s in f.items():
             neg = s["max_ulp"]["negative"]
             cr = pct(s["correctly_rounded"], s["n"])
@@ -354,11 +368,18 @@ def conclusions(record: dict) -> str:
         else:
             out.append(f"- Every formula passes the task's bar (atol = rtol = 1e-4 against F.elu) on every finite input; "
                        f"the closest is `{worst[0]}`, at {worst[1]['tolerance']['max_ratio']:.2e} of the allowed error.")
-        exceed = [f"`{name}` ({s['bound']['n_exceed']} inputs)" for name, s in f.items() if s["bound"]["n_exceed"]]
+        exceed = [f"`{name}` ({s['bound']['n_exceed']} inputs, {s['bound']['n_exceed_denormal_in_or_out']} of them "
+                  f"with a denormal input or output)" for name, s in f.items() if s["bound"]["n_exceed"]]
         out.append("- No input exceeds its exponential's documented bound carried through ELU." if not exceed else
                    f"- Above the documented bound carried through ELU: {', '.join(exceed)}.")
         r = run["reference"]
         fixed = r["ties_corrected"] + r["corrected"]
-        out.append(f"- Reference: float64-then-round was not the correctly rounded result for {fixed} of {n} inputs "
-                   f"(found and corrected); {r['unresolved']} left unresolved.")
+        unresolved = f"; {r['unresolved']} near a midpoint were left unresolved" if r["unresolved"] else ""
+        if fixed:
+            out.append(f"- Reference: float64-then-round was not the correctly rounded result for {fixed} of {n} inputs; "
+                       f"each was found and corrected{unresolved}.")
+        else:
+            out.append(f"- Reference: float64-then-round was the correctly rounded result for every input "
+                       f"(inputs near a float32 midpoint: {r['near_midpoint']}, each checked){unresolved}.")
+        out.append("")
     return "\n".join(out)

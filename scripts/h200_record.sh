@@ -10,6 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
+export PYTHONPATH=$(pwd)${PYTHONPATH:+:$PYTHONPATH}  # notebook kernels start in notebooks/: find elu_study
 if [ -d .whl ] && ! python3 -c "import nbval, ipykernel" 2>/dev/null; then  # a machine without jupyter: carried wheels
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}

@@ -25,7 +25,8 @@ _STARTED = pytest.StashKey[float]()
 def pytest_addoption(parser):
     group = parser.getgroup("elu-study")
     group.addoption("--fuzz-examples", type=int, default=None,
-                    help=f"hypothesis examples per fuzz test (default ${suite.EXAMPLES_ENV} or {suite.DEFAULT_FUZZ_EXAMPLES})")
+                    help="hypothesis examples per fuzz test "
+                         f"(default ${suite.EXAMPLES_ENV} or {suite.DEFAULT_FUZZ_EXAMPLES})")
     group.addoption("--fuzz-builds", choices=suite.BUILD_SETS, default=None,
                     help="fuzz one default build per kernel file, or every build of the study "
                          "(default: files, or all when --fuzz-examples exceeds the default)")

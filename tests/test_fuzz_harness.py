@@ -51,7 +51,8 @@ class FakeModule:
         if x.device.type != "cpu":
             raise ValueError(f"elu: input must be a CUDA tensor, got one on {x.device}")
         if x.dtype != torch.float32:
-            raise (RuntimeError if self.fault == "wrong error type" else TypeError)(f"elu: input must be float32, got {x.dtype}")
+            kind = RuntimeError if self.fault == "wrong error type" else TypeError
+            raise kind(f"elu: input must be float32, got {x.dtype}")
         if not math.isfinite(alpha) and self.fault != "takes any alpha":
             raise ValueError(f"elu: alpha must be finite, got {alpha}")
         if out is not None:
@@ -150,6 +151,7 @@ def test_each_planted_fault_fails_the_bad_call_property(fault, says):
 # ---------------------------------------------------------------- what the strategies reach
 
 
+WAVE = 132 * 256
 FIND = settings(max_examples=5000, database=None, phases=[Phase.generate])  # the first one found will do
 
 
@@ -160,7 +162,8 @@ FIND = settings(max_examples=5000, database=None, phases=[Phase.generate])  # th
         ("a tail of 3 after a 1024-element block", lambda n: n > 1024 and n % 1024 == 3),
         ("one short of a block", lambda n: n > 256 and n % 256 == 255),
         ("past a million, with a tail", lambda n: n > 1_000_000 and n % 4 != 0),
-        ("beside a 132-SM wave of 256-element blocks", lambda n: n > 132 * 256 and abs(n - round(n / (132 * 256)) * 132 * 256) <= 5 and n % 4),
+        ("beside a 132-SM wave of 256-element blocks",
+         lambda n: n > WAVE and abs(n - round(n / WAVE) * WAVE) <= 5 and n % 4),
     ],
 )
 def test_lengths_reach_tails_and_boundaries(what, condition):

@@ -97,6 +97,18 @@ def test_the_command_names_the_tool_and_the_exit_code():
         sanitize.sanitizer_command("/opt/cs", "leakcheck", [])
 
 
+def test_newer_checks_are_asked_for_where_the_tool_has_them(tmp_path):
+    exe = tmp_path / "compute-sanitizer"
+    exe.write_text("#!/bin/sh\necho '  --tool arg (=memcheck)'\necho '  --check-tensor-ops arg (=no)   Enables checks'\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    supported = sanitize.supported_options(str(exe))
+    assert {"--tool", "--check-tensor-ops"} <= supported and "--initcheck-address-space" not in supported
+    memcheck = sanitize.sanitizer_command(str(exe), "memcheck", ["py"], supported)
+    assert memcheck[memcheck.index("--check-tensor-ops") + 1] == "yes" and memcheck[-1] == "py"
+    assert "--initcheck-address-space" not in sanitize.sanitizer_command(str(exe), "initcheck", ["py"], supported)
+    assert "--check-tensor-ops" not in sanitize.sanitizer_command(str(exe), "memcheck", ["py"])  # an older tool
+
+
 def _no_sanitizer_anywhere(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
