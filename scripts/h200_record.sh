@@ -30,8 +30,8 @@ for stage in "$@"; do
     tests) python3 -m pytest -q -x --durations=15 || status=1 ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
+  if [ -n "${OUT:-}" ]; then  # after every stage, so a later stage that runs out of time loses nothing
+    tar czf "$OUT/record.tar.gz" results notebooks README.md 2>/dev/null
+  fi
 done
-if [ -n "${OUT:-}" ]; then
-  tar czf "$OUT/record.tar.gz" results notebooks README.md 2>/dev/null
-fi
 exit $status
