@@ -155,7 +155,7 @@ def _describe_class(c: dict, label: str) -> str:
 def classes_table(record: dict, alpha: str) -> pd.DataFrame:
     """What each formula does with zeros, denormals (in and out), infinities and NaN."""
     formulas = record["runs"][alpha]["formulas"]
-    order = [c for c in ("+0.0", "-0.0", "+denormal", "-denormal", DENORMAL_OUTPUT, "+inf", "-inf", "NaN")]
+    order = ("+normal", "-normal", "+0.0", "-0.0", "+denormal", "-denormal", DENORMAL_OUTPUT, "+inf", "-inf", "NaN")
     rows = {}
     for label in order:
         first = next(iter(formulas.values()))["classes"].get(label)
@@ -213,6 +213,17 @@ def exceeds_own_bound(record: dict, alpha: str, name: str) -> list[int]:
     return [e for e, v in enumerate(s["binades_negative"]["max_ulp"][:255]) if v > _binade_bound(exp, e)]
 
 
+def beyond_constant_bound(record: dict, alpha: str, name: str) -> int | str:
+    """Inputs whose ELU is more than the exponential's B ulp from the exact value (B = 1 or 2: a histogram edge)."""
+    s = record["runs"][alpha]["formulas"][name]
+    bound = BOUND_CONSTANT.get(s["bound"]["exponential"])
+    if bound is None:
+        return "-"
+    labels = record["method"]["histogram_labels"]
+    first = labels.index(f"({bound:g}, {2 * bound:g}]")
+    return sum(sum(s["histogram"][side][first:-1]) for side in ("negative", "positive"))
+
+
 def binade_text(e: int) -> str:
     return "denormals" if e == 0 else f"2^{e - 127}"
 
@@ -228,10 +239,11 @@ def bounds_table(record: dict, alpha: str) -> pd.DataFrame:
         rows.append({
             "formula": name,
             "exponential's bound": b["documented"],
+            "inputs more than that from the exact value": beyond_constant_bound(record, alpha, name),
             "ELU above that many ulp (x < 0)": "nowhere" if not over else
             f"in {len(over)} binades, |x| from {binade_text(min(over))} to below {binade_text(max(over) + 1)}",
             "inputs above the bound carried through ELU": b["n_exceed"],
-            "of which a denormal input or output": b["n_exceed_denormal_in_or_out"],
+            "of which a denormal input or output": b.get("n_exceed_denormal_in_or_out", "-"),
             "worst measured / carried bound, per binade": f"{max(ratios):.3g}" if ratios else "-",
         })
     return pd.DataFrame(rows).set_index("formula")
@@ -288,7 +300,8 @@ def binade_figure(record: dict):
             ys = [max(bn["max_ulp"][e], ZERO_FLOOR) for e in es]
             measured_max = max(measured_max, *ys)
             style = STYLES.get(name, {})
-            ax.plot(xs, ys, lw=1, label=name, **style)
+            ax.plot(xs[1:], ys[1:], lw=1, label=name, **style)
+            ax.plot(xs[:1], ys[:1], ls="none", **style)  # the denormals: not joined to the normal binades
             key = (s["bound"]["exponential"], any(f["flushes_denormals"] for f in record["formulas"] if f["name"] == name))
             if key not in drawn_bounds:
                 drawn_bounds.add(key)
@@ -329,8 +342,9 @@ def histogram_figure(record: dict, sign: str = "negative"):
         ax.set_xlabel("ulp error")
         ax.set_title(f"alpha = {alpha}, inputs with the sign bit set")
     axes[0][0].set_ylabel("inputs")
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
 
@@ -368,8 +382,8 @@ def conclusions(record: dict) -> str:
         else:
             out.append(f"- Every formula passes the task's bar (atol = rtol = 1e-4 against F.elu) on every finite input; "
                        f"the closest is `{worst[0]}`, at {worst[1]['tolerance']['max_ratio']:.2e} of the allowed error.")
-        exceed = [f"`{name}` ({s['bound']['n_exceed']} inputs, {s['bound']['n_exceed_denormal_in_or_out']} of them "
-                  f"with a denormal input or output)" for name, s in f.items() if s["bound"]["n_exceed"]]
+        exceed = [f"`{name}` ({s['bound']['n_exceed']} inputs, {s['bound'].get('n_exceed_denormal_in_or_out', '-')} "
+                  f"of them with a denormal input or output)" for name, s in f.items() if s["bound"]["n_exceed"]]
         out.append("- No input exceeds its exponential's documented bound carried through ELU." if not exceed else
                    f"- Above the documented bound carried through ELU: {', '.join(exceed)}.")
         r = run["reference"]
