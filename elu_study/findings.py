@@ -85,7 +85,7 @@ def fast_math(record: dict, counters: dict | None = None) -> str:
 def step5(record: dict, counters: dict | None = None) -> str:
     base = _x(record, "5_as_step_2")
     parts = {n: _x(record, n) for n in ("2+128_threads", "2+2_vectors", "2+4_vectors", "2+hints", "2+expm1f")}
-    s5, s5e = _x(record, "5_streaming"), _x(record, "5_streaming_expf")
+    s5 = _x(record, "5_streaming")
     each = ", ".join(f"`{n}` {_pct(v / base)}" for n, v in parts.items())
     text = (f"**Step 5, one change at a time** (from step 2's choices in step 5's file, {base:.3f}x): {each}. "
             f"Step 5 with all four: {s5:.3f}x. Only 128-thread blocks help; more vectors per thread and evict-first hints cost.")

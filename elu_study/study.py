@@ -117,7 +117,6 @@ def builds(entries=None) -> list[tuple[str, tuple[str, ...]]]:
 
 def elu_fn(entry: Entry) -> Callable:
     """(x, alpha, out) -> out for an entry, so that checks can poison the output."""
-    import torch
     import torch.nn.functional as F
 
     if entry.variant:
