@@ -20,6 +20,13 @@ KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 COMMON_DIR = KERNELS_DIR / "common"
 BASE_CUDA_CFLAGS = ("-O3", "-lineinfo")
 _FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.MULTILINE)
+_BINDING_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*binding\s*=\s*(.*)$", re.MULTILINE)
+# What a kernel file may ask binding.cpp to expose beyond elu(x, alpha, out), each a
+# "// elu-study: binding = ..." word that compiles the binding with -DELU_BINDING_<WORD>.
+BINDING_FEATURES = {
+    "storage16": "elu() also takes float16 and bfloat16 tensors (launch_elu_16; math in float32)",
+    "launch-shape": "set_launch_shape(threads, vectors, hints, blocks_per_sm): a launch chosen at run time",
+}
 
 
 def _configure_toolchain() -> None:
@@ -78,6 +85,20 @@ def resolve_variant(name_or_path: str | os.PathLike) -> Path:
 def file_flags(source: str) -> list[str]:
     """nvcc flags a kernel file asks for in a ``// elu-study: nvcc-flags = ...`` line."""
     return [flag for match in _FLAGS_DIRECTIVE.findall(source) for flag in match.split()]
+
+
+def binding_features(source: str) -> list[str]:
+    """Binding features a kernel file asks for in a ``// elu-study: binding = ...`` line (see BINDING_FEATURES)."""
+    words = [w for match in _BINDING_DIRECTIVE.findall(source) for w in match.split()]
+    unknown = [w for w in words if w not in BINDING_FEATURES]
+    if unknown:
+        raise ValueError(f"unknown binding feature(s) {', '.join(unknown)}; known: {', '.join(BINDING_FEATURES)}")
+    return words
+
+
+def binding_defines(source: str) -> list[str]:
+    """The -D flags that switch binding.cpp's optional parts on for a kernel file."""
+    return [f"-DELU_BINDING_{w.upper().replace('-', '_')}" for w in binding_features(source)]
 
 
 @dataclass(frozen=True)
@@ -139,6 +160,7 @@ def _load(spec: BuildSpec, verbose: bool = False):
     module = _cpp_extension().load_inline(
         name=spec.extension_name(),
         cpp_sources=(COMMON_DIR / "binding.cpp").read_text(),
+        extra_cflags=["-O2", *binding_defines(spec.cuda_source())],
         cuda_sources=spec.cuda_source(),
         extra_cuda_cflags=list(spec.cuda_flags),
         extra_include_paths=[str(KERNELS_DIR), str(spec.source_path.parent)],

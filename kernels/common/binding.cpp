@@ -13,6 +13,11 @@
 #include <torch/csrc/utils/pybind.h>
 
 void launch_elu(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream);
+#ifdef ELU_BINDING_STORAGE16
+// A kernel file with "// elu-study: binding = storage16" also defines this: x and y
+// hold n contiguous 16-bit floats (bfloat16 if bf16, else float16); math in float32.
+void launch_elu_16(const void* x, void* y, int64_t n, float alpha, bool bf16, cudaStream_t stream);
+#endif
 
 namespace {
 
@@ -43,10 +48,29 @@ void check_float32_cuda(const at::Tensor& t, const char* what) {
   TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "elu: ", what, " must be float32, got ", t.scalar_type());
 }
 
+// The dtypes elu() takes: float32, and float16/bfloat16 where the kernel file has a 16-bit path.
+void check_input(const at::Tensor& x) {
+#ifdef ELU_BINDING_STORAGE16
+  TORCH_CHECK_VALUE(x.is_cuda(), "elu: input must be a CUDA tensor, got one on ", x.device());
+  const auto t = x.scalar_type();
+  TORCH_CHECK_TYPE(t == at::kFloat || t == at::kHalf || t == at::kBFloat16,
+                   "elu: input must be float32, float16 or bfloat16, got ", t);
+#else
+  check_float32_cuda(x, "input");
+#endif
+}
+
+void check_out(const at::Tensor& out, const at::Tensor& x) {
+  TORCH_CHECK_VALUE(out.is_cuda(), "elu: out must be a CUDA tensor, got one on ", out.device());
+  TORCH_CHECK_TYPE(out.scalar_type() == x.scalar_type(), "elu: out must be ",
+                   x.scalar_type() == at::kFloat ? std::string("float32") : std::string(c10::toString(x.scalar_type())),
+                   " like the input, got ", out.scalar_type());
+}
+
 // Every check runs before any state (device guard, copies) exists, so a
 // rejected call leaves nothing behind and the CUDA context untouched.
 at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_arg) {
-  check_float32_cuda(x, "input");
+  check_input(x);
   // Numbers enter messages through std::to_string: streaming a double into the
   // error message crashed the process on the H200 image (torch 2.11).
   TORCH_CHECK_VALUE(std::isfinite(alpha), "elu: alpha must be finite, got " + std::to_string(alpha));
@@ -54,7 +78,7 @@ at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_ar
   at::Tensor out;
   if (has_out) {
     out = out_arg.cast<at::Tensor>();
-    check_float32_cuda(out, "out");
+    check_out(out, x);
     TORCH_CHECK_VALUE(out.device() == x.device(), "elu: out is on ", out.device(), " but input is on ", x.device());
     TORCH_CHECK_VALUE(out.sizes() == x.sizes(), "elu: out has shape ", shape(out), " but input has shape ", shape(x));
     TORCH_CHECK_VALUE(out.is_contiguous(), "elu: out must be contiguous");
@@ -66,8 +90,16 @@ at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_ar
   const at::Tensor xc = x.contiguous();
   at::Tensor y = has_out ? out : at::empty_like(xc, at::MemoryFormat::Contiguous);
   if (x.numel() == 0) return y;
-  launch_elu(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.numel(), static_cast<float>(alpha),
-             c10::cuda::getCurrentCUDAStream().stream());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+#ifdef ELU_BINDING_STORAGE16
+  if (xc.scalar_type() != at::kFloat) {
+    launch_elu_16(xc.const_data_ptr(), y.mutable_data_ptr(), xc.numel(), static_cast<float>(alpha),
+                  xc.scalar_type() == at::kBFloat16, stream);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return y;
+  }
+#endif
+  launch_elu(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.numel(), static_cast<float>(alpha), stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return y;
 }
