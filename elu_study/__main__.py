@@ -14,7 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-JOBS = ("study", "profile", "accuracy", "sanitize", "report")
+# job -> the module whose main(argv) runs it ("study" and "report" live here).
+JOBS = {
+    "study": None,
+    "report": None,
+    "profile": "elu_study.profile",
+    "accuracy": "elu_study.accuracy",
+    "sanitize": "elu_study.sanitize",
+}
 
 
 def study_main(argv: list[str]) -> int:
@@ -78,17 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         return study_main(argv)
     if job == "report":
         return report_main(argv)
-    if job == "profile":
-        from .profile import main as profile_main
+    import importlib
 
-        return profile_main(argv)
-    if job == "accuracy":
-        from .accuracy import main as accuracy_main
-
-        return accuracy_main(argv)
-    from .sanitize import main as sanitize_main
-
-    return sanitize_main(argv)
+    return importlib.import_module(JOBS[job]).main(argv)
 
 
 if __name__ == "__main__":
