@@ -67,8 +67,12 @@ def known_variants() -> dict[str, Path]:
 
 
 def resolve_variant(name_or_path: str | os.PathLike) -> Path:
-    """A step name (``"2_float4"``, ``"float4"`` or ``"2"``) or the path of a user's own .cu file."""
+    """A step name (``"2_float4"``, ``"float4"`` or ``"2"``), a file in a folder of kernels/ (``"peers/cub_transform"``),
+    or the path of a user's own .cu file."""
     path = Path(name_or_path)
+    under_kernels = KERNELS_DIR / path.with_suffix(".cu")
+    if not path.is_absolute() and len(path.parts) > 1 and under_kernels.is_file():
+        return under_kernels  # a file beside the steps, e.g. "peers/cub_transform" or "sweeps/launch_shapes.cu"
     if path.suffix == ".cu":
         if not path.is_file():
             raise FileNotFoundError(f"no kernel file at {path}")
