@@ -1,0 +1,212 @@
+"""The launch-shape sweep (elu_study.launch, kernels/sweeps/launch_shapes.cu): its plan, its build and
+binding, record -> figures on a synthetic record (CPU), and every instance bit-identical to step 2 (GPU)."""
+
+import numpy as np
+import pytest
+import torch
+
+from elu_study import launch
+from elu_study.ops import NOT_OPS, registered_ops
+from elu_study.timing import summarize
+
+
+def synthetic_record(seed: int = 0) -> dict:
+    """A record shaped like a GPU run's, with made-up times: for tests and notebook trials only."""
+    rng = np.random.default_rng(seed)
+
+    def timing(ms):
+        return summarize([list(ms * (1 + 0.001 * rng.standard_normal(40))) for _ in range(5)])
+
+    cells = []
+    for c in launch.plan():
+        ms = 3.0 * (1.0 + 0.01 * c.vectors / 4 + 0.02 * c.hints + (0.07 if c.grid_stride else 0.0))
+        cells.append({"name": c.name, "threads": c.threads, "vectors": c.vectors, "hints": c.hints,
+                      "blocks_per_sm": c.blocks_per_sm, "grid_stride": c.grid_stride, "check": {"passed": True},
+                      "bit_identical_to_2_float4": True, "correct": True, "local_bytes": 0,
+                      "occupancy": launch.occupancy(c, 14 + 5 * c.vectors), "timing": timing(ms)})
+    record = {
+        "schema": launch.SCHEMA,
+        "provenance": {"gpu": "NVIDIA H200", "sm_count": 132, "date_utc": "2026-01-01T00:00:00+00:00", "commit": "abc"},
+        "problem": {"shape": [4096, 393216], "dtype": "float32", "alpha": 1.0, "numel": 4096 * 393216},
+        "method": {"rounds": 5},
+        "references": {"copy_": {"timing": timing(2.99)},
+                       "2_float4": {"timing": timing(3.0), "check": {"passed": True}}},
+        "cells": cells,
+    }
+    return launch.annotate(record)
+
+
+# ---------------------------------------------------------------- the plan (CPU)
+
+
+def test_plan_has_the_40_one_shot_cells_and_grid_stride_cells_within_occupancy():
+    cells = launch.plan()
+    one_shot = [c for c in cells if not c.grid_stride]
+    grid = [c for c in cells if c.grid_stride]
+    assert len(one_shot) == 40
+    assert {(c.threads, c.vectors, c.hints) for c in one_shot} == {
+        (t, v, h) for t in (64, 128, 256, 512, 1024) for v in (1, 2, 4, 8) for h in (False, True)}
+    assert all(c.blocks_per_sm * c.threads <= 2048 and c.vectors == 1 and not c.hints for c in grid)
+    assert {(c.blocks_per_sm, c.threads) for c in grid} == {
+        (b, t) for t in (128, 256, 512, 1024) for b in (1, 2, 4, 8, 16, 32) if b * t <= 2048}
+    assert len(grid) == 14
+    assert len({c.name for c in cells}) == len(cells)
+    assert launch.Cell(256).name == "256x1" and launch.Cell(128, 2, True).name == "128x2+hints"
+
+
+def test_the_plan_fits_the_time_budget():
+    n = len(launch.plan()) + len(launch.REFERENCES)
+    assert launch.estimate_s(n, 5, 25.0, 100.0, 1) < 150  # 3 minutes with the build and start-up
+
+
+def test_occupancy_follows_the_register_limit():
+    # 14 registers: 2048 threads fit; 54 (rounded to 56 per thread per warp unit): 65536 / (56 * 32) = 36 warps.
+    assert launch.occupancy(launch.Cell(256), 14)["resident_threads_per_sm"] == 2048
+    occ = launch.occupancy(launch.Cell(256, 8), 54)
+    assert occ["resident_blocks_per_sm"] == 4 and occ["load_bytes_in_flight_per_sm"] == 4 * 256 * 8 * 16
+    assert launch.occupancy(launch.Cell(1024, 8), 54)["resident_blocks_per_sm"] == 1
+    assert launch.occupancy(launch.Cell(64), 14)["resident_blocks_per_sm"] == 32
+    assert launch.occupancy(launch.Cell(128, blocks_per_sm=2), 28)["resident_threads_per_sm"] == 256
+
+
+# ---------------------------------------------------------------- record -> figures (CPU)
+
+
+def test_best_cell_margin_and_ties_from_a_record():
+    record = synthetic_record()
+    b = record["best"]
+    medians = {c["name"]: c["timing"]["median_ms"] for c in record["cells"]}
+    assert b["name"] == min(medians, key=medians.get)
+    assert b["margin_ms"] == pytest.approx(sorted(medians.values())[1] - medians[b["name"]])
+    assert b["tie"] == (b["margin_ms"] <= b["noise_ms"]) and b["name"] in b["tied"]
+    assert record["references"]["copy_"]["x_copy"] == 1.0
+    # a clear winner is no tie
+    record["cells"][5]["timing"] = {**record["cells"][5]["timing"], "median_ms": 2.5}
+    clear = launch.best(record)
+    assert clear["name"] == record["cells"][5]["name"] and not clear["tie"] and clear["tied"] == [clear["name"]]
+
+
+def test_grid_places_every_cell_once():
+    record = synthetic_record()
+    seen = []
+    for hints in (False, True):
+        rows, cols, values, names = launch.grid(record, hints)
+        assert values.shape == (5, 4) and not np.isnan(values).any()
+        seen += [n for row in names for n in row]
+    rows, cols, values, names = launch.grid(record, grid_stride=True)
+    assert rows == [1, 2, 4, 8, 16]  # 32 x 128 threads is more than one SM holds
+    assert np.isnan(values).sum() == len(rows) * len(cols) - 14  # blank where one SM cannot hold the threads
+    seen += [n for row in names for n in row if n]
+    assert sorted(seen) == sorted(c["name"] for c in record["cells"])
+
+
+def test_figures_and_text_from_a_synthetic_record(tmp_path):
+    record = synthetic_record()
+    path = launch.save(record, tmp_path)
+    assert path.name == "nvidia-h200-launch.json" and launch.load("nvidia-h200", tmp_path) == record
+    figs = launch.heatmap_figures(record)
+    assert set(figs) == {"launch", "launch-grid-stride"}
+    texts = [t.get_text() for ax in figs["launch"].axes for t in ax.texts]
+    assert sum("(best)" in t for t in texts) == (0 if record["best"]["name"].startswith("gs") else 1)
+    assert len([t for t in texts if t]) == 40
+    written = launch.write_figures(record, tmp_path)
+    assert [p.name for p in written] == ["nvidia-h200-launch.png", "nvidia-h200-launch-grid-stride.png"]
+    assert all(p.stat().st_size > 10_000 for p in written)
+    text = launch.summary(record)
+    assert record["best"]["name"] in text and ("a tie" in text) == record["best"]["tie"]
+    assert launch.table(record).count("\n") == len(record["cells"]) + 1
+
+
+def test_the_job_is_registered():
+    from elu_study.__main__ import JOBS
+
+    assert JOBS["launch"] == "elu_study.launch"
+    assert {"set_launch_shape", "launch_shapes"} <= NOT_OPS
+
+
+# ---------------------------------------------------------------- the build (compiles here, once)
+
+
+@pytest.fixture(scope="module")
+def module():
+    from elu_study import compile_variant
+
+    return compile_variant(launch.VARIANT)
+
+
+def test_the_build_has_an_instance_for_every_cell_and_only_the_elu_ops(module):
+    instances = [tuple(s) for s in module.launch_shapes()]
+    assert len(instances) == len(set(instances)) == 44
+    assert {c.instance() for c in launch.plan()} <= set(instances)
+    assert "elu" in registered_ops(module)
+    assert not {"set_launch_shape", "launch_shapes"} & set(registered_ops(module))
+    regs = launch.registers_by_cell(module, launch.plan())
+    assert all(r["local"] == 0 for r in regs.values()), "an instance spills"
+    assert all(r["registers"] <= 64 for r in regs.values())  # __launch_bounds__(1024) keeps 2048 threads possible
+
+
+@pytest.mark.parametrize("args, says", [
+    ((96, 1, False), r"no launch-shape instance for threads=96, vectors=1, hints=False in a one-shot grid"),
+    ((256, 3, True), r"no launch-shape instance .* instances \(threads x vectors\): 64x1 64x1\+hints"),
+    ((128, 2, True, 4), r"with a grid-stride loop \(blocks_per_sm > 0\); instances \(threads x vectors\): 128x1 256x1"),
+    ((256, 1, False, -1), r"blocks_per_sm must be >= 0"),
+])
+def test_a_shape_with_no_instance_is_a_value_error(module, args, says):
+    with pytest.raises(ValueError, match=says):
+        module.set_launch_shape(*args)
+
+
+def test_valid_shapes_are_accepted(module):
+    for c in launch.plan():
+        module.set_launch_shape(*c.args())
+    module.set_launch_shape(256, 1, False)  # blocks_per_sm defaults to 0
+    module.set_launch_shape(threads=256, vectors=1, hints=False, blocks_per_sm=0)
+
+
+# ---------------------------------------------------------------- on a GPU
+
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(),
+                         reason="needs a CUDA GPU: these run the kernels (the compile tests run without one)")
+
+
+@pytest.fixture(scope="module")
+def step2():
+    from elu_study import compile_variant
+
+    return compile_variant("2_float4")
+
+
+def _inputs():
+    g = torch.Generator(device="cuda").manual_seed(3)
+    base = torch.randn(2**20 + 4099, device="cuda", generator=g) * 4
+    base[:8] = torch.tensor([float("nan"), float("-inf"), float("inf"), -0.0, 0.0, -1e-30, -88.0, -104.0])
+    cases = []
+    for n in (1, 3, 4, 5, 63, 4097, 64 * 8 * 4 + 4, 1024 * 8 * 4 * 3 + 7, 2**20 + 3):
+        cases.append((f"n={n}", base[:n]))
+    for offset in (1, 2, 3):
+        cases.append((f"offset {offset}", base[offset:offset + 100_003]))
+    return cases
+
+
+@gpu
+@pytest.mark.parametrize("c", launch.plan() + [launch.Cell(256, 1, False, 64)], ids=lambda c: c.name)
+def test_every_shape_is_bit_identical_to_step_2(module, step2, c):
+    try:
+        for label, x in _inputs():
+            expected = step2.elu(x, 1.3)
+            module.set_launch_shape(*c.args())
+            out = torch.full_like(x, float("nan"))
+            y = module.elu(x, 1.3, out=out)
+            assert y.data_ptr() == out.data_ptr()
+            assert torch.equal(y.view(torch.int32), expected.view(torch.int32)), f"{c.name}, {label}"
+    finally:
+        module.set_launch_shape(256, 1, False)
+
+
+@gpu
+def test_switching_back_restores_step_2s_output(module, step2):
+    module.set_launch_shape(1024, 8, True)
+    module.set_launch_shape(256, 1, False)
+    x = torch.randn(100_001, device="cuda") * 4
+    assert torch.equal(module.elu(x, 1.0).view(torch.int32), step2.elu(x, 1.0).view(torch.int32))
