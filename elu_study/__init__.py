@@ -2,4 +2,14 @@
 
 from .build import compile_variant, known_variants
 
-__all__ = ["compile_variant", "known_variants"]
+__all__ = ["ELU", "compile_variant", "known_variants", "swap_elu"]
+
+
+def __getattr__(name: str):
+    # ELU and swap_elu need torch (and register the custom ops); import them only when asked for,
+    # so that importing elu_study stays cheap.
+    if name in ("ELU", "swap_elu"):
+        from . import nn
+
+        return getattr(nn, name)
+    raise AttributeError(f"module 'elu_study' has no attribute {name!r}")

@@ -6,6 +6,13 @@ step, show what its SASS shows, and print the recorded results.
 profile: hardware counters of every kernel with Nsight Compute (GPU and ncu): results/<gpu>-ncu.json.
 accuracy: every float32 input through every formula, in ulp (GPU): results/<gpu>-accuracy.json.
 sanitize: compute-sanitizer over a small-input run of every build (GPU).
+beyond: step 6's attempts to beat copy_, with counters, 16-bit storage and fresh processes (GPU, ncu):
+results/<gpu>-beyond.json.
+launch: the launch-shape sweep, threads x float4s per thread x hints and grid-stride blocks per SM, one build
+(GPU): results/<gpu>-launch.json and its heatmaps; without a GPU, the recorded sweep.
+model: the kernel as a custom op in use: forward/backward, fusion, a small model (GPU): results/<gpu>-model.json.
+sizes: every step and peer from 2^10 to 2^31 elements: GPU time cold and warm, host time per call (GPU):
+results/<gpu>-sizes.json, its figures and the README's sizes block; without a GPU, the recorded sweep.
 report: figures and the README block again from the committed records (no GPU needed).
 """
 
@@ -21,6 +28,10 @@ JOBS = {
     "profile": "elu_study.profile",
     "accuracy": "elu_study.accuracy",
     "sanitize": "elu_study.sanitize",
+    "sizes": "elu_study.sizes",
+    "beyond": "elu_study.beyond",
+    "launch": "elu_study.launch",
+    "model": "elu_study.model",
 }
 
 
@@ -28,7 +39,7 @@ def study_main(argv: list[str]) -> int:
     from . import report, results
     from .build import build_all, compile_variant
     from .sass import inspect_variant
-    from .study import ENTRIES, KINDS, STEPS, builds, measure
+    from .study import KINDS, STEPS, builds, measure, study_entries
 
     parser = argparse.ArgumentParser(prog="python -m elu_study [study]")
     parser.add_argument("--trials", type=int, default=3, help="correctness trials per entry (fresh inputs each)")
@@ -46,7 +57,7 @@ def study_main(argv: list[str]) -> int:
         print(inspect_variant(compile_variant(entry.variant, extra_cuda_cflags=list(entry.flags))).summary())
 
     if live:
-        record = measure(list(ENTRIES.values()), trials=args.trials, rounds=args.rounds, progress=True)
+        record = measure(study_entries(), trials=args.trials, rounds=args.rounds, progress=True)
         path = results.save(record)
         written = report.write(record["provenance"]["gpu"], readme=not args.no_readme)
         print(f"\nwrote {path} and " + ", ".join(str(p) for p in written))

@@ -18,6 +18,8 @@ from pathlib import Path
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 COMMON_DIR = KERNELS_DIR / "common"
+# Appended to every build's CUDA source: module.elu_backward (hashed by extension_name with the rest of common/).
+BACKWARD_SOURCE = COMMON_DIR / "backward.cu"
 BASE_CUDA_CFLAGS = ("-O3", "-lineinfo")
 _FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.MULTILINE)
 _BINDING_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*binding\s*=\s*(.*)$", re.MULTILINE)
@@ -165,7 +167,8 @@ def _load(spec: BuildSpec, verbose: bool = False):
         name=spec.extension_name(),
         cpp_sources=(COMMON_DIR / "binding.cpp").read_text(),
         extra_cflags=["-O2", *binding_defines(spec.cuda_source())],
-        cuda_sources=spec.cuda_source(),
+        # Every build gets the shared backward pass (load_inline joins the list into one .cu file).
+        cuda_sources=[spec.cuda_source(), BACKWARD_SOURCE.read_text()],
         extra_cuda_cflags=list(spec.cuda_flags),
         extra_include_paths=[str(KERNELS_DIR), str(spec.source_path.parent)],
         verbose=verbose,
@@ -217,7 +220,7 @@ def build_all(jobs: list[tuple[str, tuple[str, ...]]], workers: int | None = Non
 
     from tqdm.auto import tqdm
 
-    workers = workers or max(1, min(len(jobs), (os.cpu_count() or 2) // 2))
+    workers = workers or max(1, min(len(jobs), os.cpu_count() or 2))
     with ProcessPoolExecutor(max_workers=workers) as pool:
         for _ in tqdm(pool.map(_build_in_subprocess, jobs), total=len(jobs), desc="compiling", unit="variant"):
             pass

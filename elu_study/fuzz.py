@@ -6,8 +6,9 @@ The properties, for every op in ``elu_study.ops.OPS`` and any case drawn here:
   the reference is NaN), and none still holds the poison the output was filled with;
 - nothing outside the output is written: poisoned guard bands around it keep their exact bits;
 - the inputs are unchanged, bit for bit, guard bands included, unless the op ran in place;
-- a bad call (wrong dtype, device, shape or layout of ``out``, non-finite ``alpha``) raises the
-  documented Python error, and the next call still works.
+- a bad call (wrong dtype, device, shape or layout of an input or of ``out``, non-finite ``alpha``)
+  raises the documented Python error, and the next call still works. For an op of several inputs
+  (``elu_backward``), each input may break the rules, and they must agree in device and shape.
 
 Cases vary the length (0 to a few million, biased to tails and block and wave boundaries), the
 shape, the layout of each input (offset into a larger buffer, so misaligned; strided, permuted,
@@ -30,7 +31,7 @@ import torch
 from hypothesis import strategies as st
 
 from .check import ATOL, RTOL
-from .ops import OpSpec
+from .ops import OPS, OpSpec
 
 POISON = 0x7FA5A5A5  # the int32 bits of a signalling NaN that no kernel computes from these inputs
 GUARD = 4096  # poisoned elements on each side of every output, and random ones around every input
@@ -245,8 +246,9 @@ def _describe_mismatch(result: torch.Tensor, expected: torch.Tensor) -> str:
 
 
 def _check_values(result: torch.Tensor, expected: torch.Tensor, compare: bool = True) -> None:
-    unwritten = int((_bits(result.contiguous()) == POISON).sum().item())
-    assert unwritten == 0, f"{unwritten} of {result.numel()} output elements were never written (still poison)"
+    if result.dtype == torch.float32:  # the poison is a float32 pattern; a 16-bit result is compared below
+        unwritten = int((_bits(result.contiguous()) == POISON).sum().item())
+        assert unwritten == 0, f"{unwritten} of {result.numel()} output elements were never written (still poison)"
     if not compare:
         return
     same = torch.isclose(result, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
@@ -321,6 +323,15 @@ OTHER_DTYPES = (torch.float16, torch.bfloat16, torch.float64, torch.int32, torch
 
 
 @dataclass(frozen=True)
+class OtherInput:
+    """A second (third, ...) tensor input of a bad call: its dtype, place and shape."""
+
+    dtype: torch.dtype
+    device: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class BadCall:
     shape: tuple[int, ...]
     x_dtype: torch.dtype
@@ -332,24 +343,39 @@ class BadCall:
     out_shape: tuple[int, ...]
     out_contiguous: bool
     seed: int
+    others: tuple[OtherInput, ...] = ()  # the op's inputs after the first (none for elu)
 
 
-# (exception type, what the message says): the binding's documented refusals.
-RULES = {
-    "input device": (ValueError, r"elu: input must be a CUDA tensor"),
-    "input dtype": (TypeError, r"elu: input must be float32"),
-    "alpha": (ValueError, r"elu: alpha must be finite"),
-    "out device": (ValueError, r"elu: out must be a CUDA tensor"),
-    "out dtype": (TypeError, r"elu: out must be float32"),
-    "out device index": (ValueError, r"elu: out is on .* but input is on"),
-    "out shape": (ValueError, r"elu: out has shape \(.*\) but input has shape \(.*\)"),
-    "out layout": (ValueError, r"elu: out must be contiguous"),
-    "overlap": (RuntimeError, r"elu: out shares memory with the input"),
-}
+def rules_for(op: OpSpec) -> dict[str, tuple[type, str]]:
+    """(exception type, what the message says): the binding's documented refusals for one op.
+    Messages name the op, and compare every tensor with the first input (``elu``'s "input",
+    ``elu_backward``'s "grad_output")."""
+    name, first = op.name, op.message_names[0]
+    any_input = "(" + "|".join(op.message_names) + ")"
+    rules = {
+        "input device": (ValueError, rf"{name}: {any_input} must be a CUDA tensor"),
+        "input dtype": (TypeError, rf"{name}: {any_input} must be float32"),
+        "alpha": (ValueError, rf"{name}: alpha must be finite"),
+        "out device": (ValueError, rf"{name}: out must be a CUDA tensor"),
+        "out dtype": (TypeError, rf"{name}: out must be (float32|\w+ like the input)"),
+        "out device index": (ValueError, rf"{name}: out is on .* but {first} is on"),
+        "out shape": (ValueError, rf"{name}: out has shape \(.*\) but {first} has shape \(.*\)"),
+        "out layout": (ValueError, rf"{name}: out must be contiguous"),
+        "overlap": (RuntimeError, rf"{name}: out shares memory with (the|an) input"),
+    }
+    if len(op.inputs) > 1:
+        rules["input device index"] = (ValueError, rf"{name}: {any_input} is on .* but {first} is on")
+        rules["input shape"] = (ValueError, rf"{name}: {any_input} has shape \(.*\) but {first} has shape \(.*\)")
+    return rules
+
+
+RULES = rules_for(OPS["elu"])  # elu's
 
 
 @st.composite
-def bad_calls(draw, devices=("device", "foreign")):
+def bad_calls(draw, devices=("device", "foreign"), op: OpSpec | None = None):
+    """A call that may break any rule; ``op`` (default elu) says how many tensor inputs it has."""
+    n_inputs = len(op.inputs) if op is not None else 1
     shape = draw(st.one_of(st.tuples(st.integers(0, 300)), st.tuples(st.integers(0, 6), st.integers(0, 50))))
     dtypes = st.one_of(st.just(torch.float32), st.sampled_from(OTHER_DTYPES))
     out = draw(st.sampled_from(("none", "alias", "fresh", "fresh", "fresh", "overlap")))
@@ -369,27 +395,59 @@ def bad_calls(draw, devices=("device", "foreign")):
         out_shape=out_shape,
         out_contiguous=draw(st.booleans()),
         seed=draw(st.integers(0, 2**31 - 1)),
+        others=tuple(draw(_other_inputs(shape, devices)) for _ in range(n_inputs - 1)),
     )
+
+
+@st.composite
+def _other_inputs(draw, shape, devices):
+    """Mostly a good partner of the first input (float32, the kernels' device, the same shape): a rule at a time."""
+    dtype = draw(st.one_of(st.just(torch.float32), st.just(torch.float32), st.sampled_from(OTHER_DTYPES)))
+    device = draw(st.one_of(st.just("device"), st.sampled_from(devices)))
+    other_shape = shape
+    if draw(st.integers(0, 3)) == 0:
+        other_shape = draw(st.sampled_from(((*shape[:-1], shape[-1] + 1), tuple(reversed(shape)), (math.prod(shape),))))
+    return OtherInput(dtype, device, other_shape)
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
     return t.data_ptr(), t.data_ptr() + extent(t.shape, t.stride()) * t.element_size()
 
 
-def violations(x: torch.Tensor, out: torch.Tensor | None, alpha: float, device: torch.device) -> set[str]:
-    """The documented rules a call breaks, read from the tensors themselves (not from what was meant)."""
+def accepted_dtypes(module, op: OpSpec) -> tuple[torch.dtype, ...]:
+    """The dtypes an op of a build takes: float32, and for ``elu`` of a file with
+    ``// elu-study: binding = storage16`` (step 6) float16 and bfloat16 too (out must then match the input)."""
+    from .build import binding_features
+
+    spec = getattr(module, "spec", None)
+    if op.name == "elu" and spec is not None and "storage16" in binding_features(spec.cuda_source()):
+        return (torch.float32, torch.float16, torch.bfloat16)
+    return (torch.float32,)
+
+
+def violations(x: torch.Tensor, out: torch.Tensor | None, alpha: float, device: torch.device,
+               others: tuple[torch.Tensor, ...] = (), dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> set[str]:
+    """The documented rules a call breaks, read from the tensors themselves (not from what was meant).
+    ``x`` is the first input; ``others`` the op's further inputs (elu_backward's x after grad_output);
+    ``dtypes`` what the op takes (``accepted_dtypes``)."""
     broken = set()
     on_device = lambda t: t.device.type == device.type  # noqa: E731
-    if not on_device(x):
-        broken.add("input device")
-    if x.dtype != torch.float32:
-        broken.add("input dtype")
+    for t in (x, *others):
+        if not on_device(t):
+            broken.add("input device")
+        if t.dtype not in dtypes:
+            broken.add("input dtype")
+    for t in others:
+        if on_device(x) and on_device(t) and t.device != x.device:
+            broken.add("input device index")
+        if t.shape != x.shape:
+            broken.add("input shape")
     if not math.isfinite(alpha):
         broken.add("alpha")
     if out is not None:
         if not on_device(out):
             broken.add("out device")
-        if out.dtype != torch.float32:
+        if out.dtype not in dtypes or (x.dtype in dtypes and out.dtype != x.dtype):
             broken.add("out dtype")
         if on_device(x) and on_device(out) and out.device != x.device:
             broken.add("out device index")
@@ -397,11 +455,14 @@ def violations(x: torch.Tensor, out: torch.Tensor | None, alpha: float, device: 
             broken.add("out shape")
         if not out.is_contiguous():
             broken.add("out layout")
-        if not broken and out.numel() and x.numel():
-            (o0, o1), (x0, x1) = _span(out), _span(x)
-            exact = o0 == x0 and x.is_contiguous()
-            if not exact and o0 < x1 and x0 < o1:
-                broken.add("overlap")
+        if not broken and out.numel():
+            for t in (x, *others):
+                if not t.numel():
+                    continue
+                (o0, o1), (x0, x1) = _span(out), _span(t)
+                exact = o0 == x0 and t.is_contiguous()
+                if not exact and o0 < x1 and x0 < o1:
+                    broken.add("overlap")
     return broken
 
 
@@ -429,19 +490,35 @@ def make_bad_call(bad: BadCall, device, foreign, other=None):
     return x, out
 
 
-def check_bad_call(call: Callable, bad: BadCall, device, foreign, other=None, compare: bool = True) -> None:
-    """The call either works and is right, or raises one of the documented errors of the rules it breaks."""
+def make_other_inputs(bad: BadCall, device, foreign, other=None) -> tuple[torch.Tensor, ...]:
+    """The op's further inputs of a drawn bad call (random values, their own dtype, place and shape)."""
+    where = {"device": torch.device(device), "foreign": torch.device(foreign), "meta": torch.device("meta"),
+             "other": other and torch.device(other)}
+    gen = torch.Generator().manual_seed(bad.seed + 1)
+    return tuple((torch.randn(o.shape, generator=gen) * 4).to(dtype=o.dtype, device=where[o.device]) for o in bad.others)
+
+
+def check_bad_call(call: Callable, bad: BadCall, device, foreign, other=None, compare: bool = True,
+                   op: OpSpec | None = None, dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> None:
+    """The call either works and is right, or raises one of the documented errors of the rules it breaks.
+    ``op`` (default elu) is the op ``call`` runs; its inputs are the drawn first one and ``bad.others``."""
+    op = op or OPS["elu"]
     device = torch.device(device)
     x, out = make_bad_call(bad, device, foreign, other)
-    broken = violations(x, out, bad.alpha, device)
-    expected = F_elu_reference(x, bad.alpha) if not broken else None
+    others = make_other_inputs(bad, device, foreign, other)
+    if len(others) != len(op.inputs) - 1:
+        raise ValueError(f"{op.name} takes {len(op.inputs)} inputs; draw the bad calls with bad_calls(op=...)")
+    inputs = (x, *others)
+    broken = violations(x, out, bad.alpha, device, others, dtypes)
+    expected = op.expected([t.clone() for t in inputs], bad.alpha) if not broken else None
     try:
-        result = call(x, bad.alpha, out=out)
+        result = call(*inputs, bad.alpha, out=out)
         _synchronize(x)
     except Exception as err:  # noqa: BLE001 - which error, and with which message, is the property
         if not broken:
             raise AssertionError(f"a valid call raised {type(err).__name__}: {err}") from err
-        allowed = {RULES[rule] for rule in broken}
+        rules = rules_for(op)
+        allowed = {rules[rule] for rule in broken}
         if not any(isinstance(err, kind) and re.search(pattern, str(err)) for kind, pattern in allowed):
             raise AssertionError(
                 f"the call breaks {sorted(broken)}, so it must raise one of "
@@ -461,13 +538,14 @@ def F_elu_reference(x: torch.Tensor, alpha: float) -> torch.Tensor:  # noqa: N80
     return F.elu(x.clone(), alpha)
 
 
-def check_still_works(call: Callable, device, seed: int, compare: bool = True) -> None:
+def check_still_works(call: Callable, device, seed: int, compare: bool = True, op: OpSpec | None = None) -> None:
     """A valid call after whatever came before: the context is alive and the results are right."""
+    op = op or OPS["elu"]
     device = torch.device(device)
     gen = _generator(device, seed)
     n = 1 + seed % 5003
-    x = torch.randn(n, device=device, generator=gen).mul_(4)
+    inputs = [torch.randn(n, device=device, generator=gen).mul_(4) for _ in op.inputs]
     out = poisoned(n, device)
-    result = call(x, 0.75, out=out)
-    _synchronize(x)
-    _check_values(result, F_elu_reference(x, 0.75), compare)
+    result = call(*inputs, 0.75, out=out)
+    _synchronize(inputs[0])
+    _check_values(result, op.expected([t.clone() for t in inputs], 0.75), compare)

@@ -62,7 +62,8 @@ class Prediction:
 class Study:
     """One notebook's view of the study: the record of a run, and the kernels behind it."""
 
-    def __init__(self, reference_gpu: str = results.REFERENCE_GPU):
+    def __init__(self, reference_gpu: str = results.REFERENCE_GPU, job: str = "study"):
+        """job: whose record to show: the main study's, or "beyond" (step 6's attempts, with their counters)."""
         self.live = gpu_available()
         self.can_compile = toolkit_available()
         gpu = reference_gpu
@@ -73,10 +74,17 @@ class Study:
             here = torch.cuda.get_device_name()
             if results.record_path(here).exists():
                 gpu = slug(here)
-        self.record = results.load(gpu)
-        self.counters = profile.load(gpu)
+        if job == "study":
+            self.record = results.load(gpu)
+            self.counters = profile.load(gpu)
+        else:
+            import importlib
+
+            self.record = importlib.import_module(f"elu_study.{job}").load(gpu)
+            self.counters = self.record.get("counters")
+        suffix, command = ("", "") if job == "study" else (f"-{job}", f" {job}")
         p = self.record["provenance"]
-        source = (f"results/{slug(p['gpu'])}.json, measured by `python -m elu_study` on {p['gpu']} "
+        source = (f"results/{slug(p['gpu'])}{suffix}.json, measured by `python -m elu_study{command}` on {p['gpu']} "
                   f"({p['date_utc'][:10]}, commit {p.get('commit')})")
         where = f"this GPU ({here})" if here and slug(here) == gpu else ("NO GPU HERE" if not here else
                                                                           f"{here}, which has no record yet")
@@ -131,7 +139,7 @@ class Study:
         return sub
 
     def table(self, *names: str) -> None:
-        display(Markdown(results.markdown(results.frame(self._subset(names), KINDS))))
+        display(Markdown(results.markdown(results.frame(self._subset(names), (*KINDS, "attempt")))))
 
     def verdicts(self, *names: str) -> None:
         """Correctness of each checked entry, in words."""

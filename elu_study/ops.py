@@ -7,12 +7,12 @@ listed here that a build has, so a new op (a backward pass, say) is covered by a
 does not know.
 
 An op is called as ``module.<name>(*inputs, alpha, out=out)``: its tensor inputs (float32,
-CUDA, all of one shape), a runtime ``alpha``, and an optional contiguous ``out``. A backward
-pass would be registered as, for example::
+CUDA, all of one shape), a runtime ``alpha``, and an optional contiguous ``out``. The backward
+pass (``kernels/common/backward.cu``, in every build) is ``module.elu_backward(grad_output, x,
+alpha, is_result=False, out=None)``; its fuzzed and sanitized form is the default ``is_result=False``
+(``is_result=True`` is tested against PyTorch in tests/test_library.py).
 
-    "elu_backward": OpSpec("elu_backward", ("grad_output", "x"),
-                           lambda g, x, alpha: torch.ops.aten.elu_backward(g, alpha, 1, 1, False, x),
-                           in_place=0)
+``messages`` names each input as the binding's error messages do (``elu`` says "input").
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ class OpSpec:
     inputs: tuple[str, ...]  # its tensor arguments, in call order
     reference: Callable  # (*inputs, alpha) -> what the op must return, computed by PyTorch
     in_place: int | None = 0  # the input that out= may be (exactly), or None if none may
+    messages: tuple[str, ...] | None = None  # each input's name in the binding's messages (default: ``inputs``)
+
+    @property
+    def message_names(self) -> tuple[str, ...]:
+        return self.messages or self.inputs
 
     def expected(self, inputs, alpha: float):
         return self.reference(*inputs, alpha)
@@ -38,11 +43,22 @@ def _elu_reference(x, alpha: float):
     return F.elu(x, alpha)
 
 
+def _elu_backward_reference(grad_output, x, alpha: float):
+    """aten elu_backward. Its CUDA kernel (and its scalar CPU path) computes ``x <= 0 ? ... : grad``, so a
+    NaN x gives grad; its vectorized CPU path gives NaN there. The where() makes the CPU agree with CUDA."""
+    import torch
+
+    result = torch.ops.aten.elu_backward(grad_output, alpha, 1, 1, False, x)
+    return torch.where(torch.isnan(x), grad_output, result)
+
+
 OPS: dict[str, OpSpec] = {
-    "elu": OpSpec("elu", ("x",), _elu_reference, in_place=0),
+    "elu": OpSpec("elu", ("x",), _elu_reference, in_place=0, messages=("input",)),
+    "elu_backward": OpSpec("elu_backward", ("grad_output", "x"), _elu_backward_reference, in_place=0),
 }
-# Public names a module may have that are not kernel ops (the build's BuildSpec, set by compile_variant).
-NOT_OPS = frozenset({"spec"})
+# Public names a module may have that are not kernel ops: the build's BuildSpec (set by compile_variant), and
+# the launch-shape controls of kernels/sweeps/launch_shapes.cu (binding = launch-shape).
+NOT_OPS = frozenset({"spec", "set_launch_shape", "launch_shapes"})
 
 
 def registered_ops(module) -> list[str]:

@@ -8,8 +8,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
-COLORS = {"step": "tab:blue", "baseline": "tab:gray", "ablation": "tab:olive"}
-KIND_LABELS = {"step": "step", "baseline": "baseline (PyTorch, copies)", "ablation": "ablation (one change)"}
+COLORS = {"step": "tab:blue", "baseline": "tab:gray", "peer": "tab:purple", "ablation": "tab:olive"}
+KIND_LABELS = {"step": "step", "baseline": "baseline (PyTorch, copies, streams)", "peer": "peer (Triton, CUB)",
+               "ablation": "ablation (one change)"}
+MAIN_KINDS = ("step", "baseline", "peer")
+# The three lines every figure with times shows: what the datasheet allows, what two streams run apart
+# take (read_only + write_only, measured), and the GPU's own copy (the practical roof).
+FLOOR_STYLE = {"color": "tab:red", "ls": ":"}
+STREAM_STYLE = {"color": "tab:orange", "ls": "-."}
+ROOF_STYLE = {"color": "tab:green", "ls": "--"}
 
 
 def _rows(record: dict, names=None, kinds=None) -> list[dict]:
@@ -25,7 +32,7 @@ def _kind_legend(ax, rows, extra=(), loc="lower right"):
     ax.legend(handles=handles, loc=loc, fontsize=8, framealpha=0.9)
 
 
-def times_figure(record: dict, kinds=("step", "baseline"), names=None):
+def times_figure(record: dict, kinds=MAIN_KINDS, names=None):
     """Median time per entry (bars, p10-p90 whiskers) with the datasheet floor and the copy_ roof."""
     rows = _rows(record, names, kinds)[::-1]
     fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.6))
@@ -41,6 +48,9 @@ def times_figure(record: dict, kinds=("step", "baseline"), names=None):
         extra.append(ax.axvline(record["roof_ms"], color="tab:green", ls="--", label=f"roof: copy_ {record['roof_ms']:.2f} ms"))
     if record.get("floor_ms"):
         extra.append(ax.axvline(record["floor_ms"], color="tab:red", ls=":", label=f"floor: datasheet {record['floor_ms']:.2f} ms"))
+    if record.get("stream_floor_ms"):
+        extra.append(ax.axvline(record["stream_floor_ms"], **STREAM_STYLE,
+                                label=f"measured floor: read_only + write_only {record['stream_floor_ms']:.2f} ms"))
     ax.set_xlabel("time per call, ms (median; whiskers p10-p90; lower is better)")
     ax.set_title(f"ELU on {tuple(record['problem']['shape'])} float32, {record['provenance']['gpu']}")
     ax.set_xlim(0, max(r["timing"]["p90_ms"] for r in rows) * 1.18)
@@ -49,7 +59,7 @@ def times_figure(record: dict, kinds=("step", "baseline"), names=None):
     return fig
 
 
-def xcopy_figure(record: dict, names=None, kinds=("step", "baseline"), title: str | None = None):
+def xcopy_figure(record: dict, names=None, kinds=MAIN_KINDS, title: str | None = None):
     """The zoomed view: time over copy_'s, median with p10-p90 whiskers, labels clear of the whiskers."""
     rows = _rows(record, names, kinds)[::-1]
     roof = record["roof_ms"]
@@ -68,6 +78,10 @@ def xcopy_figure(record: dict, names=None, kinds=("step", "baseline"), title: st
         floor = record["floor_ms"] / roof
         if floor > min(p10) - 0.05:
             extra.append(ax.axvline(floor, color="tab:red", ls=":", label="datasheet floor"))
+    if record.get("stream_floor_ms"):
+        stream = record["stream_floor_ms"] / roof
+        if stream > min(p10) - 0.05:
+            extra.append(ax.axvline(stream, **STREAM_STYLE, label="measured floor (read_only + write_only)"))
     extra.append(plt.Line2D([], [], color="k", marker="o", lw=2, alpha=0.5, label="median, p10-p90"))
     left = min(min(p10), 1.0) - 0.01
     ax.set_xlim(left, max(p90) + (max(p90) - left) * 0.15)
@@ -79,7 +93,7 @@ def xcopy_figure(record: dict, names=None, kinds=("step", "baseline"), title: st
     return fig
 
 
-def distribution_figure(record: dict, names=None, kinds=("step", "baseline")):
+def distribution_figure(record: dict, names=None, kinds=MAIN_KINDS):
     """Every timed sample, per entry: box (p25-p75, whiskers p5-p95) over the samples' strip plot."""
     rows = _rows(record, names, kinds)[::-1]
     fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 1.6))

@@ -306,12 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from .build import build_all
-    from .study import ENTRIES, builds
+    from .study import ENTRIES, builds, study_entries
 
     if not torch.cuda.is_available():
         print("python -m elu_study profile needs a CUDA GPU (and ncu); the recorded counters are in results/", file=sys.stderr)
         return 2
-    names = args.names or [n for n in ENTRIES if n != "copy_"]
+    names = args.names or [e.name for e in study_entries() if e.name != "copy_"]
     build_all(builds([ENTRIES[n] for n in names]))
     record = profile(names)
     path = save(record)

@@ -6,9 +6,18 @@ from pathlib import Path
 
 from . import findings, plots, profile, results
 from .hardware import slug
-from .study import STEPS, group, grid_stride_blocks
+from .study import PEERS, STEPS, group, grid_stride_blocks
 
-ZOOM = ("copy_", "copy_kernel", "F.elu", "torch.compile(F.elu)", *(e.name for e in STEPS))
+ZOOM = ("copy_", "copy_kernel", "F.elu", "torch.compile(F.elu)", "F.elu_", *(e.name for e in STEPS),
+        *(e.name for e in PEERS))
+
+
+def _present(record: dict, names) -> list[str]:
+    """The names a record holds (a record made before an entry existed lacks its row)."""
+    held = {r["name"] for r in record["rows"]}
+    return [n for n in names if n in held]
+
+
 WAVE_SWEEP = ("3_grid_stride_1_waves", "3_grid_stride_2_waves", "3_grid_stride_8_waves", "3_grid_stride_64_waves",
               "3_grid_stride_512_waves", "3_grid_stride_one_shot")
 
@@ -26,8 +35,8 @@ def figures(record: dict, counters: dict | None, only: str | None = None) -> dic
     """name -> matplotlib figure, for every figure the README and notebooks show (or just ``only``)."""
     makers = {
         "times": lambda: plots.times_figure(record),
-        "xcopy": lambda: plots.xcopy_figure(record, names=list(ZOOM)),
-        "distributions": lambda: plots.distribution_figure(record, names=list(ZOOM)),
+        "xcopy": lambda: plots.xcopy_figure(record, names=_present(record, ZOOM)),
+        "distributions": lambda: plots.distribution_figure(record, names=_present(record, ZOOM)),
         "waves": lambda: plots.wave_sweep_figure(record, list(WAVE_SWEEP), wave_blocks(record)),
         "ablations": lambda: plots.xcopy_figure(record, names=list(STEP5_ABLATIONS), kinds=None,
                                                 title="Step 5's changes, one at a time, from step 2"),
@@ -55,4 +64,9 @@ def write(gpu: str, readme: bool = True) -> list[Path]:
                  *(f"![{p.stem}]({rel(p)})" for p in paths)]
         results.update_readme(record, extra)
         paths.append(results.README)
+    from . import sizes  # the size sweep's figures and README block, where its record exists
+
+    swept = sizes.load(gpu)
+    if swept is not None:
+        paths += sizes.write(swept, readme=readme)
     return paths

@@ -41,7 +41,7 @@ def row(record: dict, name: str) -> dict:
     raise KeyError(f"{name!r} is not in this record; it holds {[r['name'] for r in record['rows']]}")
 
 
-def frame(record: dict, kinds=("step", "baseline")) -> pd.DataFrame:
+def frame(record: dict, kinds=("step", "baseline", "peer")) -> pd.DataFrame:
     """One line per entry: time, bandwidth, share of the datasheet peak, ratio to copy_, verdict."""
     rows = [r for r in record["rows"] if r["kind"] in kinds]
     df = pd.DataFrame(
@@ -81,6 +81,8 @@ def markdown(df: pd.DataFrame, formats: dict | None = None) -> str:
 def caption(record: dict) -> str:
     p = record["provenance"]
     floor = f"datasheet floor {record['floor_ms']:.2f} ms ({record['peak_source']})" if record["floor_ms"] else "no datasheet figure for this GPU"
+    if record.get("stream_floor_ms"):
+        floor += f"; measured stream floor {record['stream_floor_ms']:.2f} ms (read_only + write_only)"
     method = record.get("method", {})
     rounds = f" in {method['rounds']} interleaved rounds" if method.get("rounds") else ""
     return (

@@ -8,6 +8,7 @@ temperature during the run touches every entry alike instead of whichever came l
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable
@@ -22,13 +23,14 @@ class Entry:
     """One row of the study: a step (a kernel build), an ablation of one, or a baseline."""
 
     name: str
-    kind: str  # "baseline", "step" or "ablation"
+    kind: str  # "baseline", "step", "peer" or "ablation"
     what: str
     variant: str | None = None
     flags: tuple[str, ...] = ()
     checked: bool = True  # copies compute no ELU
     group: str = ""  # the question an ablation answers (see GROUPS)
     base: str | None = None  # the entry this one differs from by exactly one change
+    mode: str = ""  # how the build is called: "" (out=y, float32), "in_place" (out=x), "bfloat16", "float16"
 
     def build(self):
         from .build import compile_variant
@@ -56,6 +58,10 @@ GROUPS = {
     "grid_one_change": "grid-stride at 2 whole waves: one change each",
     "step5_one_change": "step 2 plus one of step 5's changes",
     "step5_formula": "step 5 with step 2's formula",
+    "step6_one_change": "step 6's file: one change each from 6_base",
+    "step6_in_place": "in place (out=x)",
+    "step6_bfloat16": "bfloat16 storage",
+    "step6_float16": "float16 storage",
 }
 
 BASELINES = (
@@ -64,6 +70,17 @@ BASELINES = (
           "2_float4", ("-DELU_FLOAT4_OP=Copy",), checked=False),
     Entry("F.elu", "baseline", "PyTorch's ELU (the op being replaced)"),
     Entry("torch.compile(F.elu)", "baseline", "Inductor's generated Triton kernel"),
+    Entry("F.elu_", "baseline", "PyTorch's ELU in place (timed on a buffer of its own)"),
+    # The two halves of a read+write stream, run apart: their sum is the measured floor (stream_floor_ms).
+    Entry("read_only", "baseline", "x.sum(): the input's bytes read, nothing written (half a stream)", checked=False),
+    Entry("write_only", "baseline", "y.zero_(): the output's bytes written, nothing read (half a stream)",
+          checked=False),
+)
+# What a user would reach for instead of writing the kernel: the same checks and timing as the steps.
+PEERS = (
+    Entry("triton", "peer", "Triton, as the tutorials write it: autotuned BLOCK_SIZE x num_warps, tl.exp"),
+    Entry("cub_transform", "peer", "cub::DeviceTransform::Transform (CCCL) with step 2's formula (expf)",
+          "peers/cub_transform"),
 )
 STEPS = (
     Entry("1_naive", "step", "scalar, 1 element/thread, 256 threads, expf", "1_naive"),
@@ -73,6 +90,8 @@ STEPS = (
           group="grid_waves", kind="step"),
     Entry("4_fast_math", "step", "step 2 with __expf, --use_fast_math", "4_fast_math"),
     Entry("5_streaming", "step", "2 float4/thread, 128 threads, __ldcs/__stcs, expm1f", "5_streaming"),
+    Entry("6_beyond_copy", "step", "the best of notebook 08's attempts (kernels/6_beyond_copy.cu defaults)",
+          "6_beyond_copy"),
 )
 ABLATIONS = (
     *(_grid(f"3_grid_stride_{w}_waves", f"float4 grid-stride, {w} whole wave(s) x 512", f"-DELU_GRID_WAVES={w}",
@@ -92,14 +111,83 @@ ABLATIONS = (
     Entry("5_streaming_expf", "ablation", "step 5 with expf instead of expm1f", "5_streaming",
           ("-DELU_STREAMING_OP=Expf",), group="step5_formula", base="5_streaming"),
 )
-_ALL = (*BASELINES, *STEPS, *ABLATIONS)
+# Step 6's experiments (notebook 08, `python -m elu_study beyond`): each attempt sets every knob of
+# kernels/6_beyond_copy.cu explicitly and differs from 6_base by one, so the file's defaults (step 6) can
+# move without changing what an attempt means.
+_STEP6_BASE = {"THREADS": "128", "VECS": "1", "LOAD": "0", "STORE": "0", "ORDER": "0", "OP": "Expf", "OP16": "Expm1f"}
+
+
+def _attempt(name: str, what: str, **change: str) -> Entry:
+    knobs = {**_STEP6_BASE, **change}
+    return Entry(name, "attempt", what, "6_beyond_copy", tuple(f"-DELU6_{k}={v}" for k, v in knobs.items()),
+                 group="step6_one_change", base="6_base" if change else "2+128_threads")
+
+
+def _mode(name: str, what: str, of: str, mode: str, checked: bool = True) -> Entry:
+    e = ENTRIES[of]
+    return Entry(name, "attempt", what, e.variant, e.flags, checked=checked, group=f"step6_{mode}", base=of, mode=mode)
+
+
+_ATTEMPT_BUILDS = (
+    _attempt("6_base", "step 6's file: 128 threads, 1 vector, plain loads and stores, expf (control)"),
+    _attempt("6_64_threads", "64-thread blocks", THREADS="64"),
+    _attempt("6_256_threads", "256-thread blocks (step 2's)", THREADS="256"),
+    _attempt("6_2_vectors", "2 vectors per thread, both loaded before either store", VECS="2"),
+    _attempt("6_load_cs", "loads ld.global.cs (__ldcs: evict-first streaming)", LOAD="1"),
+    _attempt("6_load_evict_first", "loads with an L2 evict_first policy (createpolicy)", LOAD="2"),
+    _attempt("6_load_evict_last", "loads with an L2 evict_last policy", LOAD="3"),
+    _attempt("6_load_no_allocate", "loads ld.global.L1::no_allocate", LOAD="4"),
+    _attempt("6_store_cs", "stores st.global.cs (__stcs)", STORE="1"),
+    _attempt("6_store_evict_first", "stores with an L2 evict_first policy: dirty lines leave L2 first", STORE="2"),
+    _attempt("6_store_evict_last", "stores with an L2 evict_last policy: dirty lines stay in L2 longest", STORE="3"),
+    _attempt("6_store_no_allocate", "stores st.global.L1::no_allocate", STORE="4"),
+    _attempt("6_reversed", "blocks take tiles from the end: the traversal runs backwards", ORDER="1"),
+    _attempt("6_two_streams", "even blocks in the front half, odd in the back: two streams 3.2 GB apart", ORDER="2"),
+    _attempt("6_persistent_16", "persistent grid, 16 blocks per SM, each one contiguous run of tiles", ORDER="3"),
+    _attempt("6_persistent_4", "persistent grid, 4 blocks per SM, each one contiguous run of tiles", ORDER="3",
+             BLOCKS_PER_SM="4"),
+    _attempt("6_expm1f", "expm1f (PyTorch's formula) instead of expf - 1", OP="Expm1f"),
+    _attempt("6_expm1f_2_vectors", "expm1f with 2 vectors per thread (two changes: more work in flight per thread)",
+             OP="Expm1f", VECS="2"),
+    _attempt("6_16bit_expf", "the 16-bit path with expf - 1 instead of expm1f (float32 path unchanged)", OP16="Expf"),
+)
+_ALL = (*BASELINES, *STEPS, *PEERS, *ABLATIONS, *_ATTEMPT_BUILDS)
+ENTRIES = {e.name: e for e in _ALL}
+# Step 6 called other ways: in place (the same bytes, no new allocation) and with 16-bit storage (half the bytes).
+ATTEMPTS = (
+    *_ATTEMPT_BUILDS,
+    _mode("6_beyond_copy in place", "step 6 with out=x: the same bytes, no allocation", "6_beyond_copy", "in_place"),
+    _mode("2_float4 in place", "step 2 with out=x (control for in place)", "2_float4", "in_place"),
+    _mode("6_beyond_copy bfloat16", "step 6 on bfloat16 storage, math in float32: half the bytes", "6_beyond_copy",
+          "bfloat16", checked=False),
+    _mode("6_beyond_copy float16", "step 6 on float16 storage, math in float32: half the bytes", "6_beyond_copy",
+          "float16", checked=False),
+    _mode("6_16bit_expf bfloat16", "step 6 on bfloat16 with expf - 1: fewer instructions per element",
+          "6_16bit_expf", "bfloat16", checked=False),
+    Entry("F.elu bfloat16", "attempt", "F.elu on bfloat16 (PyTorch computes in float32, rounds once)",
+          checked=False, group="step6_bfloat16", mode="bfloat16"),
+    Entry("F.elu float16", "attempt", "F.elu on float16", checked=False, group="step6_float16", mode="float16"),
+    Entry("copy_ bfloat16", "attempt", "y.copy_(x) of bfloat16: the roof for 16-bit storage", checked=False,
+          group="step6_bfloat16", mode="bfloat16"),
+)
+_ALL = (*_ALL, *ATTEMPTS[len(_ATTEMPT_BUILDS):])
 ENTRIES = {e.name: e for e in _ALL}
 if len(ENTRIES) != len(_ALL):
     raise ValueError("elu_study.study: entry names must be unique")
 for _e in _ALL:
     if _e.base is not None and _e.base not in ENTRIES:
         raise ValueError(f"elu_study.study: {_e.name}'s base {_e.base!r} is not an entry")
-KINDS = ("baseline", "step", "ablation")
+KINDS = ("baseline", "step", "peer", "ablation")  # the main study's rows; "attempt" rows are step 6's record
+# The halves of a read+write stream whose summed medians are the measured floor (see annotate).
+STREAM_HALVES = ("read_only", "write_only")
+
+
+def study_entries() -> list[Entry]:
+    """The main study's rows (``python -m elu_study``): every entry but step 6's attempts."""
+    return [e for e in ENTRIES.values() if e.kind in KINDS]
+
+
+BYTES_PER_ELEMENT = {"": 4, "in_place": 4, "bfloat16": 2, "float16": 2}  # per direction
 
 
 def group(name: str) -> list[Entry]:
@@ -111,7 +199,7 @@ def group(name: str) -> list[Entry]:
 
 def builds(entries=None) -> list[tuple[str, tuple[str, ...]]]:
     """Every (variant, flags) that entries compile (default: the whole study), for build_all."""
-    entries = ENTRIES.values() if entries is None else entries
+    entries = study_entries() if entries is None else entries
     return sorted({(e.variant, e.flags) for e in entries if e.variant})
 
 
@@ -119,18 +207,30 @@ def elu_fn(entry: Entry) -> Callable:
     """(x, alpha, out) -> out for an entry, so that checks can poison the output."""
     import torch.nn.functional as F
 
+    if entry.mode not in ("", "in_place"):
+        raise ValueError(f"{entry.name}: 16-bit storage is checked by elu_study.beyond, not on float32")
     if entry.variant:
         module = entry.build()
+        if entry.mode == "in_place":
+            return lambda x, alpha, out: module.elu(out.copy_(x), alpha, out=out)
         return lambda x, alpha, out: module.elu(x, alpha, out=out)
     if entry.name == "F.elu":
         return lambda x, alpha, out: out.copy_(F.elu(x, alpha))
     if entry.name == "torch.compile(F.elu)":
         compiled = _compiled_elu()
         return lambda x, alpha, out: out.copy_(compiled(x, alpha))
+    if entry.name == "F.elu_":
+        return lambda x, alpha, out: F.elu_(out.copy_(x), alpha)
+    if entry.name == "triton":
+        from . import triton_elu  # imports triton: only when the entry is used
+
+        return lambda x, alpha, out: triton_elu.elu(x, alpha, out=out)
     raise ValueError(f"{entry.name} computes no ELU")
 
 
+@functools.cache
 def _compiled_elu():
+    # One wrapper per process: a new torch.compile wrapper is a new backend, which dynamo compiles anew.
     import torch
     import torch.nn.functional as F
 
@@ -141,8 +241,13 @@ def timed_call(entry: Entry, x, y) -> Callable[[], object]:
     """The exact call that is timed (and profiled): the kernel alone, its output preallocated where it can be."""
     import torch.nn.functional as F
 
+    if entry.mode in ("bfloat16", "float16"):
+        return _timed_16bit(entry, x)
     if entry.variant:
         module = entry.build()
+        if entry.mode == "in_place":
+            buf = x.clone()  # its own buffer, like F.elu_'s: the shared x is never modified
+            return lambda: module.elu(buf, ALPHA, out=buf)
         return lambda: module.elu(x, ALPHA, out=y)
     if entry.name == "copy_":
         return lambda: y.copy_(x)
@@ -151,6 +256,38 @@ def timed_call(entry: Entry, x, y) -> Callable[[], object]:
     if entry.name == "torch.compile(F.elu)":
         compiled = _compiled_elu()
         return lambda: compiled(x, ALPHA)
+    if entry.name == "F.elu_":
+        # Its own buffer, so the x every other entry reads is never modified. Each call applies ELU to
+        # the last call's output: the same bytes moved; negative values stay normal floats (they shrink
+        # like -2/k over k calls).
+        buf = x.clone()
+        return lambda: F.elu_(buf, ALPHA)
+    if entry.name == "triton":
+        from . import triton_elu
+
+        return lambda: triton_elu.elu(x, ALPHA, out=y)
+    if entry.name == "read_only":
+        return lambda: x.sum()
+    if entry.name == "write_only":
+        return lambda: y.zero_()
+    raise ValueError(f"unknown entry {entry.name}")
+
+
+def _timed_16bit(entry: Entry, x) -> Callable[[], object]:
+    """A 16-bit storage entry's call: x rounded once to the dtype (the same values, half the bytes)."""
+    import torch
+    import torch.nn.functional as F
+
+    dtype = getattr(torch, entry.mode)
+    xh = x.to(dtype)
+    yh = torch.empty_like(xh)
+    if entry.variant:
+        module = entry.build()
+        return lambda: module.elu(xh, ALPHA, out=yh)
+    if entry.name.startswith("F.elu "):
+        return lambda: F.elu(xh, ALPHA)
+    if entry.name.startswith("copy_ "):
+        return lambda: yh.copy_(xh)
     raise ValueError(f"unknown entry {entry.name}")
 
 
@@ -169,6 +306,7 @@ class Measurement:
     near_zero_rel_err: dict | None = None
     sass: dict | None = None
     extra: dict = field(default_factory=dict)
+    mode: str = ""
 
 
 @contextlib.contextmanager
@@ -211,12 +349,13 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
 
             iterator = tqdm(entries, desc="checking", unit="entry")
         for entry in iterator:
-            m = Measurement(entry.name, entry.kind, entry.what, entry.group, entry.base, list(entry.flags), timing={})
+            m = Measurement(entry.name, entry.kind, entry.what, entry.group, entry.base, list(entry.flags), timing={},
+                            mode=entry.mode)
             if entry.checked:
                 fn = elu_fn(entry)
                 m.check = check_elu(fn, shape=shape, alpha=ALPHA, trials=trials).to_dict()
                 m.near_zero_rel_err = near_zero_rel_error(fn, ALPHA)
-            if entry.variant:
+            if entry.variant and entry.kind != "peer":  # a library's file holds its own set of kernels
                 m.sass = inspect_variant(entry.build()).to_dict()
             rows[entry.name] = m
         torch.cuda.empty_cache()
@@ -248,12 +387,27 @@ def annotate(record: dict) -> dict:
     roof = next((r["timing"]["median_ms"] for r in record["rows"] if r["name"] == "copy_"), None)
     record["floor_ms"] = floor_ms(numel, peak) if peak else None
     record["roof_ms"] = roof
+    stream = stream_floor_ms(record["rows"])
+    if stream is not None:  # a record made before the stream halves were entries has none
+        record["stream_floor_ms"] = stream
     for row in record["rows"]:
         ms = row["timing"]["median_ms"]
-        row["tbps"] = tbps(numel, ms)
-        row["pct_of_peak"] = 100 * record["floor_ms"] / ms if peak else None
+        # The bytes this row moves, as a share of a float32 read+write stream: 16-bit storage moves half,
+        # and each half of a stream (read_only, write_only) moves one direction only.
+        share = BYTES_PER_ELEMENT[row.get("mode", "")] / 4 * (0.5 if row["name"] in STREAM_HALVES else 1.0)
+        row["tbps"] = tbps(numel, ms) * share
+        row["pct_of_peak"] = 100 * record["floor_ms"] * share / ms if peak else None
         row["x_copy"] = ms / roof if roof else None
     return record
+
+
+def stream_floor_ms(rows) -> float | None:
+    """The measured floor of a read+write stream: a read-only and a write-only stream of the same bytes, run
+    apart (the sum of their medians), or None if a row is missing."""
+    by_name = {r["name"]: r for r in rows}
+    if not all(n in by_name for n in STREAM_HALVES):
+        return None
+    return sum(by_name[n]["timing"]["median_ms"] for n in STREAM_HALVES)
 
 
 def grid_stride_blocks(entry: Entry | str, sm_count: int, numel: int) -> int:

@@ -2,7 +2,7 @@
 # Regenerate the committed H200 records on a GPU machine, stage by stage:
 #   bash scripts/h200_record.sh study profile accuracy   # the measurements
 #   bash scripts/h200_record.sh notebooks tests          # notebooks executed and checked, GPU tests
-# Stages: study (results/<gpu>.json, figures, README block), profile (results/<gpu>-ncu.json),
+# Stages: build (every kernel build of every job, in parallel), study (results/<gpu>.json, figures, README block), profile (results/<gpu>-ncu.json),
 # accuracy (results/<gpu>-accuracy.json), sanitize (results/<gpu>-sanitize.json), notebooks
 # (executed in place, then re-run by nbval), tests (the whole suite, GPU tests and fuzzing
 # included; results/<gpu>-tests.json). What changed is packed into $OUT/record.tar.gz when
@@ -22,6 +22,8 @@ log() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 for stage in "$@"; do
   log "$stage"
   case "$stage" in
+    build) python3 -c "from elu_study.build import build_all; from elu_study.study import ENTRIES, builds
+build_all(builds(list(ENTRIES.values())) + [('sweeps/launch_shapes', ())])" || status=1 ;;  # every build at once
     notebooks) python3 -m elu_study.run_notebooks || status=1 ;;
     tests) python3 -m pytest -q -x --durations=15 || status=1 ;;
     *) python3 -m elu_study "$stage" || status=1 ;;  # a job of python -m elu_study (study, profile, ...)

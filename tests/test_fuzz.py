@@ -74,7 +74,8 @@ def test_every_case_matches_pytorch_and_writes_nothing_else(module, build, op_na
     if not hasattr(module, op_name):
         pytest.skip(f"{build_id(*build)} has no {op_name}")
     op, fn = OPS[op_name], getattr(module, op_name)
-    compare = computes_elu(*build)  # a copy kernel's results are not ELU's; its accesses are fuzzed all the same
+    # a copy kernel's results are not ELU's (its accesses are fuzzed all the same); its backward is the shared one
+    compare = computes_elu(*build) or op_name != "elu"
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
 
     @seed(f"{fuzz_settings.seed}:{build_id(*build)}:{op_name}")
@@ -87,17 +88,22 @@ def test_every_case_matches_pytorch_and_writes_nothing_else(module, build, op_na
     torch.cuda.synchronize()
 
 
-def test_bad_calls_raise_their_documented_error_and_the_next_call_works(module, build, fuzz_settings, device):
+@pytest.mark.parametrize("op_name", list(OPS))
+def test_bad_calls_raise_their_documented_error_and_the_next_call_works(module, build, op_name, fuzz_settings, device):
+    if not hasattr(module, op_name):
+        pytest.skip(f"{build_id(*build)} has no {op_name}")
+    op, fn = OPS[op_name], getattr(module, op_name)
     other = f"cuda:{(device.index + 1) % torch.cuda.device_count()}" if torch.cuda.device_count() > 1 else None
     places = ("device", "device", "foreign", "meta") + (("other",) if other else ())
-    compare = computes_elu(*build)
+    compare = computes_elu(*build) or op_name != "elu"  # a copy kernel's build still has the real backward
+    dtypes = fuzz.accepted_dtypes(module, op)  # step 6's elu also takes float16 and bfloat16
 
-    @seed(f"{fuzz_settings.seed}:{build_id(*build)}:bad")
+    @seed(f"{fuzz_settings.seed}:{build_id(*build)}:bad" + ("" if op_name == "elu" else f":{op_name}"))
     @_settings(fuzz_settings)
-    @given(bad=fuzz.bad_calls(places), follow=st.integers(0, 2**31 - 1))
+    @given(bad=fuzz.bad_calls(places, op=op), follow=st.integers(0, 2**31 - 1))
     def holds(bad, follow):
-        fuzz.check_bad_call(module.elu, bad, device, "cpu", other, compare)
-        fuzz.check_still_works(module.elu, device, follow, compare)
+        fuzz.check_bad_call(fn, bad, device, "cpu", other, compare, op=op, dtypes=dtypes)
+        fuzz.check_still_works(fn, device, follow, compare, op=op)
 
     holds()
     torch.cuda.synchronize()

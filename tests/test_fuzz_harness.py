@@ -84,6 +84,71 @@ class FakeModule:
         return y
 
 
+    def elu_backward(self, grad_output, x, alpha=1.0, is_result=False, out=None):
+        """binding.cpp's elu_backward: the same checks in the same order, then aten's formula."""
+        if self.dead:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        try:
+            return self._elu_backward(grad_output, x, alpha, is_result, out)
+        except (TypeError, ValueError, RuntimeError):
+            if self.fault == "dies after an error":
+                self.dead = True
+            raise
+
+    def _elu_backward(self, g, x, alpha, is_result, out):
+        for t, name in ((g, "grad_output"), (x, "x")):
+            if t.device.type != "cpu":
+                raise ValueError(f"elu_backward: {name} must be a CUDA tensor, got one on {t.device}")
+            if t.dtype != torch.float32:
+                raise TypeError(f"elu_backward: {name} must be float32, got {t.dtype}")
+        if not math.isfinite(alpha):
+            raise ValueError(f"elu_backward: alpha must be finite, got {alpha}")
+        if x.shape != g.shape and self.fault != "skips the shape check":
+            raise ValueError(f"elu_backward: x has shape {_shape(x)} but grad_output has shape {_shape(g)}")
+        if out is not None:
+            if out.device.type != "cpu":
+                raise ValueError(f"elu_backward: out must be a CUDA tensor, got one on {out.device}")
+            if out.dtype != torch.float32:
+                raise TypeError(f"elu_backward: out must be float32 like the inputs, got {out.dtype}")
+            if out.shape != g.shape:
+                raise ValueError(f"elu_backward: out has shape {_shape(out)} but grad_output has shape {_shape(g)}")
+            if not out.is_contiguous():
+                raise ValueError("elu_backward: out must be contiguous")
+            if fuzz.violations(g, out, alpha, torch.device("cpu"), (x,)) == {"overlap"}:
+                raise RuntimeError("elu_backward: out shares memory with an input without being it")
+        gc = torch.ones_like(g) if self.fault == "ignores grad" else g.contiguous()
+        xc = x.contiguous()  # NaN x gives grad, as the CUDA kernels (aten's vectorized CPU path gives NaN)
+        result = torch.where(xc.isnan(), gc, torch.ops.aten.elu_backward(gc, alpha, 1, 1, is_result, xc))
+        y = out if out is not None else torch.empty(g.shape)
+        if g.numel():
+            y.view(-1).copy_(result.reshape(-1))
+        if self.fault == "overruns" and out is not None:
+            y.as_strided((1,), (1,), y.storage_offset() + g.numel()).fill_(0.0)
+        return y
+
+
+BACKWARD = OPS["elu_backward"]
+
+
+def _run_backward(module, max_numel=SMALL):
+    @QUICK
+    @given(case=fuzz.cases(BACKWARD, fuzz.lengths(sm_count=4, max_numel=max_numel), max_numel=max_numel))
+    def holds(case):
+        fuzz.check_case(module.elu_backward, BACKWARD, case, "cpu")
+
+    holds()
+
+
+def _run_backward_bad_calls(module):
+    @QUICK
+    @given(bad=fuzz.bad_calls(op=BACKWARD), follow=st.integers(0, 2**31 - 1))
+    def holds(bad, follow):
+        fuzz.check_bad_call(module.elu_backward, bad, "cpu", "meta", op=BACKWARD)
+        fuzz.check_still_works(module.elu_backward, "cpu", follow, op=BACKWARD)
+
+    holds()
+
+
 def _run_forward(module, max_numel=SMALL):
     @QUICK
     @given(case=fuzz.cases(ELU, fuzz.lengths(sm_count=4, max_numel=max_numel), max_numel=max_numel))
@@ -106,6 +171,24 @@ def _run_bad_calls(module):
 def test_a_correct_op_keeps_every_property():
     _run_forward(FakeModule())
     _run_bad_calls(FakeModule())
+
+
+def test_a_correct_backward_keeps_every_property():
+    _run_backward(FakeModule())
+    _run_backward_bad_calls(FakeModule())
+
+
+@pytest.mark.parametrize(
+    "fault, run, says",
+    [
+        ("overruns", _run_backward, r"guard band after (out|in-place grad_output)"),
+        ("ignores grad", _run_backward, r"differ from the reference"),
+        ("skips the shape check", _run_backward_bad_calls, r"breaks \['input shape'\]|must raise one of"),
+        ("dies after an error", _run_backward_bad_calls, r"illegal memory access"),
+    ],
+)
+def test_each_planted_backward_fault_fails_its_property(fault, run, says):
+    assert re.search(says, failure(lambda: run(FakeModule(fault))))
 
 
 def failure(run) -> str:
@@ -240,6 +323,21 @@ def test_violations_name_every_rule_a_call_breaks():
     assert fuzz.violations(base[:0], base[1:1], 1.0, cpu) == set()  # empty tensors share nothing
 
 
+def test_violations_of_an_op_with_two_inputs():
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    g, x = torch.zeros(8), torch.ones(8)
+    assert fuzz.violations(g, None, 1.0, cpu, (x,)) == set()
+    assert fuzz.violations(g, x, 1.0, cpu, (x,)) == set()  # out exactly the second input: elementwise, allowed
+    assert fuzz.violations(g, None, 1.0, cpu, (torch.ones(9),)) == {"input shape"}
+    assert fuzz.violations(g, None, 1.0, cpu, (x.half().to(meta),)) == {"input device", "input dtype"}
+    base = torch.zeros(9)
+    assert fuzz.violations(g, base[1:], 1.0, cpu, (base[:8],)) == {"overlap"}  # out overlaps the second input
+    rules = fuzz.rules_for(OPS["elu_backward"])
+    assert re.search(rules["input shape"][1], "elu_backward: x has shape (9,) but grad_output has shape (8,)")
+    assert re.search(rules["overlap"][1], "elu_backward: out shares memory with an input without being it")
+    assert fuzz.rules_for(OPS["elu"]) == fuzz.RULES
+
+
 def test_every_rule_has_a_documented_error():
     for rule, (kind, pattern) in fuzz.RULES.items():
         assert issubclass(kind, Exception) and pattern.startswith("elu: "), rule
@@ -258,3 +356,28 @@ def test_every_op_a_build_registers_is_fuzzed():
         ops = registered_ops(compile_variant(name))
         assert "elu" in ops
         assert set(ops) <= set(OPS), f"{name} registers {sorted(set(ops) - set(OPS))}: add an OpSpec to elu_study.ops.OPS"
+
+
+def test_sixteen_bit_storage_is_valid_only_where_a_build_declares_it():
+    """Step 6's elu takes float16/bfloat16 (binding = storage16), out then matching the input; others do not."""
+    from types import SimpleNamespace
+
+    from elu_study.build import build_spec
+
+    cpu = torch.device("cpu")
+    wide = (torch.float32, torch.float16, torch.bfloat16)
+    x = torch.randn(8)
+    assert fuzz.violations(x.half(), None, 1.0, cpu, dtypes=wide) == set()
+    assert fuzz.violations(x.bfloat16(), torch.zeros(8, dtype=torch.bfloat16), 1.0, cpu, dtypes=wide) == set()
+    assert fuzz.violations(x.half(), torch.zeros(8), 1.0, cpu, dtypes=wide) == {"out dtype"}  # float32 out, half in
+    assert fuzz.violations(x, torch.zeros(8, dtype=torch.half), 1.0, cpu, dtypes=wide) == {"out dtype"}
+    assert fuzz.violations(x.half(), None, 1.0, cpu) == {"input dtype"}  # a float32-only build
+    assert fuzz.violations(x.double(), None, 1.0, cpu, dtypes=wide) == {"input dtype"}
+    step6 = SimpleNamespace(spec=build_spec("6_beyond_copy"))
+    step2 = SimpleNamespace(spec=build_spec("2_float4"))
+    assert fuzz.accepted_dtypes(step6, OPS["elu"]) == wide
+    assert fuzz.accepted_dtypes(step2, OPS["elu"]) == (torch.float32,)
+    assert fuzz.accepted_dtypes(step6, OPS["elu_backward"]) == (torch.float32,)
+    pattern = fuzz.RULES["out dtype"][1]
+    assert re.search(pattern, "elu: out must be Half like the input, got Float")
+    assert re.search(pattern, "elu: out must be float32 like the input, got BFloat16")

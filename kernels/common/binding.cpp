@@ -13,10 +13,22 @@
 #include <torch/csrc/utils/pybind.h>
 
 void launch_elu(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream);
+// Every build also has kernels/common/backward.cu (elu_study.build appends it): grad_in from
+// grad and x (or, with is_result, from y = ELU(x)); all three hold n contiguous floats.
+void launch_elu_backward(const float* g, const float* x_or_y, float* out, int64_t n, float alpha, bool is_result,
+                         cudaStream_t stream);
 #ifdef ELU_BINDING_STORAGE16
 // A kernel file with "// elu-study: binding = storage16" also defines this: x and y
 // hold n contiguous 16-bit floats (bfloat16 if bf16, else float16); math in float32.
 void launch_elu_16(const void* x, void* y, int64_t n, float alpha, bool bf16, cudaStream_t stream);
+#endif
+#ifdef ELU_BINDING_LAUNCH_SHAPE
+#include <tuple>
+#include <vector>
+// A kernel file with "// elu-study: binding = launch-shape" (kernels/sweeps/launch_shapes.cu) defines
+// these: the launch shape that launch_elu uses is chosen at run time, process-wide (host state).
+void elu_set_launch_shape(int64_t threads, int64_t vectors, bool hints, int64_t blocks_per_sm);
+std::vector<std::tuple<int64_t, int64_t, bool, bool>> elu_launch_shapes();  // (threads, vectors, hints, grid_stride)
 #endif
 
 namespace {
@@ -104,9 +116,91 @@ at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_ar
   return y;
 }
 
+// grad_in = grad_output * dELU/dx, as aten elu_backward (scale = input_scale = 1). float32 only;
+// the same checks, messages and order as elu(): all before any launch or copy.
+at::Tensor elu_backward(const at::Tensor& grad, const at::Tensor& x, double alpha, bool is_result,
+                        const pybind11::object& out_arg) {
+  const char* xname = is_result ? "result" : "x";
+  TORCH_CHECK_VALUE(grad.is_cuda(), "elu_backward: grad_output must be a CUDA tensor, got one on ", grad.device());
+  TORCH_CHECK_TYPE(grad.scalar_type() == at::kFloat, "elu_backward: grad_output must be float32, got ", grad.scalar_type());
+  TORCH_CHECK_VALUE(x.is_cuda(), "elu_backward: ", xname, " must be a CUDA tensor, got one on ", x.device());
+  TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat, "elu_backward: ", xname, " must be float32, got ", x.scalar_type());
+  TORCH_CHECK_VALUE(std::isfinite(alpha), "elu_backward: alpha must be finite, got " + std::to_string(alpha));
+  // PyTorch's own refusal (aten elu_backward), word for word after the prefix.
+  TORCH_CHECK(!is_result || alpha >= 0.0, "elu_backward: In-place elu backward calculation is triggered with a negative "
+              "slope which is not supported. This is caused by calling in-place forward function with a negative "
+              "slope, please call out-of-place version instead.");
+  TORCH_CHECK_VALUE(x.device() == grad.device(), "elu_backward: ", xname, " is on ", x.device(),
+                    " but grad_output is on ", grad.device());
+  TORCH_CHECK_VALUE(x.sizes() == grad.sizes(), "elu_backward: ", xname, " has shape ", shape(x),
+                    " but grad_output has shape ", shape(grad));
+  const bool has_out = !out_arg.is_none();
+  at::Tensor out;
+  if (has_out) {
+    out = out_arg.cast<at::Tensor>();
+    TORCH_CHECK_VALUE(out.is_cuda(), "elu_backward: out must be a CUDA tensor, got one on ", out.device());
+    TORCH_CHECK_TYPE(out.scalar_type() == at::kFloat, "elu_backward: out must be float32 like the inputs, got ",
+                     out.scalar_type());
+    TORCH_CHECK_VALUE(out.device() == grad.device(), "elu_backward: out is on ", out.device(),
+                      " but grad_output is on ", grad.device());
+    TORCH_CHECK_VALUE(out.sizes() == grad.sizes(), "elu_backward: out has shape ", shape(out),
+                      " but grad_output has shape ", shape(grad));
+    TORCH_CHECK_VALUE(out.is_contiguous(), "elu_backward: out must be contiguous");
+    TORCH_CHECK(!partially_overlap(out, grad) && !partially_overlap(out, x),
+                "elu_backward: out shares memory with an input without being it; "
+                "pass out=grad_output for in-place, or a separate tensor");
+  }
+  const c10::cuda::CUDAGuard guard(grad.device());
+  const at::Tensor gc = grad.contiguous();
+  const at::Tensor xc = x.contiguous();
+  at::Tensor result = has_out ? out : at::empty_like(gc, at::MemoryFormat::Contiguous);
+  if (grad.numel() == 0) return result;
+  launch_elu_backward(gc.const_data_ptr<float>(), xc.const_data_ptr<float>(), result.mutable_data_ptr<float>(),
+                      gc.numel(), static_cast<float>(alpha), is_result, c10::cuda::getCurrentCUDAStream().stream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return result;
+}
+
+#ifdef ELU_BINDING_LAUNCH_SHAPE
+// Checked here, before any state changes, so that a shape with no instance raises a ValueError
+// that lists the instances; the kernel file checks again.
+void set_launch_shape(int64_t threads, int64_t vectors, bool hints, int64_t blocks_per_sm) {
+  TORCH_CHECK_VALUE(blocks_per_sm >= 0, "elu: blocks_per_sm must be >= 0 (0: one-shot grid), got " +
+                    std::to_string(blocks_per_sm));
+  const bool grid_stride = blocks_per_sm > 0;
+  std::string known;
+  for (const auto& [t, v, h, g] : elu_launch_shapes()) {
+    if (t == threads && v == vectors && h == hints && g == grid_stride) {
+      elu_set_launch_shape(threads, vectors, hints, blocks_per_sm);
+      return;
+    }
+    if (g == grid_stride) known += " " + std::to_string(t) + "x" + std::to_string(v) + (h ? "+hints" : "");
+  }
+  TORCH_CHECK_VALUE(false, "elu: no launch-shape instance for threads=" + std::to_string(threads) + ", vectors=" +
+                    std::to_string(vectors) + ", hints=" + (hints ? "True" : "False") + " " +
+                    (grid_stride ? "with a grid-stride loop (blocks_per_sm > 0)" : "in a one-shot grid (blocks_per_sm = 0)") +
+                    "; instances (threads x vectors):" + known);
+}
+#endif
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("elu", &elu, "ELU(x) = x if x > 0 else alpha * (exp(x) - 1), float32 on CUDA", pybind11::arg("x"),
         pybind11::arg("alpha") = 1.0, pybind11::arg("out") = pybind11::none());
+#ifdef ELU_BINDING_LAUNCH_SHAPE
+  m.def("set_launch_shape", &set_launch_shape,
+        "Choose the launch of every later elu() call in this process (process-global host state): threads per "
+        "block, float4s per thread, streaming hints (__ldcs/__stcs), and blocks_per_sm = 0 for a one-shot grid or "
+        "> 0 for a grid-stride loop over blocks_per_sm x SMs blocks. ValueError for a shape with no instance.",
+        pybind11::arg("threads"), pybind11::arg("vectors"), pybind11::arg("hints"), pybind11::arg("blocks_per_sm") = 0);
+  m.def("launch_shapes", &elu_launch_shapes,
+        "Every instantiated launch shape: (threads, vectors, hints, grid_stride) tuples; grid_stride ones take "
+        "blocks_per_sm > 0");
+#endif
+  m.def("elu_backward", &elu_backward,
+        "grad_in = grad_output * (x > 0 ? 1 : alpha * exp(x)), as aten elu_backward; with is_result, from "
+        "result = ELU(x) (alpha >= 0): grad_output * (result > 0 ? 1 : result + alpha). float32 on CUDA",
+        pybind11::arg("grad_output"), pybind11::arg("x"), pybind11::arg("alpha") = 1.0,
+        pybind11::arg("is_result") = false, pybind11::arg("out") = pybind11::none());
 }

@@ -1,0 +1,84 @@
+"""Peer: ELU as the Triton tutorials write an elementwise kernel (vector add), autotuned.
+
+One program per BLOCK_SIZE elements, a mask for the tail, ``tl.exp`` for the exponential; the
+autotuner picks BLOCK_SIZE and num_warps. Two departures from the tutorial, both for
+robustness rather than speed: offsets are 64-bit (so more than 2^31 elements work), and the
+autotuning key is the power-of-two size class of the length rather than the exact length, so a
+sweep over many lengths (or a fuzz run) tunes once per class instead of once per length.
+
+Importing this module imports triton; ``elu_study`` itself imports it only when a Triton entry
+is used, so the package works on a machine without Triton.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+import triton.testing
+
+CONFIGS = [triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b in (1024, 2048, 4096, 8192) for w in (4, 8)]
+
+
+def _bench(kernel_call, quantiles):
+    # Shorter than autotune's default (25 ms warm-up, 100 ms): a sweep tunes once per size class.
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=20, quantiles=quantiles)
+
+
+@triton.autotune(configs=CONFIGS, key=["size_class"], do_bench=_bench)
+@triton.jit
+def elu_kernel(x_ptr, y_ptr, n_elements, alpha, size_class, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0).to(tl.int64)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    # "x > 0" as in kernels/common/elu.cuh: NaN takes the exp branch and stays NaN.
+    y = tl.where(x > 0, x, alpha * (tl.exp(x) - 1.0))
+    tl.store(y_ptr + offsets, y, mask=mask)
+
+
+def size_class(n: int) -> int:
+    """The autotuning key: lengths in [2^(k-1), 2^k) share one tuned config."""
+    return int(n).bit_length()
+
+
+def elu(x: torch.Tensor, alpha: float = 1.0, out: torch.Tensor | None = None) -> torch.Tensor:
+    """ELU(x) with the Triton kernel; float32 CUDA tensors of any length, alignment and layout.
+
+    Non-contiguous inputs are copied to a dense buffer first; ``out`` (contiguous, same shape)
+    receives the result; ``out=x`` works, through a temporary (see below).
+    """
+    if not isinstance(x, torch.Tensor) or not x.is_cuda:
+        raise ValueError(f"elu: input must be a CUDA tensor, got {type(x).__name__} on "
+                         f"{getattr(x, 'device', 'no device')}")
+    if x.dtype != torch.float32:
+        raise TypeError(f"elu: input must be float32, got {x.dtype}")
+    alpha = float(alpha)
+    if alpha != alpha or alpha in (float("inf"), float("-inf")):
+        raise ValueError(f"elu: alpha must be finite, got {alpha}")
+    xc = x.contiguous()
+    if out is None:
+        out = torch.empty_like(xc, memory_format=torch.contiguous_format)
+    else:
+        if not out.is_cuda or out.device != x.device:
+            raise ValueError(f"elu: out is on {out.device} but input is on {x.device}")
+        if out.dtype != torch.float32:
+            raise TypeError(f"elu: out must be float32 like the input, got {out.dtype}")
+        if out.shape != x.shape:
+            raise ValueError(f"elu: out has shape {tuple(out.shape)} but input has shape {tuple(x.shape)}")
+        if not out.is_contiguous():
+            raise ValueError("elu: out must be contiguous")
+    n = xc.numel()
+    if n == 0:
+        return out
+    if out.untyped_storage().data_ptr() == xc.untyped_storage().data_ptr():
+        # In place (or overlapping): autotuning runs the kernel once per config, which would apply ELU
+        # repeatedly to x; compute into a new tensor instead.
+        return out.copy_(elu(xc, alpha))
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731
+    if x.device.index == torch.cuda.current_device():
+        elu_kernel[grid](xc, out, n, alpha, size_class(n))  # Triton launches on the current device and stream
+    else:
+        with torch.cuda.device(x.device):
+            elu_kernel[grid](xc, out, n, alpha, size_class(n))
+    return out

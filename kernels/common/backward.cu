@@ -1,0 +1,83 @@
+// The ELU backward pass, shared by every build: elu_study.build appends this file to each
+// variant's CUDA source (a user's own .cu file included), and common/binding.cpp exposes it as
+// module.elu_backward(grad_output, x_or_result, alpha, is_result=False, out=None).
+//
+// grad_in = grad * dELU/dx, written as PyTorch writes it (aten elu_backward, scale = input_scale = 1):
+//   from the input x:         x <= 0 ? grad * alpha * exp(x) : grad
+//   from the result y (y = ELU(x), alpha >= 0, as in-place elu_ saves it):
+//                             y <= 0 ? grad * (y + alpha) : grad        (y + alpha = alpha * exp(x))
+// "x <= 0 ?" as PyTorch has it: a NaN input takes the grad branch in both.
+//
+// The same rules as the forward steps (common/elu.cuh): float4 on 16-byte-aligned pointers,
+// a scalar kernel for misaligned ones and for the n % 4 tail, 64-bit indices, grids checked.
+// Three streams (grad, x, out) instead of two: its roof is 1.5x the forward's time.
+// Everything is in namespace elu::bwd, so nothing collides with a step file's own globals, and
+// the SASS report (elu_study.sass) counts these kernels as shared helpers, not the step's kernel.
+#include "common/elu.cuh"
+
+namespace elu {
+namespace bwd {
+
+struct FromInput {
+  __device__ __forceinline__ float operator()(float g, float x, float alpha) const {
+    return x <= 0.0f ? g * alpha * expf(x) : g;
+  }
+};
+struct FromResult {
+  __device__ __forceinline__ float operator()(float g, float y, float alpha) const {
+    return y <= 0.0f ? g * (y + alpha) : g;
+  }
+};
+
+template <class Op>
+__global__ void scalar_kernel(const float* __restrict__ g, const float* __restrict__ x, float* __restrict__ out,
+                              int64_t n, float alpha) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = Op{}(g[i], x[i], alpha);
+}
+
+template <class Op>
+__global__ void float4_kernel(const float* __restrict__ g, const float* __restrict__ x, float* __restrict__ out,
+                              int64_t n, float alpha) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n / 4) {
+    const float4 gv = reinterpret_cast<const float4*>(g)[i];
+    const float4 xv = reinterpret_cast<const float4*>(x)[i];
+    const Op op{};
+    reinterpret_cast<float4*>(out)[i] =
+        make_float4(op(gv.x, xv.x, alpha), op(gv.y, xv.y, alpha), op(gv.z, xv.z, alpha), op(gv.w, xv.w, alpha));
+  }
+}
+
+template <class Op>
+void launch_scalar(const float* g, const float* x, float* out, int64_t n, float alpha, cudaStream_t stream) {
+  constexpr int threads = 256;
+  const int64_t blocks = ceil_div(n, threads) < 65536 ? ceil_div(n, threads) : 65536;
+  scalar_kernel<Op><<<grid_blocks(blocks), threads, 0, stream>>>(g, x, out, n, alpha);
+}
+
+template <class Op>
+void launch(const float* g, const float* x, float* out, int64_t n, float alpha, cudaStream_t stream) {
+  if (!aligned16(g, x) || !aligned16(out, out)) {  // any of the three misaligned: the scalar path
+    launch_scalar<Op>(g, x, out, n, alpha, stream);
+    return;
+  }
+  const int64_t done = n & ~int64_t(3);
+  if (done < n) launch_scalar<Op>(g + done, x + done, out + done, n - done, alpha, stream);
+  if (done == 0) return;
+  constexpr int threads = 256;
+  float4_kernel<Op><<<grid_blocks(ceil_div(n / 4, threads)), threads, 0, stream>>>(g, x, out, n, alpha);
+}
+
+}  // namespace bwd
+}  // namespace elu
+
+// g, x_or_y and out hold n contiguous floats (n > 0); out may be exactly g or x_or_y.
+void launch_elu_backward(const float* g, const float* x_or_y, float* out, int64_t n, float alpha, bool is_result,
+                         cudaStream_t stream) {
+  if (is_result) {
+    elu::bwd::launch<elu::bwd::FromResult>(g, x_or_y, out, n, alpha, stream);
+  } else {
+    elu::bwd::launch<elu::bwd::FromInput>(g, x_or_y, out, n, alpha, stream);
+  }
+}

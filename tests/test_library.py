@@ -1,0 +1,357 @@
+"""The kernels as a PyTorch op (elu_study.library, elu_study.nn): registration and fake tensors on the
+CPU; opcheck, autograd, torch.compile(fullgraph=True), CUDA graphs and the backward kernel on a GPU."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from elu_study import library
+from elu_study.check import ATOL, RTOL
+from elu_study.nn import ELU, swap_elu
+
+def gpu(test):
+    skip = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the op runs the kernels")
+    return pytest.mark.gpu(skip(test))
+V = library.DEFAULT_VARIANT
+
+
+# ---------------------------------------------------------------- CPU: registration, fake tensors, modules
+
+
+def test_the_ops_are_registered_with_their_schemas():
+    for name, args in (("elu", "Tensor x, float alpha, str variant, bool save_result"),
+                       ("elu_backward", "Tensor grad_output, Tensor x_or_result, float alpha, bool is_result, str variant"),
+                       ("elu_", "Tensor(a0!) x, float alpha, str variant")):
+        schema = str(getattr(torch.ops.elu_study, name).default._schema)
+        assert schema.startswith(f"elu_study::{name}({args})"), schema
+
+
+@pytest.mark.parametrize("shape, transpose", [((3, 5), False), ((6, 8), True), ((0, 4), False), ((2, 3, 4), True), ((), False)])
+def test_the_fake_gives_a_contiguous_float32_of_the_shape_without_compiling(shape, transpose, monkeypatch):
+    monkeypatch.setattr(library, "module_for", lambda v: pytest.fail("a fake must not build a kernel"))
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.randn(shape)
+        if transpose and x.dim() >= 2:
+            x = x.transpose(0, 1)
+        y = torch.ops.elu_study.elu(x, 1.0, V, False)
+        g = torch.ops.elu_study.elu_backward(y, x, 0.5, False, V)
+    for t in (y, g):
+        assert t.shape == x.shape and t.dtype == torch.float32 and t.is_contiguous()
+        assert t.stride() == torch.empty(x.shape).stride()
+    meta = torch.ops.elu_study.elu(torch.empty(shape, device="meta"), 1.0, V, False)
+    assert meta.device.type == "meta" and meta.shape == torch.Size(shape)
+
+
+def test_the_fake_backward_refuses_different_shapes():
+    with pytest.raises(Exception, match="differ"):
+        torch.ops.elu_study.elu_backward(torch.empty(3, device="meta"), torch.empty(4, device="meta"), 1.0, False, V)
+
+
+def test_importing_elu_study_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, elu_study; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("alpha, inplace", [(1.0, False), (0.5, True), (-0.7, False), (2, True)])
+def test_elu_reads_as_nn_elu(alpha, inplace):
+    ours, theirs = ELU(alpha, inplace), nn.ELU(alpha, inplace)
+    assert ours.extra_repr() == theirs.extra_repr() and repr(ours) == repr(theirs)
+    assert ours.variant == V and list(ours.parameters()) == []
+
+
+def test_swap_elu_replaces_every_nn_elu_and_keeps_alpha_and_inplace():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ELU(0.3), nn.Sequential(nn.ELU(inplace=True), nn.ModuleList([nn.ReLU(), nn.ELU(-0.5)])))
+    before = copy.deepcopy(model)
+    assert swap_elu(model, variant="5_streaming") is model
+    olds = [m for m in before.modules() if isinstance(m, nn.ELU)]
+    news = [m for m in model.modules() if isinstance(m, ELU)]
+    assert len(olds) == len(news) == 3 and not any(type(m) is nn.ELU for m in model.modules())
+    assert [(m.alpha, m.inplace) for m in olds] == [(m.alpha, m.inplace) for m in news]
+    assert all(m.variant == "5_streaming" for m in news)
+    assert isinstance(model[2][1][0], nn.ReLU) and model[0].weight is not None
+    assert isinstance(swap_elu(nn.ELU(0.2)), ELU)
+
+
+# ---------------------------------------------------------------- GPU: the op against PyTorch
+
+
+def _x(n, offset=0, seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    base = torch.randn(n + offset, device="cuda", generator=gen).mul_(4)
+    base[offset: offset + 3] = torch.tensor([0.0, -0.0, -1e-30], device="cuda")[: max(0, min(3, n))]
+    return base[offset:]
+
+
+@gpu
+def test_opcheck_passes_every_check():
+    x = _x(4099).view(1, 4099).requires_grad_()
+    torch.library.opcheck(torch.ops.elu_study.elu.default, (x, 0.5, V, False))
+    torch.library.opcheck(torch.ops.elu_study.elu.default, (_x(64).requires_grad_(), 1.0, V, True))
+    torch.library.opcheck(torch.ops.elu_study.elu_backward.default, (_x(1027, seed=1), _x(1027), -0.7, False, V))
+
+
+@gpu
+@pytest.mark.parametrize("alpha", [1.0, 0.5, 0.0, -0.7])
+@pytest.mark.parametrize("n, offset", [(1, 0), (5, 0), (4097, 0), (4097, 1), (2**20 + 3, 3)])
+def test_backward_matches_aten_and_autograd(alpha, n, offset):
+    x, g = _x(n, offset), _x(n, offset, seed=1)
+    want = torch.ops.aten.elu_backward(g, alpha, 1, 1, False, x)
+    got = library.elu_backward(g, x, alpha, False)
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+    xr = x.clone().requires_grad_()
+    (auto,) = torch.autograd.grad(F.elu(xr, alpha), xr, g)
+    (ours,) = torch.autograd.grad(library.elu(xr, alpha), xr, g)
+    torch.testing.assert_close(ours, auto, rtol=RTOL, atol=ATOL)
+    if alpha >= 0:  # from the result, as elu_ saves it
+        y = F.elu(x, alpha)
+        torch.testing.assert_close(library.elu_backward(g, y, alpha, True),
+                                   torch.ops.aten.elu_backward(g, alpha, 1, 1, True, y), rtol=RTOL, atol=ATOL)
+
+
+@gpu
+def test_backward_refuses_bad_inputs_and_the_context_lives():
+    m = library.module_for(V)
+    x = _x(16)
+    with pytest.raises(RuntimeError, match="negative slope"):
+        m.elu_backward(x, x, -0.5, True)
+    with pytest.raises(ValueError, match="grad_output must be a CUDA tensor"):
+        m.elu_backward(x.cpu(), x, 1.0)
+    with pytest.raises(ValueError, match="x has shape"):
+        m.elu_backward(x, _x(15), 1.0)
+    with pytest.raises(ValueError, match="alpha must be finite"):
+        m.elu_backward(x, x, float("nan"))
+    with pytest.raises(RuntimeError, match="shares memory"):
+        base = _x(17)
+        m.elu_backward(base[:16], x, 1.0, out=base[1:])
+    torch.testing.assert_close(m.elu_backward(x, x, 1.0), torch.ops.aten.elu_backward(x, 1.0, 1, 1, False, x))
+
+
+@gpu
+def test_requires_grad_gets_a_gradient_through_the_op_and_the_module():
+    x = _x(1000).requires_grad_()
+    y = library.elu(x, 1.0)
+    assert y.requires_grad and y.grad_fn is not None
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, torch.where(x > 0, 1.0, torch.exp(x)).detach(), rtol=RTOL, atol=ATOL)
+    a = _x(1000).requires_grad_()
+    b = a.detach().clone().requires_grad_()
+    g = _x(1000, seed=1)
+    ELU(0.5, inplace=True)(a * 1.0).backward(g)  # a non-leaf in place, as nn.ELU(inplace=True) takes it
+    nn.ELU(0.5, inplace=True)(b * 1.0).backward(g)
+    torch.testing.assert_close(a.grad, b.grad, rtol=RTOL, atol=ATOL)
+    with torch.no_grad():  # no gradient needed: truly in place
+        c = _x(1000)
+        before = c.data_ptr()
+        out = ELU(0.5, inplace=True)(c)
+        assert out.data_ptr() == before
+        torch.testing.assert_close(c, F.elu(_x(1000), 0.5), rtol=RTOL, atol=ATOL)
+
+
+@gpu
+def test_fullgraph_compile_has_no_graph_break_and_agrees():
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = swap_elu(nn.Sequential(nn.Linear(64, 128), nn.ELU(0.5), nn.Linear(128, 8))).cuda()
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(model, fullgraph=True)
+    x = torch.randn(32, 64, device="cuda")
+    out = compiled(x)
+    out.square().sum().backward()
+    assert sum(counters["graph_break"].values()) == 0
+    explained = torch._dynamo.explain(lambda t: library.elu(t, 0.5) * 2 + 1)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    expected = ref(x)
+    expected.square().sum().backward()
+    torch.testing.assert_close(out, expected, rtol=RTOL, atol=ATOL)
+    for a, b in zip(compiled.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-3, atol=1e-4)
+
+
+@gpu
+def test_cuda_graph_captures_and_replays_the_op():
+    x = _x(1 << 16)
+    g = _x(1 << 16, seed=1)
+    library.elu(x, 0.5), library.elu_backward(g, x, 0.5)  # built and warm before capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = library.elu(x, 0.5)
+        gx = library.elu_backward(g, x, 0.5)
+    for seed in (2, 3):
+        x.copy_(_x(1 << 16, seed=seed))
+        y.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, F.elu(x, 0.5), rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(gx, torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x), rtol=RTOL, atol=ATOL)
+
+
+@gpu
+def test_elu_module_forward_and_backward_equal_nn_elu():
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(32, 64), nn.ELU(0.7), nn.Linear(64, 64), nn.ELU(), nn.Linear(64, 4)).cuda()
+    ours = swap_elu(copy.deepcopy(base))
+    x = torch.randn(128, 32, device="cuda")
+    for m in (base, ours):
+        m(x).square().mean().backward()
+    torch.testing.assert_close(ours(x), base(x), rtol=RTOL, atol=ATOL)
+    for a, b in zip(ours.parameters(), base.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-3, atol=1e-5)
+
+
+# ---------------------------------------------------------------- CPU: the op's Python logic, with a stand-in module
+
+
+class _TorchModule:
+    """binding.cpp's elu and elu_backward in PyTorch, on the CPU: stands in for a compiled variant."""
+
+    def __init__(self):
+        self.calls = []
+
+    def elu(self, x, alpha=1.0, out=None):
+        self.calls.append("elu")
+        y = F.elu(x.contiguous(), alpha)
+        return out.copy_(y) if out is not None else y
+
+    def elu_backward(self, g, x, alpha=1.0, is_result=False, out=None):
+        self.calls.append("elu_backward")
+        r = torch.ops.aten.elu_backward(g.contiguous(), alpha, 1, 1, is_result, x.contiguous()).contiguous()
+        return out.copy_(r) if out is not None else r
+
+
+@pytest.fixture
+def on_cpu(monkeypatch):
+    fake = _TorchModule()
+    monkeypatch.setattr(library, "module_for", lambda variant: fake)
+    return fake
+
+
+def test_opcheck_passes_with_the_kernels_stood_in_for(on_cpu):
+    x = torch.randn(7, 33).requires_grad_()
+    torch.library.opcheck(torch.ops.elu_study.elu.default, (x, 0.5, V, False))
+    torch.library.opcheck(torch.ops.elu_study.elu.default, (x, 0.5, V, True))
+    torch.library.opcheck(torch.ops.elu_study.elu_backward.default, (torch.randn(5, 3), torch.randn(5, 3), -0.7, False, V))
+    torch.library.opcheck(torch.ops.elu_study.elu_.default, (torch.randn(5, 3), 0.5, V))
+    assert {"elu", "elu_backward"} <= set(on_cpu.calls)
+
+
+def test_autograd_and_fullgraph_compile_go_through_the_op(on_cpu):
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(8, 16), nn.ELU(0.5), nn.Linear(16, 4), nn.ELU(inplace=True))
+    ours = swap_elu(copy.deepcopy(ref))
+    xb = torch.randn(32, 8)
+    torch._dynamo.reset()
+    counters.clear()
+    out = torch.compile(ours, fullgraph=True, backend="aot_eager")(xb)
+    out.sum().backward()
+    expected = ref(xb)
+    expected.sum().backward()
+    assert sum(counters["graph_break"].values()) == 0
+    assert on_cpu.calls.count("elu_backward") == 2  # the backward ran through the op, once per ELU
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(ours.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+    explained = torch._dynamo.explain(lambda t: library.elu(t, 0.5) * 2 + 1)(xb)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+
+
+def test_in_place_keeps_nn_elus_semantics(on_cpu):
+    a = torch.randn(50, requires_grad=True)
+    b = a.detach().clone().requires_grad_()
+    g = torch.randn(50)
+    ELU(0.5, inplace=True)(a * 1.0).backward(g)
+    nn.ELU(0.5, inplace=True)(b * 1.0).backward(g)
+    torch.testing.assert_close(a.grad, b.grad)
+    with torch.no_grad():
+        for t in (torch.randn(10), torch.randn(10, 4).t()):
+            before = t.clone()
+            assert ELU(0.3, inplace=True)(t) is t
+            torch.testing.assert_close(t, F.elu(before, 0.3))
+    with pytest.raises(RuntimeError, match="negative slope"):
+        ELU(-0.5, inplace=True)(torch.randn(5, requires_grad=True) * 1.0)
+    assert library.elu(torch.randn(5, requires_grad=True)).requires_grad
+
+
+def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, monkeypatch, tmp_path):
+    """A dry run of ``python -m elu_study model``'s logic on the CPU: small shape, stand-in kernels,
+    aot_eager, and a stand-in for the timer; the record's summary, description and figure from it."""
+    from elu_study import build, hardware, model, timing
+    from elu_study.plots import save
+
+    monkeypatch.setattr(build, "build_all", lambda jobs, workers=None: None)
+    monkeypatch.setattr(build, "compile_variant", lambda v, **kw: on_cpu)
+    monkeypatch.setattr(hardware, "provenance", lambda: {"gpu": "CPU dry run", "date_utc": "2026-01-01", "commit": None})
+
+    def fake_timer(calls, rounds=3, progress=False, **kw):
+        out = {}
+        for i, (name, fn) in enumerate(calls.items()):
+            fn()
+            out[name] = timing.summarize([[1.0 + i / 10] * 4 for _ in range(rounds)])
+        return out
+
+    monkeypatch.setattr(timing, "time_interleaved", fake_timer)
+    precision = torch.get_float32_matmul_precision()
+    record = model.measure(shape=(64, 1027), rounds=2, progress=False, device="cpu", backend="aot_eager",
+                           mlp={"d_in": 16, "width": 32, "depth": 2, "d_out": 8, "batch": 64})
+    assert torch.get_float32_matmul_precision() == precision
+    assert record["checks"]["mlp_compiled"]["graph_breaks"] == 0
+    assert set(record["timings"]) == set(record["entries"])
+    assert {e["group"] for e in record["entries"].values()} == {"forward", "backward", "fusion", "model"}
+    a, b = record["losses"]["nn.ELU"], record["losses"]["elu_study.ELU"]
+    assert len(a) == model.TRAIN_STEPS and max(abs(x - y) / abs(x) for x, y in zip(a, b)) < 1e-5
+    assert a[-1] < a[0]  # it trains
+    path = tmp_path / "cpu-model.json"
+    path.write_text(model.dumps(record))
+    again = model.load(path=path)
+    s = model.summary(again)
+    assert s["backward_roof_ms"] == pytest.approx(1.5 * s["copy_ms"])
+    assert "backward op 2_float4" in model.describe(again)
+    assert save(model.figure(again), tmp_path / "cpu-model.png").stat().st_size > 10_000
+
+
+def test_the_sanitizer_and_the_fuzzer_know_the_backward_op():
+    """elu_study.ops lists elu_backward, so the sanitizer's child and the fuzz tests call it on every build;
+    the child's workload runs it here against a stand-in and checks every result against aten."""
+    from elu_study import sanitize
+    from elu_study.ops import OPS, ops_of
+
+    fake = _TorchModule()
+    assert [op.name for op in ops_of(fake)] == ["elu", "elu_backward"]
+    calls = sanitize.exercise(fake.elu_backward, OPS["elu_backward"], "cpu")
+    assert calls == fake.calls.count("elu_backward") and calls >= 8 * len(sanitize.SMALL_LENGTHS)
+    wrong = _TorchModule()
+    wrong.elu_backward = lambda g, x, alpha=1.0, out=None: _TorchModule.elu_backward(wrong, g, x, 1.0, out=out)
+    with pytest.raises(AssertionError, match="wrong result"):
+        sanitize.exercise(wrong.elu_backward, OPS["elu_backward"], "cpu")
+
+
+def test_the_kernelbench_example_pairs_model_and_model_new(on_cpu):
+    import importlib.util
+    import inspect
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "kernelbench_elu.py"
+    spec = importlib.util.spec_from_file_location("kernelbench_elu", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    init = example.get_init_inputs()
+    ref, new = example.Model(*init), example.ModelNew(*init)
+    assert list(inspect.signature(example.Model.forward).parameters) == list(inspect.signature(example.ModelNew.forward).parameters)
+    assert (example.batch_size, example.dim) == (4096, 393216)
+    x = (torch.randn(16, 33) * 4).requires_grad_()
+    y_ref, y_new = ref(x), new(x)
+    torch.testing.assert_close(y_new, y_ref)
+    g = torch.randn_like(y_ref)
+    torch.testing.assert_close(torch.autograd.grad(y_new, x, g)[0], torch.autograd.grad(y_ref, x, g)[0])

@@ -1,0 +1,240 @@
+"""The size sweep: its plan, its record, its words and figures (CPU), and a tiny sweep on a GPU."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from elu_study import sizes
+from elu_study.study import ENTRIES
+
+GPU_NAME = "NVIDIA H200"
+L2 = 60 * 2**20
+
+
+def _timing(ms: float) -> dict:
+    return {"median_ms": ms, "p10_ms": 0.97 * ms, "p90_ms": 1.05 * ms, "p99_ms": 1.1 * ms, "mean_ms": 1.01 * ms,
+            "min_ms": 0.95 * ms, "max_ms": 1.2 * ms, "runs": 20}
+
+
+# A model of the H200: a launch costs 2.5 µs on the GPU; DRAM moves 4.2 TB/s, L2 12 TB/s; host 4-20 µs per call.
+HOST_US = {"F.elu": 4.0, "F.elu_": 4.0, "torch.compile(F.elu)": 18.0, "triton": 12.0, "copy_": 3.5,
+           "read_only": 5.0, "write_only": 3.0}
+
+
+def synthetic_record(plan=None, entries=None, gpu=GPU_NAME) -> dict:
+    """A record shaped as sizes.measure writes it, with times from a simple model (no GPU)."""
+    plan = plan or sizes.plan()
+    entries = entries or sizes.sweep_entries()
+    points = []
+    for e in entries:
+        slow = 1.6 if e.name == "1_naive" else 1.0
+        for n in plan:
+            b = sizes.BYTES_PER_ELEMENT * n * (0.5 if e.name in sizes.STREAMS else 1.0)
+            cold = 2.5e-3 + b / 4.2e12 * 1e3 * slow
+            warm = 2.5e-3 + b / (12e12 if b <= L2 else 4.3e12) * 1e3 * slow
+            if n % 4 and e.kind == "step":
+                cold, warm = cold + 2e-3, warm + 2e-3  # the tail's second launch
+            host = HOST_US.get(e.name, 6.0) * 1e-3
+            p = {"entry": e.name, "kind": e.kind, "n": n, "bytes": sizes.BYTES_PER_ELEMENT * n,
+                 "check": {"passed": True, "unwritten": 0, "max_abs_err_vs_torch": 1e-7, "elements_compared": n}
+                 if e.checked else None,
+                 "cold": _timing(cold), "warm": _timing(warm), "host": _timing(host), "host_calls_per_loop": 10,
+                 "sleep_retries": {"cold": 0, "warm": 0}, "host_loops_gpu_busy": 5}
+            points.append(p)
+    record = {
+        "job": "sizes",
+        "provenance": {"gpu": gpu, "sm_count": 132, "l2_cache_mib": 60.0, "driver": "x", "cuda_runtime": "13.0",
+                       "torch": "2.x", "triton": "3.x", "nvcc": "13.0", "python": "3.12",
+                       "date_utc": "2026-11-29T00:00:00+00:00", "commit": "abc1234"},
+        "problem": {"dtype": "float32", "alpha": 1.0, "bytes_per_element": 8, "input": "randn"},
+        "l2_bytes": L2, "peak_bytes_per_s": 4.8e12, "peak_source": "H200 (SXM/NVL) datasheet",
+        "sizes": list(plan),
+        "entries": [{"name": e.name, "kind": e.kind, "what": e.what, "checked": e.checked} for e in entries],
+        "method": {}, "torch_compile_graphs": 2, "errors": [], "points": points,
+    }
+    return sizes.derive(json.loads(json.dumps(record)))
+
+
+def test_plan_holds_every_power_of_two_and_the_non_powers():
+    plan = sizes.plan()
+    assert plan == sorted(set(plan))
+    powers = [n for n in plan if n & (n - 1) == 0]
+    assert powers == [2**k for k in range(10, 32)]
+    others = [n for n in plan if n & (n - 1)]
+    assert any(n % 2 for n in others), "an odd length"
+    assert {10**k for k in range(4, 10)} <= set(others)
+    assert all(2**10 <= n <= 2**31 for n in plan)
+    assert sizes.plan(12, extra=False) == [1024, 2048, 4096]
+    assert sizes.plan(13) == [1024, 2048, 4096, 4097, 8192]
+
+
+def test_sweep_entries_take_every_step_and_peer_and_skip_ablations():
+    names = [e.name for e in sizes.sweep_entries()]
+    steps = [e.name for e in ENTRIES.values() if e.kind == "step" and not e.mode]
+    assert steps and set(steps) <= set(names)  # a step added to the study is swept without an edit here
+    assert {"triton", "cub_transform", "F.elu", "torch.compile(F.elu)", "F.elu_", "copy_", "read_only",
+            "write_only"} <= set(names)
+    assert not any(ENTRIES[n].kind in ("ablation", "attempt") for n in names)
+    assert len(names) == len(set(names))
+
+
+def test_runs_and_budget():
+    small, big = sizes.runs(2**10), sizes.runs(2**31)
+    assert sizes.MIN_RUNS <= big["cold"] <= small["cold"] <= sizes.MAX_RUNS
+    assert big["host_calls"] >= sizes.HOST_MIN_CALLS and small["host_calls"] <= sizes.HOST_MAX_CALLS
+    # the planned run fits the budget with room for what the model leaves out
+    assert sizes.estimate_s(sizes.plan(), len(sizes.sweep_entries())) < 0.75 * sizes.BUDGET_S
+
+
+def test_formats():
+    assert sizes.fmt_n(2**20) == "2^20" and sizes.fmt_n(4097) == "4,097"
+    assert sizes.fmt_bytes(8 * 2**10) == "8 KiB" and sizes.fmt_bytes(60 * 2**20) == "60 MiB"
+
+
+def test_derived_numbers():
+    rec = synthetic_record()
+    reg = rec["regimes"]
+    # 8 bytes per element: 2^22 elements are 32 MiB (fits 60 MiB), 2^23 are 64 MiB (does not)
+    assert reg["l2_fit_max_n"] == max(n for n in rec["sizes"] if 8 * n <= L2)
+    assert 2**22 <= reg["l2_fit_max_n"] < 2**23
+    # F.elu's host time (4 µs) against warm GPU time 2.5 µs + 8n / 12 TB/s: equal near n = 2^21
+    lb = reg["launch_bound_max_n"]
+    p = sizes.point(rec, "F.elu", lb)
+    assert p["host"]["median_ms"] >= p["warm"]["median_ms"]
+    nxt = min(n for n in rec["sizes"] if n > lb)
+    q = sizes.point(rec, "F.elu", nxt)
+    assert q["host"]["median_ms"] < q["warm"]["median_ms"]
+    f = rec["floors"][str(2**31)]
+    assert math.isclose(f["datasheet_ms"], 8 * 2**31 / 4.8e12 * 1e3)
+    halves = [sizes.point(rec, s, 2**31)["cold"]["median_ms"] for s in sizes.STREAMS]
+    assert math.isclose(f["stream_cold_ms"], sum(halves))
+    p = sizes.point(rec, "copy_", 2**31)
+    assert math.isclose(p["cold_tbps"], 8 * 2**31 / (p["cold"]["median_ms"] * 1e-3) / 1e12)
+
+
+def test_summary_lines_quote_the_record():
+    rec = synthetic_record()
+    text = "\n".join(sizes.summary_lines(rec))
+    lb = rec["regimes"]["launch_bound_max_n"]
+    assert f"Launch-bound up to {sizes.fmt_n(lb)} elements" in text
+    # the model makes triton (12 µs) and torch.compile dearer than F.elu (4 µs), the pybind steps (6 µs) too
+    host_line = next(line for line in sizes.summary_lines(rec) if line.startswith("- **Host cost"))
+    assert "`triton` 12.0" in host_line.split("dearer:")[1]
+    assert "F.elu 4.0" in host_line
+    assert "4,097" in text and "second, scalar launch" in text
+    # every custom kernel's host cost is above F.elu's in the model, and the GPU times equal: no length won
+    loop = next(line for line in sizes.summary_lines(rec) if line.startswith("- **In a loop"))
+    assert "`triton` 0" in loop and "`2_float4` 0" in loop
+    assert f"{len(rec['points']) - 3 * len(rec['sizes'])} of" in text  # every checked point (3 entries unchecked)
+    # an entry that never ran leaves a line that says so instead of a crash
+    rec["errors"] = ["triton @ n=1024: RuntimeError: boom"]
+    assert "failed to run" in sizes.summary_lines(rec)[0]
+
+
+def test_frame_and_failed_points():
+    rec = synthetic_record(sizes.plan(14))
+    bad = sizes.point(rec, "triton", 2**12)
+    for k in ("cold", "warm", "host"):
+        del bad[k]
+    bad["error"] = "RuntimeError: boom"
+    rec = sizes.derive(rec)
+    df = sizes.frame(rec)
+    assert len(df) == len(rec["points"])
+    at = lambda entry, n: df[(df.index == entry) & (df["n"] == n)].iloc[0]  # noqa: E731
+    assert at("triton", "2^12")["error"] == "RuntimeError: boom"
+    assert at("F.elu", "2^12")["correct"] == "yes" and at("copy_", "2^12")["correct"] == "n/a"
+    assert at("F.elu", "2^12")["cold µs"] == pytest.approx(1e3 * sizes.point(rec, "F.elu", 2**12)["cold"]["median_ms"])
+    n, _ = sizes.series(rec, "triton", "cold")
+    assert 2**12 not in n and n.size == len(rec["sizes"]) - 1
+    assert any("`triton`" in line for line in sizes.summary_lines(rec))  # a failed point leaves the rest readable
+
+
+def test_figures_show_l2_launch_region_and_floors():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rec = synthetic_record()
+    figs = sizes.figures(rec)
+    assert set(figs) == {"bandwidth", "time"}
+    for name, fig in figs.items():
+        labels = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert any(lbl.startswith("L2 60 MiB") for lbl in labels), (name, labels)
+        assert any(lbl.startswith("launch-bound") for lbl in labels)
+        assert "measured floor: read_only + write_only" in labels
+        assert any("datasheet" in lbl for lbl in labels)
+        assert "copy_" in labels and "F.elu" in labels and "triton" in labels and "cub_transform" in labels
+        assert "read_only" not in labels  # shown through the measured floor
+        for ax in fig.axes:
+            assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def test_write_figures_record_and_readme_block(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rec = synthetic_record(sizes.plan(16))
+    path = sizes.save(rec, tmp_path)
+    assert path.name == "nvidia-h200-sizes.json"
+    assert sizes.load("NVIDIA H200", tmp_path)["points"] == rec["points"]
+    paths = sizes.write(rec, readme=True, results_dir=tmp_path)  # not results/: the README is left alone
+    assert [p.name for p in paths] == ["nvidia-h200-sizes-bandwidth.png", "nvidia-h200-sizes-time.png"]
+    assert all(p.stat().st_size > 10_000 for p in paths)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"head\n{sizes.BEGIN}\nOLD BLOCK\n{sizes.END}\ntail\n")
+    sizes.update_readme(rec, paths, readme)
+    text = readme.read_text()
+    assert text.startswith("head\n") and text.endswith(f"{sizes.END}\ntail\n") and "OLD BLOCK" not in text
+    assert "Launch-bound up to" in text and "nvidia-h200-sizes-time.png" in text
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="sizes:begin"):
+        sizes.update_readme(rec, paths, readme)
+
+
+def test_main_without_gpu_prints_the_record(tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert sizes.main(["--results-dir", str(tmp_path)]) == 2
+    assert "no recorded sweep" in capsys.readouterr().err
+    sizes.save(synthetic_record(), tmp_path)
+    assert sizes.main(["--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "NO GPU HERE" in out and "Launch-bound up to" in out and "2^31" in out
+
+
+def test_job_is_registered():
+    from elu_study.__main__ import JOBS
+
+    assert JOBS["sizes"] == "elu_study.sizes"
+
+
+# -- on a GPU ------------------------------------------------------------------------------------
+
+gpu = pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a CUDA GPU: runs the sweep")
+
+
+@gpu
+def test_tiny_sweep_writes_a_well_formed_record(tmp_path):
+    entries = "2_float4,cub_transform,triton,F.elu,torch.compile(F.elu),copy_,read_only,write_only"
+    assert sizes.main(["--max-exp", "13", "--entries", entries, "--results-dir", str(tmp_path), "--no-readme"]) == 0
+    import torch
+
+    rec = sizes.load(torch.cuda.get_device_name(), tmp_path)
+    assert rec["sizes"] == [1024, 2048, 4096, 4097, 8192]
+    assert len(rec["points"]) == 8 * 5 and not rec["errors"]
+    for p in rec["points"]:
+        assert (p["check"] is None) == (p["entry"] in ("copy_", "read_only", "write_only"))
+        if p["check"]:
+            assert p["check"]["passed"] and p["check"]["elements_compared"] == p["n"]
+        for mode in sizes.MODES:
+            t = p[mode]
+            assert 0 < t["p10_ms"] <= t["median_ms"] <= t["p90_ms"] and t["runs"] >= 3
+        assert p["sleep_retries"]["warm"] >= 0 and p["sleep_retries"]["cold"] >= 0
+    assert rec["floors"]["8192"]["stream_cold_ms"] > 0
+    assert rec["l2_bytes"] > 0 and rec["provenance"]["gpu"] == torch.cuda.get_device_name()
+    assert (tmp_path / f"{sizes.record_path(rec['provenance']['gpu']).stem}-time.png").exists()
