@@ -404,7 +404,7 @@ def measure(cells: list[Cell], *, rounds: int, warmup_ms: float, rep_ms: float, 
     module.set_launch_shape(256, 1, False, 0)  # back to the default (step 2's)
     for r in rows:
         r["timing"] = timings[r["name"]]
-    del x, y
+    x = y = calls = None  # the closures hold them: release the tensors before the record is written
     torch.cuda.empty_cache()
     prov = provenance()
     spec = gpu_spec(prov["gpu"])

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -766,7 +765,7 @@ def time_figure(record: dict):
             _, p90 = series(record, name, mode, "p90_ms")
             ax.plot(n, 1e3 * med, lw=1.4, label=name, **styles.get(name, {}))
             ax.fill_between(n, 1e3 * p10, 1e3 * p90, color=styles.get(name, {}).get("color"), alpha=0.12, lw=0)
-        extra = _regions(ax, record, BYTES_PER_ELEMENT)
+        _regions(ax, record, BYTES_PER_ELEMENT)
         if mode != "host":
             if record.get("peak_bytes_per_s"):
                 ax.plot(sizes, 1e3 * np.array([record["floors"][str(int(n))]["datasheet_ms"] for n in sizes]),
