@@ -6,12 +6,17 @@ before it is timed, all timed together in interleaved do_bench rounds (elu_study
 - forward: ``torch.ops.elu_study.elu`` (the custom op, variants 2_float4 and 5_streaming) against
   ``F.elu`` and ``y.copy_(x)`` (the roof: two streams);
 - backward: ``torch.ops.elu_study.elu_backward`` (kernels/common/backward.cu) against
-  ``aten.elu_backward``; three streams (grad and x in, grad_in out), so its roof is 1.5x copy_'s time;
+  ``aten.elu_backward`` and a measured three-stream reference, ``torch.add(x, g, out=c)`` (two reads,
+  one write: the backward's traffic); 1.5x copy_'s time is only an estimate of that;
+- CUDA graphs: the op's forward and backward (the ops, full shape) captured in one
+  ``torch.cuda.CUDAGraph``, replayed into NaN-poisoned outputs and checked equal to eager, then timed
+  against the same two ops run eagerly;
 - the fusion lesson: ``F.elu(x) * 2 + 1`` eager (three kernels), under torch.compile with F.elu (one
   fused kernel, two streams) and under torch.compile with the custom op (the op, then a fused
   ``* 2 + 1``: four streams);
 - a small model: an MLP with nn.ELU against the same MLP through ``swap_elu``, forward + backward,
-  eager and ``torch.compile(fullgraph=True)``; and a few SGD steps of each from the same weights.
+  eager and ``torch.compile(fullgraph=True)``; and TRAIN_STEPS Adam steps of each from the same weights
+  towards a learnable target (a fixed random linear map of the input), so the loss moves.
 """
 
 from __future__ import annotations
@@ -28,8 +33,12 @@ DEFAULT_VARIANTS = ("2_float4", "5_streaming")
 ALPHA = 1.0
 FUSION_SCALE, FUSION_SHIFT = 2.0, 1.0  # F.elu(x) * 2 + 1
 MLP = {"d_in": 1024, "width": 1024, "depth": 4, "d_out": 1024, "batch": 65536, "alpha": 1.0}
-TRAIN_STEPS, LR = 8, 0.05
-BACKWARD_STREAMS = 1.5  # grad + x read, grad_in written: 3 streams against copy_'s 2
+TRAIN_STEPS, LR, OPTIMIZER = 30, 1e-3, "Adam"
+TRAIN_TARGET = "a fixed random linear map of the input (learnable)"
+BACKWARD_STREAMS = 1.5  # grad + x read, grad_in written: 3 streams against copy_'s 2 (an estimate)
+THREE_STREAMS = "torch.add (3 streams)"  # the measured three-stream reference
+GRAPH_EAGER, GRAPH_REPLAY = "op fwd+bwd eager", "op fwd+bwd CUDA graph"
+ELU_STREAMS_PER_LAYER = 5  # forward: read x, write y; backward: read grad and x, write grad_in
 
 
 def record_path(gpu_name_or_slug: str) -> Path:
@@ -79,6 +88,39 @@ def entries(record: dict, group: str) -> list[str]:
     return [name for name, e in record["entries"].items() if e["group"] == group]
 
 
+def overlap(record: dict, a: str, b: str) -> bool:
+    """Whether the p10-p90 ranges of two entries overlap (then no difference is measurable between them)."""
+    ta, tb = record["timings"][a], record["timings"][b]
+    return ta["p10_ms"] <= tb["p90_ms"] and tb["p10_ms"] <= ta["p90_ms"]
+
+
+def elu_share(record: dict) -> dict:
+    """What ELU should cost inside the MLP step, from bytes alone: every ELU layer moves its activations
+    five times (forward: read, write; backward: read grad and x, write grad_in), at copy_'s bandwidth."""
+    m = record["mlp"]
+    copy_bytes = 2 * 4 * math.prod(record["shape"])
+    bandwidth = copy_bytes / (median(record, "copy_") * 1e-3)  # bytes/s
+    elu_bytes = ELU_STREAMS_PER_LAYER * 4 * m["depth"] * m["batch"] * m["width"]
+    elu_ms = elu_bytes / bandwidth * 1e3
+    step_ms = median(record, "MLP nn.ELU eager")
+    return {"bandwidth_tb_s": bandwidth / 1e12, "elu_bytes": elu_bytes, "elu_ms": elu_ms, "step_ms": step_ms,
+            "share": elu_ms / step_ms}
+
+
+def op_signature(name: str) -> str:
+    """``torch.ops.elu_study.<name>``'s arguments and returns, formatted here (not the schema's own text,
+    which changes between torch versions)."""
+    import torch
+
+    schema = getattr(torch.ops.elu_study, name).default._schema
+    args = []
+    for a in schema.arguments:
+        written = a.alias_info is not None and a.alias_info.is_write
+        args.append(f"{a.name}: {a.type}" + (" (written in place)" if written else ""))
+    returns = ", ".join(str(r.type) for r in schema.returns) or "None"
+    return f"elu_study::{name}({', '.join(args)}) -> {returns}"
+
+
 def summary(record: dict) -> dict:
     """The ratios the notebook and the closing note quote, all from the record."""
     copy_ms = median(record, "copy_")
@@ -89,7 +131,10 @@ def summary(record: dict) -> dict:
         "felu_ms": median(record, "F.elu"),
         "backward_ms": median(record, f"op backward {v}"),
         "aten_backward_ms": median(record, "aten.elu_backward"),
-        "backward_roof_ms": BACKWARD_STREAMS * copy_ms,
+        "backward_estimate_ms": BACKWARD_STREAMS * copy_ms,
+        "three_streams_ms": median(record, THREE_STREAMS),
+        "graph_eager_ms": median(record, GRAPH_EAGER),
+        "graph_replay_ms": median(record, GRAPH_REPLAY),
         "eager_fused_ms": median(record, "eager F.elu*2+1"),
         "compiled_felu_ms": median(record, "compiled F.elu*2+1"),
         "compiled_op_ms": median(record, "compiled op*2+1"),
@@ -100,7 +145,10 @@ def summary(record: dict) -> dict:
     }
     out["forward_x_felu"] = out["forward_ms"] / out["felu_ms"]
     out["backward_x_aten"] = out["backward_ms"] / out["aten_backward_ms"]
-    out["backward_x_roof"] = out["backward_ms"] / out["backward_roof_ms"]
+    out["backward_x_three_streams"] = out["backward_ms"] / out["three_streams_ms"]
+    out["aten_backward_x_three_streams"] = out["aten_backward_ms"] / out["three_streams_ms"]
+    out["backward_x_estimate"] = out["backward_ms"] / out["backward_estimate_ms"]
+    out["graph_x_eager"] = out["graph_replay_ms"] / out["graph_eager_ms"]
     out["compiled_op_x_compiled_felu"] = out["compiled_op_ms"] / out["compiled_felu_ms"]
     out["mlp_compiled_op_x_compiled"] = out["mlp_compiled_op_ms"] / out["mlp_compiled_ms"]
     out["mlp_eager_op_x_eager"] = out["mlp_eager_op_ms"] / out["mlp_eager_ms"]
@@ -111,37 +159,55 @@ def _is_ours(name: str) -> bool:
     return name.startswith("op ") or "op*" in name or "elu_study" in name
 
 
+COLORS = {"ours, forward": "tab:blue", "ours, backward": "tab:purple", "ours, forward + backward": "tab:cyan",
+          "PyTorch / reference": "tab:gray"}
+
+
+def _color(record: dict, name: str) -> str:
+    if not _is_ours(name):
+        return COLORS["PyTorch / reference"]
+    group = record["entries"][name]["group"]
+    if group == "backward":
+        return COLORS["ours, backward"]
+    return COLORS["ours, forward + backward" if group in ("graph", "model") else "ours, forward"]
+
+
 def figure(record: dict):
-    """Three panels: forward and backward against their roofs, the fusion lesson, the MLP; p10-p90 whiskers."""
+    """Four panels: forward and backward against copy_ and the measured three-stream add, the fusion
+    lesson, CUDA graphs, the MLP; p10-p90 whiskers; colours: ours by direction, gray PyTorch."""
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.patches import Patch
 
     copy_ms = median(record, "copy_")
     panels = [
         ("forward and backward, full shape", entries(record, "forward") + entries(record, "backward"),
-         [(copy_ms, "copy_ (2 streams)", "tab:green", "--"), (BACKWARD_STREAMS * copy_ms, "1.5x copy_ (3 streams)", "tab:orange", "-.")]),
+         [(copy_ms, "copy_ (2 streams, measured)", "tab:green", "--"),
+          (median(record, THREE_STREAMS), "torch.add (3 streams, measured)", "tab:orange", "-."),
+          (BACKWARD_STREAMS * copy_ms, "1.5x copy_ (3 streams, estimate)", "tab:red", ":")]),
         ("ELU(x) * 2 + 1, full shape", entries(record, "fusion"),
-         [(copy_ms, "copy_ (2 streams)", "tab:green", "--"), (2 * copy_ms, "2x copy_ (4 streams)", "tab:orange", "-.")]),
+         [(copy_ms, "copy_ (2 streams)", "tab:green", "--"), (2 * copy_ms, "2x copy_ (4 streams, estimate)", "tab:orange", "-.")]),
+        ("op forward + backward: eager vs CUDA graph replay, full shape", entries(record, "graph"), []),
         (f"MLP forward + backward (batch {record['mlp']['batch']})", entries(record, "model"), []),
     ]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
-    for ax, (title, names, lines) in zip(axes, panels):
+    fig, axes = plt.subplots(2, 2, figsize=(15, 8))
+    for ax, (title, names, lines) in zip(axes.flat, panels):
         t = [record["timings"][n] for n in names]
         med = np.array([s["median_ms"] for s in t])
         err = np.array([[m - s["p10_ms"] for m, s in zip(med, t)], [s["p90_ms"] - m for m, s in zip(med, t)]])
-        colors = [{"forward": "tab:blue", "backward": "tab:purple", "fusion": "tab:blue", "model": "tab:blue"}[
-            record["entries"][n]["group"]] if _is_ours(n) else "tab:gray" for n in names]
         y = np.arange(len(names))[::-1]
-        ax.barh(y, med, xerr=err, color=colors, capsize=3)
+        ax.barh(y, med, xerr=err, color=[_color(record, n) for n in names], capsize=3)
         ax.set_yticks(y, names, fontsize=8)
         for value, label, color, ls in lines:
             ax.axvline(value, color=color, ls=ls, label=label)
-        ax.set_xlabel("ms (median, p10-p90 whiskers)")
+        ax.set_xlabel("time per call, ms (bar: median; whiskers: p10-p90)")
         ax.set_title(title, fontsize=10)
         if lines:
             ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"{record['provenance']['gpu']}: the custom op in use (gray: PyTorch)", fontsize=11)
-    fig.tight_layout()
+    fig.legend(handles=[Patch(color=c, label=k) for k, c in COLORS.items()], loc="lower center", ncol=len(COLORS),
+               fontsize=9, title="bar colours", title_fontsize=9)
+    fig.suptitle(f"{record['provenance']['gpu']}: the custom op in use", fontsize=11)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
 
@@ -168,6 +234,28 @@ def _poisoned_like(t):
 def _require(ok: bool, what: str) -> None:
     if not ok:
         raise AssertionError(f"correctness check failed: {what}")
+
+
+def _captured(fn, device):
+    """``fn`` (returning a tuple of tensors) captured in a CUDA graph: (replay, its static outputs).
+
+    fn runs once eagerly first (kernels built, caches warm). On the CPU (a dry run of this logic) there
+    is no graph: replay runs fn again and copies its results into the first run's outputs."""
+    import torch
+
+    outs = fn()
+    if device.type != "cuda":
+        def replay():
+            for o, r in zip(outs, fn()):
+                o.copy_(r)
+        return replay, outs
+    del outs
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = fn()
+    torch.cuda.synchronize()
+    return graph.replay, outs  # the bound method keeps the graph (and its memory pool) alive
 
 
 def make_mlp(d_in, width, depth, d_out, alpha, **_):
@@ -202,7 +290,7 @@ def measure(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | 
     checks: dict[str, dict] = {}
     build_all([(v, ()) for v in variants])
     modules = {v: compile_variant(v) for v in variants}
-    steps = tqdm(total=5, desc="checks and compiles", unit="part", disable=not progress)
+    steps = tqdm(total=6, desc="checks and compiles", unit="part", disable=not progress)
 
     # -- inputs: randn * 4 (half the elements on the exp branch) with specials planted at both ends
     gen = torch.Generator(device=dev).manual_seed(0)
@@ -234,9 +322,27 @@ def measure(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | 
     _require(bool(torch.isclose(got, want, rtol=RTOL, atol=ATOL).all()), "autograd through the op")
     checks["autograd_max_abs_err"] = _max_abs(got, want)
     steps.update()
+    op = variants[0]
+
+    # -- CUDA graphs: the op's forward and backward captured at full shape, replayed into poisoned outputs
+    def op_fwd_bwd():
+        return library.elu(x, ALPHA, op), library.elu_backward(g, x, ALPHA, False, op)
+
+    replay, graph_outs = _captured(op_fwd_bwd, dev)
+    for t in graph_outs:
+        t.fill_(float("nan"))
+    replay()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    eager_outs = op_fwd_bwd()
+    equal = [bool(torch.equal(a, b)) for a, b in zip(graph_outs, eager_outs)]
+    _require(all(equal), f"CUDA graph replay differs from eager (forward equal: {equal[0]}, backward equal: {equal[1]})")
+    checks["cuda_graph"] = {"captured_in_a_cuda_graph": dev.type == "cuda", "replay_equals_eager_forward": equal[0],
+                            "replay_equals_eager_backward": equal[1]}
+    del eager_outs
+    steps.update()
 
     # -- the fusion lesson
-    op = variants[0]
 
     def eager_fused(t):
         return F.elu(t, ALPHA) * FUSION_SCALE + FUSION_SHIFT
@@ -265,7 +371,9 @@ def measure(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | 
     ours = swap_elu(copy.deepcopy(base), variant=op)
     n_params = sum(p.numel() for p in base.parameters())
     xb = torch.randn(mlp["batch"], mlp["d_in"], device=dev, generator=gen)
-    target = torch.randn(mlp["batch"], mlp["d_out"], device=dev, generator=gen)
+    teacher = torch.randn(mlp["d_in"], mlp["d_out"], device=dev, generator=gen) / math.sqrt(mlp["d_in"])
+    target = xb @ teacher  # learnable: the losses must move for their agreement to mean something
+    del teacher
 
     def loss_of(model):
         return F.mse_loss(model(xb), target)
@@ -296,11 +404,11 @@ def measure(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | 
     _require(checks["mlp_compiled"]["output_max_abs_err"] < 1e-3, "compiled MLP output")
     steps.update()
 
-    # -- a few training steps from the same weights: the losses track
+    # -- training steps from the same weights towards a learnable target: the losses track
     losses = {}
     for name, model in (("nn.ELU", base), ("elu_study.ELU", ours)):
         model_t = copy.deepcopy(model)
-        opt = torch.optim.SGD(model_t.parameters(), lr=LR)
+        opt = torch.optim.Adam(model_t.parameters(), lr=LR)
         trace = []
         for _ in range(TRAIN_STEPS):
             opt.zero_grad(set_to_none=True)
@@ -313,7 +421,7 @@ def measure(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | 
     steps.update()
 
     # -- the timings, all interleaved
-    y_copy = torch.empty_like(x)
+    y_copy, c_add = torch.empty_like(x), torch.empty_like(x)
     calls = {
         "copy_": ("forward", "y.copy_(x): the roof, two streams", lambda: y_copy.copy_(x)),
         "F.elu": ("forward", "PyTorch's ELU", lambda: F.elu(x, ALPHA)),
@@ -321,29 +429,35 @@ def measure(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | 
            for v in variants},
         "aten.elu_backward": ("backward", "PyTorch's ELU backward (what autograd of F.elu runs)",
                               lambda: torch.ops.aten.elu_backward(g, ALPHA, 1, 1, False, x)),
+        THREE_STREAMS: ("backward", "torch.add(x, g, out=c): two reads, one write, the backward's traffic",
+                        lambda: torch.add(x, g, out=c_add)),
         **{f"op backward {v}": ("backward", f"torch.ops.elu_study.elu_backward, {v}'s build",
                                 (lambda v=v: library.elu_backward(g, x, ALPHA, False, v))) for v in variants},
         "eager F.elu*2+1": ("fusion", "eager: three kernels, six streams", lambda: eager_fused(x)),
         "compiled F.elu*2+1": ("fusion", "torch.compile with F.elu: one fused kernel", lambda: compiled_felu(x)),
         "compiled op*2+1": ("fusion", f"torch.compile with the custom op ({op}), then a fused *2+1",
                             lambda: compiled_op(x)),
+        GRAPH_EAGER: ("graph", f"the ops elu and elu_backward ({op}), launched eagerly", op_fwd_bwd),
+        GRAPH_REPLAY: ("graph", f"the same two ops ({op}) captured in one torch.cuda.CUDAGraph, replayed", replay),
         "MLP nn.ELU eager": ("model", "forward + backward, nn.ELU", fwd_bwd(base)),
-        "MLP elu_study.ELU eager": ("model", "forward + backward, swap_elu", fwd_bwd(ours)),
+        "MLP elu_study.ELU eager": ("model", f"forward + backward, swap_elu(variant={op!r})", fwd_bwd(ours)),
         "MLP nn.ELU compiled": ("model", "torch.compile(fullgraph=True), nn.ELU", fwd_bwd(base_c)),
-        "MLP elu_study.ELU compiled": ("model", "torch.compile(fullgraph=True), swap_elu", fwd_bwd(ours_c)),
+        "MLP elu_study.ELU compiled": ("model", f"torch.compile(fullgraph=True), swap_elu(variant={op!r})",
+                                       fwd_bwd(ours_c)),
     }
     steps.update()
     steps.close()
     timings = time_interleaved({k: e[2] for k, e in calls.items()}, rounds=rounds, progress=progress)
     torch.set_float32_matmul_precision(precision)
     return {
-        "schema": 1,
+        "schema": 2,
         "provenance": provenance(),
         "shape": list(shape),
         "alpha": ALPHA,
         "variants": variants,
         "fusion": {"scale": FUSION_SCALE, "shift": FUSION_SHIFT},
-        "mlp": {**mlp, "params": n_params, "matmul_precision": "high (TF32)", "train_steps": TRAIN_STEPS, "lr": LR},
+        "mlp": {**mlp, "params": n_params, "matmul_precision": "high (TF32)", "swap_elu_variant": op,
+                "train_steps": TRAIN_STEPS, "optimizer": OPTIMIZER, "lr": LR, "target": TRAIN_TARGET},
         "compile_backend": backend,
         "checks": checks,
         "losses": losses,
@@ -361,7 +475,11 @@ def describe(record: dict) -> str:
         "",
         f"forward  op {v}: {s['forward_ms']:.3f} ms = {s['forward_x_felu']:.3f}x F.elu ({s['felu_ms']:.3f} ms)",
         f"backward op {v}: {s['backward_ms']:.3f} ms = {s['backward_x_aten']:.3f}x aten.elu_backward "
-        f"({s['aten_backward_ms']:.3f} ms), {s['backward_x_roof']:.3f}x the 1.5x-copy_ roof ({s['backward_roof_ms']:.3f} ms)",
+        f"({s['aten_backward_ms']:.3f} ms), {s['backward_x_three_streams']:.3f}x torch.add's three streams "
+        f"({s['three_streams_ms']:.3f} ms; aten: {s['aten_backward_x_three_streams']:.3f}x); "
+        f"1.5x copy_ (an estimate) would be {s['backward_estimate_ms']:.3f} ms",
+        f"CUDA graph: op fwd+bwd replayed {s['graph_replay_ms']:.3f} ms vs eager {s['graph_eager_ms']:.3f} ms "
+        f"({s['graph_x_eager']:.3f}x); replay equal to eager: {record['checks']['cuda_graph']}",
         f"fusion: eager {s['eager_fused_ms']:.3f} ms, compiled F.elu {s['compiled_felu_ms']:.3f} ms, "
         f"compiled op {s['compiled_op_ms']:.3f} ms ({s['compiled_op_x_compiled_felu']:.2f}x)",
         f"MLP fwd+bwd: eager {s['mlp_eager_ms']:.3f} vs {s['mlp_eager_op_ms']:.3f} ms; compiled {s['mlp_compiled_ms']:.3f} "

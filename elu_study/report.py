@@ -69,4 +69,11 @@ def write(gpu: str, readme: bool = True) -> list[Path]:
     swept = sizes.load(gpu)
     if swept is not None:
         paths += sizes.write(swept, readme=readme)
+    from . import beyond  # step 6's attempts: figures and README block, where its record exists
+
+    attempts = beyond.load(gpu)
+    if attempts is not None:
+        paths += beyond.figures(attempts)
+        if readme:
+            paths.append(beyond.update_readme(attempts))
     return paths

@@ -44,6 +44,9 @@ DECIMAL = tuple(10**k for k in range(4, 10))
 BYTES_PER_ELEMENT = 8  # 4 read + 4 written: the least an elementwise float32 op moves
 BASELINE_NAMES = ("F.elu", "torch.compile(F.elu)", "F.elu_", "copy_", "read_only", "write_only")
 STREAMS = ("read_only", "write_only")  # shown as their sum (the measured floor), not as lines of their own
+# The bandwidth figure draws the streams' sum only from here: below, it is two launches, not a bandwidth.
+STREAM_SHOWN_FROM = 32 * 2**20
+X_COPY_FROM = 64 * 2**20  # the bandwidth figure's linear x copy_ panel starts here (bytes moved)
 MODES = ("cold", "warm", "host")
 BEGIN, END = "<!-- sizes:begin -->", "<!-- sizes:end -->"
 
@@ -465,14 +468,27 @@ def host_median_us(record: dict, entry: str, sizes) -> float:
     return float(np.median(values)) if values else float("nan")
 
 
+def classify(record: dict, entry: str, n: int, mode: str) -> str:
+    """"faster" or "slower" than the reference (F.elu) only where the p10-p90 ranges do not overlap, else "within"."""
+    a, b = point(record, entry, n)[mode], point(record, record["regimes"]["reference"], n)[mode]
+    if a["p90_ms"] < b["p10_ms"]:
+        return "faster"
+    if a["p10_ms"] > b["p90_ms"]:
+        return "slower"
+    return "within"
+
+
 def _versus(record: dict, names, n: int, mode: str) -> str:
-    """"faster than F.elu: ...; as fast or slower: ..." at one length and mode, each with its time over F.elu's."""
+    """Faster / within the spread of / slower than F.elu at one length and mode (p10-p90 ranges compared), each
+    entry with its median and its median over F.elu's."""
     ref = record["regimes"]["reference"]
     base = _us(record, ref, n, mode)
     t = {c: _us(record, c, n, mode) for c in names if _ok(point(record, c, n))}
-    fmt = lambda cs: ", ".join(f"`{c}` {t[c]:.2f} ({t[c] / base:.2f}x)" for c in sorted(cs, key=t.get)) or "none"  # noqa: E731
-    return (f"faster than {ref}: {fmt([c for c in t if t[c] < base])}; "
-            f"as fast or slower: {fmt([c for c in t if t[c] >= base])}")
+    kind = {c: classify(record, c, n, mode) for c in t}
+    fmt = lambda k: ", ".join(f"`{c}` {t[c]:.2f} ({t[c] / base:.2f}x)" for c in sorted(t, key=t.get)  # noqa: E731
+                              if kind[c] == k) or "none"
+    return (f"faster than {ref} (p10-p90 ranges apart): {fmt('faster')}; within the spread of {ref} (ranges overlap): "
+            f"{fmt('within')}; slower: {fmt('slower')}")
 
 
 def _spread_us(record: dict, names, n: int, mode: str) -> float:
@@ -480,8 +496,9 @@ def _spread_us(record: dict, names, n: int, mode: str) -> float:
     return max(t) - min(t) if t else float("nan")
 
 
-def summary_lines(record: dict) -> list[str]:
-    """The sweep in words, every number from the record: the README block and notebook 09 print these."""
+def summary_lines(record: dict, main: dict | None = None) -> list[str]:
+    """The sweep in words, every number from the record (and, for one comparison, the main study's record ``main``,
+    by default results/<gpu>.json where it exists): the README block and notebook 09 print these."""
     p = record["provenance"]
     names = [e["name"] for e in record["entries"]]
     sizes = record["sizes"]
@@ -496,7 +513,8 @@ def summary_lines(record: dict) -> list[str]:
         f"NaN-poisoned and compared element by element with F.elu: {good} of {len(checked)} checks pass"
         + (f"; {len(record['errors'])} points failed to run: {'; '.join(record['errors'][:3])}" if record["errors"] else "")
         + ". GPU times are CUDA-event medians (cold: L2 flushed before each call; warm: back to back); host time "
-        "is the wall-clock of the Python call with the GPU held busy, so it is the CPU's cost alone.",
+        "is the wall-clock of the Python call with the GPU held busy, so that no call waits for the GPU: the CPU-side "
+        "cost of the call (it grows at the largest lengths, see below).",
     ]
     if ref not in names:
         return lines
@@ -518,7 +536,8 @@ def summary_lines(record: dict) -> list[str]:
     dearer = [c for c in custom if host[c] >= h_ref]
     fmt = lambda cs: ", ".join(f"`{c}` {host[c]:.1f}" for c in cs) or "none"  # noqa: E731
     lines.append(
-        f"- **Host cost per call, median over those lengths** (µs; {ref} {h_ref:.1f}"
+        f"- **Host cost per call, median over the launch-bound lengths** ({fmt_n(small[0])} to {fmt_n(small[-1])}; "
+        f"µs; {ref} {h_ref:.1f}"
         + (f", F.elu_ {host_median_us(record, 'F.elu_', small):.1f}" if "F.elu_" in names else "")
         + (f", torch.compile {host_median_us(record, 'torch.compile(F.elu)', small):.1f}" if "torch.compile(F.elu)" in names else "")
         + f"): cheaper than {ref}: {fmt(cheaper)}; dearer: {fmt(dearer)}. The steps and CUB go through the pybind11 "
@@ -556,16 +575,114 @@ def summary_lines(record: dict) -> list[str]:
             f"time is {reg['warm_gain'][str(fit)]:.2f}x its warm time"
             + (f"; from {fmt_n(beyond[0])} ({fmt_bytes(BYTES_PER_ELEMENT * beyond[0])}) on, {reg['warm_gain'][str(beyond[0])]:.2f}x."
                if beyond else "."))
-    top = sizes[-1]
-    if "copy_" in names and _ok(point(record, "copy_", top)):
-        roof = _us(record, "copy_", top, "cold")
-        stream = record["floors"][str(top)]["stream_cold_ms"]
-        big = [c for c in (ref, *custom) if _ok(point(record, c, top))]
-        lines.append(
-            f"- **At {fmt_n(top)} elements** ({fmt_bytes(BYTES_PER_ELEMENT * top)}), cold, x copy_'s {roof / 1e3:.3f} ms: "
-            + ", ".join(f"`{c}` {_us(record, c, top, 'cold') / roof:.3f}" for c in big)
-            + (f"; the measured floor (read_only + write_only) is {1e3 * stream / roof:.3f}x." if stream else "."))
+    lines.extend(_host_growth_lines(record))
+    lines.extend(_top_lines(record, main))
     return lines
+
+
+# Entries whose timed call allocates its output (study.timed_call): F.elu as the model calls it, and torch.compile's.
+ALLOCATES = ("F.elu", "torch.compile(F.elu)")
+
+
+def _host_growth_lines(record: dict) -> list[str]:
+    """Host time at the largest length against the launch-bound median, every entry (measured), and a hypothesis."""
+    names = [e["name"] for e in record["entries"]]
+    top, small = record["sizes"][-1], small_sizes(record)
+    if top in small:
+        return []
+    base = {c: host_median_us(record, c, small) for c in names}
+    at = {c: _us(record, c, top, "host") for c in names if _ok(point(record, c, top))}
+    grown = sorted(at, key=lambda c: -at[c] / base[c])
+    prev = [n for n in record["sizes"] if n < top and n & (n - 1) == 0]
+    mid = prev[-1] if prev else None
+    fmt = lambda c: (f"`{c}` {base[c]:.1f} -> " + (f"{_us(record, c, mid, 'host'):.1f} at {fmt_n(mid)}, " if mid else "")  # noqa: E731
+                     + f"{at[c]:.1f} ({at[c] / base[c]:.2f}x)")
+    alloc = [c for c in ALLOCATES if c in at]
+    return [
+        f"- **Host time grows at the largest lengths** (µs per call, median over the launch-bound lengths -> at "
+        f"{fmt_n(top)} elements, sorted by growth): " + ", ".join(fmt(c) for c in grown) + ". "
+        "HYPOTHESIS, not measured: for the calls that allocate their output (" + ", ".join(f"`{c}`" for c in alloc)
+        + f"; the others write into a preallocated y or in place) part of it is the caching allocator handing out "
+        f"{fmt_bytes(4 * top)} per call; calls that allocate nothing grow too, so that is not all of it (not profiled)."]
+
+
+def _main_x_copy(record: dict, main: dict | None) -> tuple[dict, str]:
+    """Each entry's cold time over copy_'s in the main study's record (results/<gpu>.json), and a label for it."""
+    if main is None:
+        try:
+            from .results import load as load_main
+
+            main = load_main(record["provenance"]["gpu"])
+        except (FileNotFoundError, KeyError, ValueError):
+            return {}, "", None
+    prob = main.get("problem", {})
+    shape = "x".join(str(d) for d in prob.get("shape", []))
+    label = (f"main study (`results/{slug(main['provenance']['gpu'])}.json`, ({shape}), {prob.get('numel', 0):,} elements, "
+             f"commit {main['provenance'].get('commit')})")
+    return ({r["name"]: r["x_copy"] for r in main.get("rows", []) if r.get("x_copy") is not None}, label,
+            prob.get("numel"))
+
+
+def _top_lines(record: dict, main: dict | None = None) -> list[str]:
+    """Every entry's cold time over copy_'s at the two largest powers of two, beside the main study's, and what
+    differs (measured), with the explanations labelled hypotheses."""
+    names = [e["name"] for e in record["entries"]]
+    sizes = record["sizes"]
+    top = sizes[-1]
+    if "copy_" not in names or not _ok(point(record, "copy_", top)):
+        return []
+    powers = [n for n in sizes if n < top and n & (n - 1) == 0]
+    mid = powers[-1] if powers else None
+    ratio = lambda c, n: _us(record, c, n, "cold") / _us(record, "copy_", n, "cold")  # noqa: E731
+    roof = _us(record, "copy_", top, "cold")
+    stream = record["floors"][str(top)]["stream_cold_ms"]
+    big = [c for c in names if c not in STREAMS and c != "copy_" and _ok(point(record, c, top))]
+    ref_main, label, main_numel = _main_x_copy(record, main)
+    show = lambda c: (f"`{c}` {ratio(c, top):.3f}"  # noqa: E731
+                      + (f" ({fmt_n(mid)}: {ratio(c, mid):.3f}" if mid and _ok(point(record, c, mid)) else " (")
+                      + (f"; main study: {ref_main[c]:.3f})" if c in ref_main else ")"))
+    lines = [
+        f"- **At {fmt_n(top)} elements** ({fmt_bytes(BYTES_PER_ELEMENT * top)}), cold, x copy_'s {roof / 1e3:.3f} ms "
+        f"(in brackets: at {fmt_n(mid) if mid else '-'}, and in the {label or 'main study (no record)'}), every entry: "
+        + ", ".join(show(c) for c in big)
+        + (f"; the measured floor (read_only + write_only) is {1e3 * stream / roof:.3f}x." if stream else ".")]
+    notes = []
+    if "cub_transform" in big and "cub_transform" in ref_main:
+        numel = (main_numel or 0)
+        below = [n for n in sizes if n <= numel and _ok(point(record, "cub_transform", n))]
+        above = [n for n in sizes if n >= numel and _ok(point(record, "cub_transform", n))]
+        bracket = (f"; the sweep's lengths on either side of the main study's {numel:,} elements give "
+                   f"{ratio('cub_transform', below[-1]):.3f}x ({fmt_n(below[-1])}) and "
+                   f"{ratio('cub_transform', above[0]):.3f}x ({fmt_n(above[0])}), so the length alone does not explain it"
+                   if below and above else "")
+        notes.append(
+            f"`cub_transform` is {ratio('cub_transform', top):.3f}x copy_ here but {ref_main['cub_transform']:.3f}x in "
+            f"the main study{bracket}. HYPOTHESIS, not measured: CUB's DeviceTransform picks a different kernel or "
+            "configuration for this sweep's 1-D buffers than for the main study's tensor, or the two methods (single "
+            "calls behind a sleep kernel here, interleaved do_bench rounds there) treat it differently")
+    if "torch.compile(F.elu)" in big and mid and _ok(point(record, "torch.compile(F.elu)", mid)):
+        notes.append(
+            f"`torch.compile(F.elu)` is {ratio('torch.compile(F.elu)', top):.3f}x at {fmt_n(top)} against "
+            f"{ratio('torch.compile(F.elu)', mid):.3f}x at {fmt_n(mid)}: HYPOTHESIS, not measured: {fmt_n(top)} elements "
+            "do not fit 32-bit indices, so Inductor's kernel switches to 64-bit index arithmetic")
+    if notes:
+        lines.append("- " + "; ".join(notes) + ".")
+    return lines
+
+
+def check_inputs(record: dict, empty_kernel_us: tuple[float, float], host_us: float, l2_mib: float) -> None:
+    """The predictions' inputs (written before the sweep) beside what the sweep measured for each."""
+    ref = record["regimes"]["reference"]
+    n0 = record["sizes"][0]
+    warm = [_us(record, e["name"], n0, "warm") for e in record["entries"]
+            if e["name"] not in STREAMS and _ok(point(record, e["name"], n0))]
+    small = small_sizes(record)
+    print("Inputs of the predictions (assumed) against the sweep (measured):")
+    print(f"- an almost empty kernel's GPU time: assumed {empty_kernel_us[0]:g}-{empty_kernel_us[1]:g} µs; measured "
+          f"{min(warm):.2f}-{max(warm):.2f} µs (warm medians of the {len(warm)} entries at {fmt_n(n0)} elements)")
+    print(f"- {ref}'s host cost per call: assumed ~{host_us:g} µs; measured {host_median_us(record, ref, small):.1f} µs "
+          f"(median over the launch-bound lengths {fmt_n(small[0])} to {fmt_n(small[-1])})")
+    print(f"- the L2: assumed {l2_mib:g} MiB; the device reports {fmt_bytes(record['l2_bytes'])}")
 
 
 # -- the notebook's view (notebooks/09_sizes.ipynb) ----------------------------------------------
@@ -705,7 +822,9 @@ def bandwidth_figure(record: dict):
     import matplotlib.pyplot as plt
 
     styles = _style(record)
-    fig, axes = plt.subplots(1, 2, figsize=(15, 5.6), sharey=True)
+    fig = plt.figure(figsize=(21, 5.6))
+    axes = [fig.add_subplot(1, 3, 1)]
+    axes += [fig.add_subplot(1, 3, 2, sharey=axes[0]), fig.add_subplot(1, 3, 3)]
     for ax, mode in zip(axes, ("cold", "warm")):
         for name in _lines(record):
             n, med = series(record, name, mode)
@@ -720,12 +839,12 @@ def bandwidth_figure(record: dict):
         extra = _regions(ax, record, 1.0)
         if record.get("peak_bytes_per_s"):
             extra.append(ax.axhline(record["peak_bytes_per_s"] / 1e12, color="tab:red", ls=":",
-                                    label=f"datasheet {record['peak_bytes_per_s'] / 1e12:.1f} TB/s (floor)"))
-        sizes = np.array(record["sizes"], dtype=np.float64)
+                                    label=f"datasheet {record['peak_bytes_per_s'] / 1e12:.1f} TB/s (ceiling)"))
+        sizes = np.array([n for n in record["sizes"] if BYTES_PER_ELEMENT * n >= STREAM_SHOWN_FROM], dtype=np.float64)
         stream = np.array([record["floors"][str(int(n))][f"stream_{mode}_ms"] or np.nan for n in sizes], dtype=np.float64)
         if np.isfinite(stream).any():
             ax.plot(BYTES_PER_ELEMENT * sizes, BYTES_PER_ELEMENT * sizes / (stream * 1e-3) / 1e12, color="tab:orange",
-                    ls="-.", lw=2, label="measured floor: read_only + write_only")
+                    ls="-.", lw=2, label=f"measured ceiling: read_only + write_only (from {fmt_bytes(STREAM_SHOWN_FROM)})")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ticks = [2.0**k for k in range(13, 40, 3) if 2**k <= 2 * BYTES_PER_ELEMENT * max(record["sizes"])]
@@ -734,8 +853,51 @@ def bandwidth_figure(record: dict):
         ax.set_title(f"{mode}: " + ("L2 flushed before each call" if mode == "cold" else "back to back, no flush"))
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel("effective TB/s (median; bands p10-p90; higher is better)")
+    _x_copy_panel(axes[2], record, styles)
     _legend(fig, axes[1], f"ELU across sizes (float32), {record['provenance']['gpu']}; copy_ is the roof")
     return fig
+
+
+def _x_copy_panel(ax, record: dict, styles: dict) -> None:
+    """Cold time over copy_'s median, linear, from X_COPY_FROM bytes moved: the differences the log axes hide."""
+    big = [n for n in record["sizes"] if BYTES_PER_ELEMENT * n >= X_COPY_FROM and n & (n - 1) == 0
+           and _ok(point(record, "copy_", n))]
+    if not big:
+        return
+    roof = np.array([point(record, "copy_", n)["cold"]["median_ms"] for n in big])
+    curves = {}
+    for name in _lines(record):
+        pts = [point(record, name, n) for n in big]
+        if not all(map(_ok, pts)):
+            continue
+        curves[name] = [np.array([q["cold"][k] for q in pts]) / roof for k in ("median_ms", "p10_ms", "p90_ms")]
+    stream = np.array([record["floors"][str(n)]["stream_cold_ms"] or np.nan for n in big]) / roof
+    # an entry far above the rest (1_naive) would flatten them: it is named in the title instead
+    top = sorted(float(np.nanmax(c[0])) for c in curves.values())
+    off = {n: float(np.nanmax(c[0])) for n, c in curves.items()
+           if len(top) > 2 and float(np.nanmax(c[0])) > 1 + 2 * (top[-2] - 1)}
+    x = BYTES_PER_ELEMENT * np.array(big, dtype=np.float64)
+    for name, (med, p10, p90) in curves.items():
+        if name in off:
+            continue
+        ax.plot(x, med, lw=1.4, marker=".", **styles.get(name, {}))
+        ax.fill_between(x, p10, p90, color=styles.get(name, {}).get("color"), alpha=0.12, lw=0)
+    if np.isfinite(stream).any():
+        ax.plot(x, stream, color="tab:orange", ls="-.", lw=2)
+    shown = [float(np.nanmin(c[0])) for c in curves.values()]
+    if np.isfinite(stream).any():
+        shown += [float(np.nanmin(stream))]
+    lo, hi = min(shown), max(float(np.nanmax(curves[n][0])) for n in curves if n not in off)  # the streams' line may leave it
+    pad = max(0.1 * (hi - lo), 0.01)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xscale("log", base=2)
+    ticks = [float(v) for v in x if int(v) & (int(v) - 1) == 0]
+    ax.set_xticks(ticks[::2], [fmt_bytes(t) for t in ticks[::2]])
+    ax.set_xlabel("bytes moved per call (log scale)")
+    ax.set_ylabel("cold time / copy_'s cold median (linear; lower is better)")
+    ax.set_title(f"cold, x copy_ (powers of two from {fmt_bytes(X_COPY_FROM)} moved)"
+                 + (("\noff the chart: " + ", ".join(f"{n} up to {v:.2f}x" for n, v in off.items())) if off else ""))
+    ax.grid(alpha=0.3)
 
 
 def _legend(fig, ax, title: str, right: float = 0.79):

@@ -1,7 +1,7 @@
 // Step 6 — beyond the roof: the experiments of notebook 08, one file.
 //
 // copy_ is not the physical floor: on the H200 a read-only and a write-only
-// stream of the same bytes take about 4% less together than copy_, which
+// stream of the same bytes take less time together than copy_, which
 // interleaves them. Each knob below changes one thing about how the traffic
 // reaches the memory system; notebook 08 measures each one alone against a
 // control, with DRAM counters. The defaults are the build that step 6 is.

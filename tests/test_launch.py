@@ -117,6 +117,79 @@ def test_figures_and_text_from_a_synthetic_record(tmp_path):
     assert launch.table(record).count("\n") == len(record["cells"]) + 1
 
 
+def _with_times(record, x_by_name):
+    for c in record["cells"]:
+        if c["name"] in x_by_name:
+            t = c["timing"]
+            scale = x_by_name[c["name"]] * record["roof_ms"] / t["median_ms"]
+            c["timing"] = {**t, **{k: v * scale for k, v in t.items() if k.endswith("_ms") and isinstance(v, float)}}
+    return launch.annotate(record)
+
+
+def test_range_verdict_holds_only_if_every_cell_is_inside():
+    assert launch.range_verdict("p", {"a": 1.03, "b": 1.04}, 1.02, 1.05).endswith("-> HELD")
+    text = launch.range_verdict("p", {"a": 1.03, "b": 1.07, "c": 1.04}, 1.02, 1.05)
+    assert "2 of 3 cells inside" in text and "-> MISSED" in text and "outside: b 1.070" in text
+
+
+def test_prediction_verdicts_follow_the_record():
+    record = synthetic_record()  # synthetic: 4/8 vectors 1.01-1.02x, hints +0.02, grid-stride +0.07
+    lines = launch.prediction_verdicts(record).splitlines()
+    assert len(lines) == 4 and lines[0].startswith("Rule:")
+    assert lines[2].startswith("3.") and lines[2].endswith("HELD")
+    assert lines[3].startswith("4.") and lines[3].endswith("HELD")
+    slow = _with_times(record, {"gs 1x128": 3.5})
+    assert "-> MISSED; outside: gs 1x128" in launch.prediction_verdicts(slow)
+
+
+def test_correlation_claims_no_direction_when_it_rests_on_an_outlier():
+    record = synthetic_record()
+    one = [c for c in launch.plan() if not c.grid_stride and not c.hints]
+    # slower with more in flight, except one far outlier at the fewest bytes
+    times = {c.name: 1.0 + 0.005 * c.vectors + 0.0001 * c.threads / 64 for c in one}
+    times["64x1"] = 1.5
+    cor = launch.inflight_correlation(_with_times(record, times))
+    assert [n for n, _ in cor["outliers"]] == ["64x1"]
+    assert cor["without_outliers"]["r"] > 0.5 and cor["all"]["r"] < cor["without_outliers"]["r"]
+    assert cor["supported"] is False and cor["direction"] is None
+    assert "supports no direction" in launch.correlation_text(cor)
+    clean = launch.inflight_correlation(_with_times(synthetic_record(), {c.name: 1.0 + 0.005 * c.vectors for c in one}))
+    assert clean["supported"] and clean["direction"] == "more in flight, slower"
+
+
+def test_gridstride_knee_from_a_latency_bound_record():
+    record = synthetic_record()
+    gs = [c for c in record["cells"] if c["grid_stride"]]
+    # time ~ 1/in-flight below 16 KiB per SM, flat above: the knee is between 8 and 16
+    times = {c["name"]: max(1.08, 1.08 * 16 / (c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024)) for c in gs}
+    knee = launch.gridstride_knee(_with_times(record, times))
+    assert (knee["knee_above_kib"], knee["knee_at_most_kib"]) == (8, 16)
+    below = [lv for lv in knee["levels"] if not lv["flat"]]
+    assert below and all(lv["x_times_kib"] == pytest.approx(1.08 * 16, rel=0.01) for lv in below)
+    assert all(lv["implied_latency_ns"] == pytest.approx(below[0]["implied_latency_ns"], rel=0.01) for lv in below)
+    text = launch.knee_text(knee)
+    assert "between 8 and 16 KiB" in text and "-> MISSED" in text  # the prediction's 26 KiB is outside
+    assert launch.knee_table(knee).count("\n") == len(knee["levels"]) + 1
+
+
+def test_achieved_occupancy_and_theoretical_labels_in_the_table():
+    beyond = {"counters": {"rows": [{"name": "6_64_threads", "achieved_occupancy_pct": 37.0},
+                                    {"name": "6_base", "achieved_occupancy_pct": 84.0}]}}
+    achieved = launch.achieved_occupancy(beyond)
+    assert achieved == {"64x1": (37.0, "6_64_threads"), "128x1": (84.0, "6_base")}
+    assert launch.achieved_occupancy(None) == {}
+    record = _with_times(synthetic_record(), {"64x1": 1.27})
+    text = launch.table(record, achieved=achieved)
+    header = text.splitlines()[0]
+    assert "noise (% of copy_)" in header and "threads/SM (theor.)" in header and "KiB in flight/SM (theor.)" in header
+    assert "37.0 (6_64_threads)" in [line for line in text.splitlines() if line.startswith("| 64x1 ")][0]
+    slow = launch.slow_cell_text(record, achieved, {"beyond": None})
+    assert "**64x1**" in slow and "achieved* occupancy of 37 %" in slow and "*Hypothesis*" in slow
+    steps = launch.steps_table(record, {"study": None, "beyond": None})
+    assert steps.count("not recorded") == len(launch.STEP_BUILDS)
+    assert {name for _, _, name, _ in launch.STEP_BUILDS} <= {c.name for c in launch.plan()}
+
+
 def test_the_job_is_registered():
     from elu_study.__main__ import JOBS
 

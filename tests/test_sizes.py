@@ -132,6 +132,41 @@ def test_summary_lines_quote_the_record():
     assert "failed to run" in sizes.summary_lines(rec)[0]
 
 
+def test_faster_only_where_the_spreads_do_not_overlap():
+    rec = synthetic_record(sizes.plan(12))
+    ref = sizes.point(rec, "F.elu", 1024)["warm"]
+    a, b = sizes.point(rec, "2_float4", 1024)["warm"], sizes.point(rec, "triton", 1024)["warm"]
+    a.update(median_ms=0.9 * ref["median_ms"], p10_ms=0.85 * ref["median_ms"], p90_ms=ref["p10_ms"] * 1.001)  # overlaps
+    b.update(median_ms=0.8 * ref["median_ms"], p10_ms=0.75 * ref["median_ms"], p90_ms=ref["p10_ms"] * 0.999)  # apart
+    assert sizes.classify(rec, "2_float4", 1024, "warm") == "within"
+    assert sizes.classify(rec, "triton", 1024, "warm") == "faster"
+    line = sizes._versus(rec, ["2_float4", "triton"], 1024, "warm")
+    assert line.index("`triton`") < line.index("within the spread") < line.index("`2_float4`")
+
+
+def test_top_line_lists_every_entry_and_the_main_study():
+    rec = synthetic_record()
+    main = {"provenance": {"gpu": GPU_NAME, "commit": "abc1234"}, "problem": {"shape": [4096, 393216], "numel": 4096 * 393216},
+            "rows": [{"name": "cub_transform", "x_copy": 1.007}, {"name": "F.elu", "x_copy": 1.002}]}
+    lines = sizes.summary_lines(rec, main=main)
+    top = next(line for line in lines if line.startswith("- **At 2^31"))
+    for e in rec["entries"]:
+        if e["name"] not in sizes.STREAMS and e["name"] != "copy_":
+            assert f"`{e['name']}` " in top, e["name"]
+    assert "main study: 1.007" in top and "1,610,612,736" in top
+    assert any("HYPOTHESIS" in line and "cub_transform" in line for line in lines)
+    growth = next(line for line in lines if line.startswith("- **Host time grows"))
+    assert "HYPOTHESIS" in growth and "`F.elu`" in growth
+
+
+def test_check_inputs_prints_assumed_beside_measured(capsys):
+    rec = synthetic_record(sizes.plan(22))
+    sizes.check_inputs(rec, (2, 3), 6, 60)
+    out = capsys.readouterr().out
+    h = sizes.host_median_us(rec, "F.elu", sizes.small_sizes(rec))
+    assert "assumed 2-3 µs" in out and f"measured {h:.1f} µs" in out and "60 MiB" in out
+
+
 def test_frame_and_failed_points():
     rec = synthetic_record(sizes.plan(14))
     bad = sizes.point(rec, "triton", 2**12)
@@ -161,12 +196,18 @@ def test_figures_show_l2_launch_region_and_floors():
         labels = [t.get_text() for t in fig.legends[0].get_texts()]
         assert any(lbl.startswith("L2 60 MiB") for lbl in labels), (name, labels)
         assert any(lbl.startswith("launch-bound") for lbl in labels)
-        assert "measured floor: read_only + write_only" in labels
-        assert any("datasheet" in lbl for lbl in labels)
+        # a time floor is a bandwidth ceiling: each figure names it for its own axis
+        want = "measured ceiling" if name == "bandwidth" else "measured floor"
+        assert any(lbl.startswith(f"{want}: read_only + write_only") for lbl in labels), (name, labels)
+        assert any("datasheet" in lbl and ("ceiling" if name == "bandwidth" else "floor") in lbl for lbl in labels)
         assert "copy_" in labels and "F.elu" in labels and "triton" in labels and "cub_transform" in labels
         assert "read_only" not in labels  # shown through the measured floor
-        for ax in fig.axes:
+        logs = fig.axes[:2] if name == "bandwidth" else fig.axes
+        for ax in logs:
             assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    linear = figs["bandwidth"].axes[2]  # x copy_ at large sizes, linear so that a few per cent show
+    assert linear.get_yscale() == "linear" and "x copy_" in linear.get_title()
+    assert "1_naive" in linear.get_title()  # the model's 1.6x entry is named, off the chart
     import matplotlib.pyplot as plt
 
     plt.close("all")

@@ -18,14 +18,29 @@
 namespace elu {
 namespace bwd {
 
+// "v <= 0", read from the bits. A build with --use_fast_math (step 4) flushes denormals to zero in
+// float comparisons, which would send a positive denormal x down the exp branch (grad * alpha instead
+// of grad); the bits do not flush. NaN of either sign is not <= 0, as in PyTorch.
+__device__ __forceinline__ bool not_positive(float v) {
+  const int bits = __float_as_int(v);
+  return bits <= 0 && (bits & 0x7fffffff) <= 0x7f800000;
+}
+
 struct FromInput {
   __device__ __forceinline__ float operator()(float g, float x, float alpha) const {
-    return x <= 0.0f ? g * alpha * expf(x) : g;
+#if defined(__USE_FAST_MATH__)
+    // Flushed denormals again: exp(x) is denormal for x in [-103.9, -87.3], and a flushed exp(x) times a
+    // huge grad (3e38) loses a result near 1. exp(x/2), applied twice, stays normal down to x = -174.
+    const float e = expf(0.5f * x);
+    return not_positive(x) ? (g * alpha * e) * e : g;
+#else
+    return not_positive(x) ? g * alpha * expf(x) : g;
+#endif
   }
 };
 struct FromResult {
   __device__ __forceinline__ float operator()(float g, float y, float alpha) const {
-    return y <= 0.0f ? g * (y + alpha) : g;
+    return not_positive(y) ? g * (y + alpha) : g;
   }
 };
 
