@@ -208,6 +208,7 @@ def figure(record: dict):
                fontsize=9, title="bar colours", title_fontsize=9)
     fig.suptitle(f"{record['provenance']['gpu']}: the custom op in use", fontsize=11)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
+    plt.close(fig)  # shown once, as the value a cell displays, not again by the inline backend
     return fig
 
 
