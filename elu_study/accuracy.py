@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
-import re
 import sys
 import time
 import warnings
@@ -39,6 +37,9 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from . import results
+from .results import dumps  # noqa: F401 - the record's format, also used as accuracy.dumps
 
 SCHEMA = "elu-study-accuracy/1"
 ALPHAS = (1.0, 1.5)  # the task's alpha, and one that is not a power of two (its product rounds)
@@ -760,27 +761,7 @@ def _specials(fns, formulas, alphas, device) -> dict:
 
 # -- the record ---------------------------------------------------------------------------------
 def record_path(gpu_name_or_slug: str) -> Path:
-    from .hardware import slug
-    from .results import RESULTS_DIR
-
-    return RESULTS_DIR / f"{slug(gpu_name_or_slug)}-accuracy.json"
-
-
-def _finite(obj):
-    """The record with every non-finite float replaced by None (strict JSON)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
-def dumps(record: dict) -> str:
-    """JSON, one key per line, lists of numbers on one line (a compact, diffable file)."""
-    text = json.dumps(_finite(record), indent=1, allow_nan=False)
-    return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + re.sub(r"\s*\n\s*", " ", m.group(1)) + "]", text)
+    return results.record_path(gpu_name_or_slug, "accuracy")
 
 
 def save(record: dict, path: Path | None = None) -> Path:

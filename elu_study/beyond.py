@@ -24,16 +24,14 @@ from pathlib import Path
 COMPARED = ("copy_", "read_only", "write_only", "2_float4", "2+128_threads", "5_streaming", "F.elu", "6_beyond_copy")
 # What each fresh process times (the claim, its control and the roof).
 REPEATED = ("copy_", "2_float4", "2+128_threads", "6_beyond_copy")
-SUFFIX = "-beyond.json"
 DTYPES16 = ("bfloat16", "float16")
 ALPHAS16 = (1.0, 1.5, 0.0, -0.7)
 
 
 def record_path(gpu: str) -> Path:
-    from .hardware import slug
-    from .results import RESULTS_DIR
+    from .results import record_path
 
-    return RESULTS_DIR / f"{slug(gpu)}{SUFFIX}"
+    return record_path(gpu, "beyond")
 
 
 def load(gpu: str | None = None) -> dict | None:
@@ -190,9 +188,9 @@ def confirm(names, processes: int = 3) -> dict:
 
 
 def save(record: dict) -> Path:
-    path = record_path(record["provenance"]["gpu"])
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    return path
+    from .results import save
+
+    return save(record, "beyond")
 
 
 def summary_frame(record: dict):

@@ -141,16 +141,15 @@ def registers_by_cell(module, cells) -> dict[str, dict]:
 
 # -- the record -------------------------------------------------------------------------------------
 def record_path(gpu_name_or_slug: str, results_dir: Path | None = None) -> Path:
-    from .results import RESULTS_DIR
+    from .results import record_path
 
-    return Path(results_dir or RESULTS_DIR) / f"{slug(gpu_name_or_slug)}{SUFFIX}"
+    return record_path(gpu_name_or_slug, "launch", results_dir)
 
 
 def save(record: dict, results_dir: Path | None = None) -> Path:
-    path = record_path(record["provenance"]["gpu"], results_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    return path
+    from .results import save
+
+    return save(record, "launch", results_dir)
 
 
 def load(gpu_name_or_slug: str | None = None, results_dir: Path | None = None) -> dict:

@@ -25,9 +25,11 @@ import argparse
 import copy
 import json
 import math
-import re
 import sys
 from pathlib import Path
+
+from . import results
+from .results import dumps
 
 DEFAULT_VARIANTS = ("2_float4", "5_streaming")
 ALPHA = 1.0
@@ -42,29 +44,11 @@ ELU_STREAMS_PER_LAYER = 5  # forward: read x, write y; backward: read grad and x
 
 
 def record_path(gpu_name_or_slug: str) -> Path:
-    from .hardware import slug
-    from .results import RESULTS_DIR
-
-    return RESULTS_DIR / f"{slug(gpu_name_or_slug)}-model.json"
+    return results.record_path(gpu_name_or_slug, "model")
 
 
 def figure_path(gpu_name_or_slug: str) -> Path:
     return record_path(gpu_name_or_slug).with_suffix(".png")
-
-
-def _finite(obj):
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
-def dumps(record: dict) -> str:
-    text = json.dumps(_finite(record), indent=1, allow_nan=False)
-    return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + re.sub(r"\s*\n\s*", " ", m.group(1)) + "]", text)
 
 
 def load(gpu_name_or_slug: str = "nvidia-h200", path: Path | None = None) -> dict:

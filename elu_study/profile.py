@@ -65,7 +65,6 @@ _TAKEN = ("registers", "block_size")  # launch facts: the largest of the kernels
 _UNIT = {"": 1.0, "byte": 1.0, "nsecond": 1.0, "%": 1.0, "sector": 1.0, "cycle/second": 1.0, "hz": 1.0,
          "register/thread": 1.0, "block": 1.0, "thread": 1.0, "inst": 1.0, "warp": 1.0}
 
-PROFILE_SUFFIX = "-ncu.json"
 
 
 def find_ncu() -> str:
@@ -277,16 +276,15 @@ def _run_with_progress(command: list[str], total: int, progress: bool, env: dict
 
 
 def record_path(gpu_name_or_slug: str) -> Path:
-    from .hardware import slug
-    from .results import RESULTS_DIR
+    from .results import record_path
 
-    return RESULTS_DIR / f"{slug(gpu_name_or_slug)}{PROFILE_SUFFIX}"
+    return record_path(gpu_name_or_slug, "ncu")
 
 
 def save(record: dict) -> Path:
-    path = record_path(record["provenance"]["gpu"])
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    return path
+    from .results import save
+
+    return save(record, "ncu")
 
 
 def load(gpu_name_or_slug: str) -> dict | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -15,15 +17,34 @@ README = RESULTS_DIR.parent / "README.md"
 TABLE_BEGIN, TABLE_END = "<!-- results-table:begin -->", "<!-- results-table:end -->"
 
 
-def record_path(gpu_name_or_slug: str) -> Path:
-    return RESULTS_DIR / f"{slug(gpu_name_or_slug)}.json"
+def record_path(gpu_name_or_slug: str, job: str = "", results_dir: Path | None = None) -> Path:
+    """results/<gpu>.json (the main study's record), or results/<gpu>-<job>.json (a job's own: ncu, sizes, ...)."""
+    return Path(results_dir or RESULTS_DIR) / f"{slug(gpu_name_or_slug)}{'-' + job if job else ''}.json"
 
 
-def save(record: dict) -> Path:
-    path = record_path(record["provenance"]["gpu"])
+def save(record: dict, job: str = "", results_dir: Path | None = None) -> Path:
+    """Write a record where record_path puts it, as indented JSON."""
+    path = record_path(record["provenance"]["gpu"], job, results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
+
+
+def _finite(obj):
+    """The record with every non-finite float replaced by None (strict JSON)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def dumps(record: dict) -> str:
+    """Strict JSON, one key per line, lists of numbers on one line (a compact, diffable file)."""
+    text = json.dumps(_finite(record), indent=1, allow_nan=False)
+    return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + re.sub(r"\s*\n\s*", " ", m.group(1)) + "]", text)
 
 
 def load(gpu_name_or_slug: str = REFERENCE_GPU) -> dict:

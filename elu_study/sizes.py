@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from .hardware import gpu_spec, slug
+from . import results
 from .results import README, REFERENCE_GPU, RESULTS_DIR
 
-SUFFIX = "-sizes.json"
 MIN_EXP, MAX_EXP = 10, 31
 # Lengths that are not powers of two: odd ones (the float4 kernels' scalar tail) and round decimal ones.
 ODD = (4_097, 1_048_579, 33_554_433)
@@ -344,14 +344,11 @@ def measure(entries, sizes, progress: bool = True) -> dict:
 
 
 def record_path(gpu: str = REFERENCE_GPU, results_dir: Path = RESULTS_DIR) -> Path:
-    return Path(results_dir) / f"{slug(gpu)}{SUFFIX}"
+    return results.record_path(gpu, "sizes", results_dir)
 
 
 def save(record: dict, results_dir: Path = RESULTS_DIR) -> Path:
-    path = record_path(record["provenance"]["gpu"], results_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    return path
+    return results.save(record, "sizes", results_dir)
 
 
 def load(gpu: str = REFERENCE_GPU, results_dir: Path = RESULTS_DIR) -> dict | None:
