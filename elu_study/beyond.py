@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import results
+
 # The rows every attempt is compared with, timed in the same rounds.
 COMPARED = ("copy_", "read_only", "write_only", "2_float4", "2+128_threads", "5_streaming", "F.elu", "6_beyond_copy")
 # What each fresh process times (the claim, its control and the roof).
@@ -29,9 +31,7 @@ ALPHAS16 = (1.0, 1.5, 0.0, -0.7)
 
 
 def record_path(gpu: str) -> Path:
-    from .results import record_path
-
-    return record_path(gpu, "beyond")
+    return results.record_path(gpu, "beyond")
 
 
 def load(gpu: str | None = None) -> dict | None:
@@ -188,9 +188,7 @@ def confirm(names, processes: int = 3) -> dict:
 
 
 def save(record: dict) -> Path:
-    from .results import save
-
-    return save(record, "beyond")
+    return results.save(record, "beyond")
 
 
 def summary_frame(record: dict):
@@ -305,13 +303,6 @@ def dram_figure(record: dict):
     return fig
 
 
-def _noise(record: dict, *names: str) -> float:
-    from .timing import noise_ms
-
-    by = {r["name"]: r for r in record["rows"]}
-    return max(noise_ms(by[n]["timing"]) for n in names) / record["roof_ms"]
-
-
 def verdict(record: dict) -> str:
     """The fastest float32 kernel and step 6 against copy_, each margin against the round-to-round noise."""
     rows = [r for r in _float32_rows(record) if r["kind"] in ("attempt", "step")]
@@ -320,7 +311,7 @@ def verdict(record: dict) -> str:
     lines = []
     for r in ([best] if best["name"] == "6_beyond_copy" else [best, step6]):
         margin = 1 - r["x_copy"]
-        noise = _noise(record, r["name"], "copy_")
+        noise = results.noise(record, r["name"], "copy_")
         if margin > noise:
             word = f"faster than `copy_` by {100 * margin:.2f} %, more than the round-to-round noise ({100 * noise:.2f} %)"
         elif margin > 0:
@@ -342,7 +333,7 @@ def conclusion(record: dict) -> str:
     lines = []
     x6 = step6["x_copy"]
     xs = [p["6_beyond_copy"]["x_copy"] for p in record.get("processes", [])] + [x6]
-    must = all(v <= 1.0 for v in xs) and (1 - x6) > _noise(record, "6_beyond_copy", "copy_")
+    must = all(v <= 1.0 for v in xs) and (1 - x6) > results.noise(record, "6_beyond_copy", "copy_")
     aim = all(v <= 0.98 for v in xs)
     floor = record.get("stream_floor_ms")
     won = (record["roof_ms"] - step6["timing"]["median_ms"]) / (record["roof_ms"] - floor) if floor else None

@@ -9,7 +9,6 @@ new run can never silently keep an old conclusion.
 from __future__ import annotations
 
 from . import results
-from .timing import noise_ms
 
 
 def claim(holds: bool, text: str) -> str:
@@ -24,9 +23,7 @@ def _x(record, name) -> float:
     return _r(record, name)["x_copy"]
 
 
-def _noise(record, *names) -> float:
-    """Largest round-to-round spread of the entries' medians, over copy_'s time."""
-    return max(noise_ms(_r(record, n)["timing"]) for n in names) / record["roof_ms"]
+_noise = results.noise
 
 
 def _c(counters, name, key):

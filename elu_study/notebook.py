@@ -105,7 +105,7 @@ class Study:
 
     def noise(self, *names: str) -> float:
         """The largest round-to-round spread of these entries' medians, over copy_'s time."""
-        return max(noise_ms(self.row(n)["timing"]) for n in names) / self.record["roof_ms"]
+        return results.noise(self.record, *names)
 
     def counter(self, name: str, key: str):
         if not self.counters:

@@ -62,6 +62,13 @@ def row(record: dict, name: str) -> dict:
     raise KeyError(f"{name!r} is not in this record; it holds {[r['name'] for r in record['rows']]}")
 
 
+def noise(record: dict, *names: str) -> float:
+    """Run-to-run noise of these entries: the largest spread of their round medians, over copy_'s time."""
+    from .timing import noise_ms
+
+    return max(noise_ms(row(record, n)["timing"]) for n in names) / record["roof_ms"]
+
+
 def frame(record: dict, kinds=("step", "baseline", "peer")) -> pd.DataFrame:
     """One line per entry: time, bandwidth, share of the datasheet peak, ratio to copy_, verdict."""
     rows = [r for r in record["rows"] if r["kind"] in kinds]

@@ -124,7 +124,7 @@ def _attempt(name: str, what: str, **change: str) -> Entry:
 
 
 def _mode(name: str, what: str, of: str, mode: str, checked: bool = True) -> Entry:
-    e = ENTRIES[of]
+    e = _BUILT[of]
     return Entry(name, "attempt", what, e.variant, e.flags, checked=checked, group=f"step6_{mode}", base=of, mode=mode)
 
 
@@ -151,8 +151,7 @@ _ATTEMPT_BUILDS = (
              OP="Expm1f", VECS="2"),
     _attempt("6_16bit_expf", "the 16-bit path with expf - 1 instead of expm1f (float32 path unchanged)", OP16="Expf"),
 )
-_ALL = (*BASELINES, *STEPS, *PEERS, *ABLATIONS, *_ATTEMPT_BUILDS)
-ENTRIES = {e.name: e for e in _ALL}
+_BUILT = {e.name: e for e in (*STEPS, *_ATTEMPT_BUILDS)}  # the builds _mode calls another way
 # Step 6 called other ways: in place (the same bytes, no new allocation) and with 16-bit storage (half the bytes).
 ATTEMPTS = (
     *_ATTEMPT_BUILDS,
@@ -170,7 +169,7 @@ ATTEMPTS = (
     Entry("copy_ bfloat16", "attempt", "y.copy_(x) of bfloat16: the roof for 16-bit storage", checked=False,
           group="step6_bfloat16", mode="bfloat16"),
 )
-_ALL = (*_ALL, *ATTEMPTS[len(_ATTEMPT_BUILDS):])
+_ALL = (*BASELINES, *STEPS, *PEERS, *ABLATIONS, *ATTEMPTS)
 ENTRIES = {e.name: e for e in _ALL}
 if len(ENTRIES) != len(_ALL):
     raise ValueError("elu_study.study: entry names must be unique")
@@ -342,6 +341,7 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
     entries = resolve(entries)
     numel = shape[0] * shape[1]
     rows = {}
+    sass: dict[tuple, dict] = {}
     with _quiet():
         iterator = entries
         if progress:
@@ -356,7 +356,10 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
                 m.check = check_elu(fn, shape=shape, alpha=ALPHA, trials=trials).to_dict()
                 m.near_zero_rel_err = near_zero_rel_error(fn, ALPHA)
             if entry.variant and entry.kind != "peer":  # a library's file holds its own set of kernels
-                m.sass = inspect_variant(entry.build()).to_dict()
+                key = (entry.variant, entry.flags)  # entries that call one build another way share its SASS
+                if key not in sass:
+                    sass[key] = inspect_variant(entry.build()).to_dict()
+                m.sass = sass[key]
             rows[entry.name] = m
         torch.cuda.empty_cache()
         x = input_tensor(shape)
