@@ -1,6 +1,6 @@
 """elu-study: a custom CUDA ELU, step by step, measured against the memory floor."""
 
-from .build import compile_variant, known_variants
+from elu_study.core.build import compile_variant, known_variants
 
 __all__ = ["ELU", "compile_variant", "known_variants", "swap_elu"]
 
@@ -9,7 +9,7 @@ def __getattr__(name: str):
     # ELU and swap_elu need torch (and register the custom ops); import them only when asked for,
     # so that importing elu_study stays cheap.
     if name in ("ELU", "swap_elu"):
-        from . import nn
+        from elu_study.pytorch import nn
 
         return getattr(nn, name)
     raise AttributeError(f"module 'elu_study' has no attribute {name!r}")

@@ -25,21 +25,23 @@ import sys
 JOBS = {
     "study": None,
     "report": None,
-    "profile": "elu_study.profile",
-    "accuracy": "elu_study.accuracy",
-    "sanitize": "elu_study.sanitize",
-    "sizes": "elu_study.sizes",
-    "beyond": "elu_study.beyond",
-    "launch": "elu_study.launch",
-    "model": "elu_study.model",
+    "profile": "elu_study.jobs.profile",
+    "accuracy": "elu_study.jobs.accuracy.measure",
+    "sanitize": "elu_study.jobs.sanitize",
+    "sizes": "elu_study.jobs.sizes",
+    "beyond": "elu_study.jobs.beyond",
+    "launch": "elu_study.jobs.launch",
+    "model": "elu_study.jobs.model",
 }
 
 
 def study_main(argv: list[str]) -> int:
-    from . import report, results
-    from .build import build_all, compile_variant
-    from .sass import inspect_variant
-    from .study import KINDS, STEPS, builds, measure, study_entries
+    from elu_study.jobs.study import report
+    from elu_study.core import record as results
+    from elu_study.core.build import build_all, compile_variant
+    from elu_study.core.sass import inspect_variant
+    from elu_study.core.entries import KINDS, STEPS, builds, study_entries
+    from elu_study.core.harness import measure
 
     parser = argparse.ArgumentParser(prog="python -m elu_study [study]")
     parser.add_argument("--trials", type=int, default=3, help="correctness trials per entry (fresh inputs each)")
@@ -76,7 +78,8 @@ def study_main(argv: list[str]) -> int:
 
 
 def report_main(argv: list[str]) -> int:
-    from . import report, results
+    from elu_study.jobs.study import report
+    from elu_study.core import record as results
 
     parser = argparse.ArgumentParser(prog="python -m elu_study report")
     parser.add_argument("gpu", nargs="?", default=results.REFERENCE_GPU)

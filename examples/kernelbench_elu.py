@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from elu_study.library import elu as study_elu
+from elu_study.pytorch.library import elu as study_elu
 
 batch_size = 4096
 dim = 393216

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from elu_study import suite
+from elu_study.testing import suite
 
 _STARTED = pytest.StashKey[float]()
 
@@ -63,11 +63,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return torch.cuda.is_available()
 
     def provenance() -> dict:
-        from elu_study.hardware import provenance
+        from elu_study.core.hardware import provenance
 
         return provenance()
 
-    from elu_study.results import RESULTS_DIR
+    from elu_study.core.record import RESULTS_DIR
 
     settings = suite.settings_from_config(config)
     try:

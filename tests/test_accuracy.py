@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from elu_study import accuracy as A
-from elu_study import accuracy_report as R
+from elu_study.jobs.accuracy import measure as A
+from elu_study.jobs.accuracy import report as R
 
 INF = math.inf
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),

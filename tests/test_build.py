@@ -2,8 +2,10 @@
 
 import pytest
 
-from elu_study import build, compile_variant, known_variants
-from elu_study.sass import inspect_variant
+from elu_study.core import build
+from elu_study import compile_variant
+from elu_study import known_variants
+from elu_study.core.sass import inspect_variant
 
 # What each step's notebook says about it, as the compiler must show it.
 CLAIMS = {

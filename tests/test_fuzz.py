@@ -24,10 +24,10 @@ pytest.importorskip("hypothesis", reason="the fuzz tests need hypothesis: pip in
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from elu_study import fuzz  # noqa: E402
-from elu_study.build import compile_variant  # noqa: E402
-from elu_study.ops import OPS  # noqa: E402
-from elu_study.suite import build_id, compile_all, computes_elu, fuzz_builds, settings_from_config  # noqa: E402
+from elu_study.testing import fuzz# noqa: E402
+from elu_study.core.build import compile_variant  # noqa: E402
+from elu_study.core.ops import OPS  # noqa: E402
+from elu_study.testing.suite import build_id, compile_all, computes_elu, fuzz_builds, settings_from_config  # noqa: E402
 
 
 PLANTED = Path(__file__).parent / "data" / "planted_oob.cu"  # writes one element past the output's end

@@ -17,8 +17,9 @@ pytest.importorskip("hypothesis", reason="the fuzz harness needs hypothesis: pip
 from hypothesis import HealthCheck, Phase, find, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from elu_study import fuzz, known_variants  # noqa: E402
-from elu_study.ops import OPS, registered_ops  # noqa: E402
+from elu_study.testing import fuzz
+from elu_study import known_variants# noqa: E402
+from elu_study.core.ops import OPS, registered_ops  # noqa: E402
 
 ELU = OPS["elu"]
 SMALL = 4096  # the CPU's share: lengths up to 4096, and a made-up 4-SM machine's wave boundaries
@@ -362,7 +363,7 @@ def test_sixteen_bit_storage_is_valid_only_where_a_build_declares_it():
     """Step 6's elu takes float16/bfloat16 (binding = storage16), out then matching the input; others do not."""
     from types import SimpleNamespace
 
-    from elu_study.build import build_spec
+    from elu_study.core.build import build_spec
 
     cpu = torch.device("cpu")
     wide = (torch.float32, torch.float16, torch.bfloat16)

@@ -1,6 +1,6 @@
 import pytest
 
-from elu_study.hardware import SHAPE, bytes_moved, floor_ms, gpu_spec, slug, tbps
+from elu_study.core.hardware import SHAPE, bytes_moved, floor_ms, gpu_spec, slug, tbps
 
 
 def test_problem_bytes_match_the_brief():

@@ -16,9 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elu_study import notebook, profile, results, study, timing  # notebook imports torch: once, here
-from elu_study.sass import KernelReport
-from elu_study.study import ENTRIES
+from elu_study.jobs.study import notebook
+from elu_study.jobs import profile
+from elu_study.core import record as results
+from elu_study.core import entries as study
+from elu_study.core import harness
+from elu_study.core import timing# notebook imports torch: once, here
+from elu_study.core.sass import KernelReport
+from elu_study.core.entries import ENTRIES
 
 REPO = Path(__file__).parents[1]
 
@@ -327,7 +332,7 @@ def test_main_record_timings_are_consistent(main_record):
 
 
 def test_main_record_annotation_is_up_to_date(main_record):
-    assert study.annotate(copy.deepcopy(main_record)) == main_record
+    assert harness.annotate(copy.deepcopy(main_record)) == main_record
 
 
 # -- 6. no CUDA toolkit: the notebooks show the recorded SASS ----------------------------------------

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from elu_study import launch
-from elu_study.ops import NOT_OPS, registered_ops
-from elu_study.timing import summarize
+from elu_study.jobs import launch
+from elu_study.core.ops import NOT_OPS, registered_ops
+from elu_study.core.timing import summarize
 
 
 def synthetic_record(seed: int = 0) -> dict:
@@ -193,7 +193,7 @@ def test_achieved_occupancy_and_theoretical_labels_in_the_table():
 def test_the_job_is_registered():
     from elu_study.__main__ import JOBS
 
-    assert JOBS["launch"] == "elu_study.launch"
+    assert JOBS["launch"] == "elu_study.jobs.launch"
     assert {"set_launch_shape", "launch_shapes"} <= NOT_OPS
 
 

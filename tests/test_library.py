@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from elu_study import library
-from elu_study.check import ATOL, RTOL
-from elu_study.nn import ELU, swap_elu
+from elu_study.pytorch import library
+from elu_study.core.check import ATOL, RTOL
+from elu_study.pytorch.nn import ELU, swap_elu
 
 def gpu(test):
     skip = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the op runs the kernels")
@@ -53,7 +53,7 @@ def test_the_fake_backward_refuses_different_shapes():
 
 
 def test_the_notebooks_op_signatures_are_formatted_here_not_by_torch():
-    from elu_study.model import op_signature
+    from elu_study.jobs.model import op_signature
 
     assert op_signature("elu") == "elu_study::elu(x: Tensor, alpha: float, variant: str, save_result: bool) -> Tensor"
     assert op_signature("elu_backward") == ("elu_study::elu_backward(grad_output: Tensor, x_or_result: Tensor, "
@@ -296,8 +296,11 @@ def test_in_place_keeps_nn_elus_semantics(on_cpu):
 def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, monkeypatch, tmp_path):
     """A dry run of ``python -m elu_study model``'s logic on the CPU: small shape, stand-in kernels,
     aot_eager, and a stand-in for the timer; the record's summary, description and figure from it."""
-    from elu_study import build, hardware, model, timing
-    from elu_study.plots import save
+    from elu_study.core import build
+    from elu_study.core import hardware
+    from elu_study.jobs import model
+    from elu_study.core import timing
+    from elu_study.jobs.study.figures import save
 
     monkeypatch.setattr(build, "build_all", lambda jobs, workers=None: None)
     monkeypatch.setattr(build, "compile_variant", lambda v, **kw: on_cpu)
@@ -342,8 +345,8 @@ def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, mo
 def test_the_sanitizer_and_the_fuzzer_know_the_backward_op():
     """elu_study.ops lists elu_backward, so the sanitizer's child and the fuzz tests call it on every build;
     the child's workload runs it here against a stand-in and checks every result against aten."""
-    from elu_study import sanitize
-    from elu_study.ops import OPS, ops_of
+    from elu_study.jobs import sanitize
+    from elu_study.core.ops import OPS, ops_of
 
     fake = _TorchModule()
     assert [op.name for op in ops_of(fake)] == ["elu", "elu_backward"]

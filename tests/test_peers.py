@@ -11,8 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from elu_study import study
-from elu_study.check import ATOL, RTOL
+from elu_study.core import entries as study
+from elu_study.core import harness
+from elu_study.core.check import ATOL, RTOL
 
 
 def test_peers_are_entries_of_the_main_study():
@@ -39,7 +40,7 @@ def _record(with_streams=True):
         rows += [_row("read_only", "baseline", 1.49), _row("write_only", "baseline", 1.39)]
     rec = {"problem": {"numel": 4096 * 393216, "shape": [4096, 393216]}, "peak_bytes_per_s": 4.8e12, "rows": rows,
            "provenance": {"gpu": "NVIDIA H200"}}
-    return study.annotate(rec)
+    return harness.annotate(rec)
 
 
 def test_measured_stream_floor_is_the_sum_of_the_halves():
@@ -54,7 +55,8 @@ def test_figures_draw_the_stream_floor_beside_the_datasheet_floor_and_the_roof()
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from elu_study import plots, results
+    from elu_study.jobs.study import figures as plots
+    from elu_study.core import record as results
 
     rec = _record()
     times = plots.times_figure(rec)
@@ -75,7 +77,7 @@ def test_figures_draw_the_stream_floor_beside_the_datasheet_floor_and_the_roof()
 
 
 def test_triton_module_imports_without_a_gpu():
-    from elu_study import triton_elu
+    from elu_study.core import triton_elu
 
     assert len(triton_elu.CONFIGS) == 8
     assert {c.kwargs["BLOCK_SIZE"] for c in triton_elu.CONFIGS} == {1024, 2048, 4096, 8192}
@@ -95,8 +97,8 @@ def test_importing_elu_study_does_not_import_triton_elu():
 
 def test_cub_transform_compiles_and_runs_step_2s_formula():
     from elu_study import compile_variant
-    from elu_study.build import built_library
-    from elu_study.sass import resource_usage, sass_by_function
+    from elu_study.core.build import built_library
+    from elu_study.core.sass import resource_usage, sass_by_function
 
     module = compile_variant("peers/cub_transform")
     library = built_library(module)
@@ -120,7 +122,7 @@ def peer(request):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     if request.param == "triton":
-        from elu_study import triton_elu
+        from elu_study.core import triton_elu
 
         return triton_elu.elu
     from elu_study import compile_variant
@@ -213,12 +215,12 @@ def test_entries_check_and_time_on_a_small_tensor():
     for name in ("triton", "cub_transform", "F.elu_"):
         entry = study.ENTRIES[name]
         out = torch.full_like(x, float("nan"))
-        assert_elu(study.elu_fn(entry)(x, 1.0, out), x, 1.0)
+        assert_elu(harness.elu_fn(entry)(x, 1.0, out), x, 1.0)
         before = x.clone()
-        study.timed_call(entry, x, y)()
+        harness.timed_call(entry, x, y)()
         torch.cuda.synchronize()
         assert torch.equal(x, before), f"{name}'s timed call modified the shared input"
     for name in ("read_only", "write_only"):
-        study.timed_call(study.ENTRIES[name], x, y)()
+        harness.timed_call(study.ENTRIES[name], x, y)()
     torch.cuda.synchronize()
     assert torch.count_nonzero(y).item() == 0  # write_only zeroed y

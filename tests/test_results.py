@@ -3,8 +3,9 @@ import json
 
 import pytest
 
-from elu_study import results
-from elu_study.study import ENTRIES, annotate, study_entries
+from elu_study.core import record as results
+from elu_study.core.entries import ENTRIES, study_entries
+from elu_study.core.harness import annotate
 
 
 def fake_record(gpu="NVIDIA H200"):

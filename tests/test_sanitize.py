@@ -16,9 +16,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from elu_study import sanitize
-from elu_study.ops import OPS
-from elu_study.suite import SANITIZE_PROPERTY
+from elu_study.jobs import sanitize
+from elu_study.core.ops import OPS
+from elu_study.testing.suite import SANITIZE_PROPERTY
 
 PLANTED = Path(__file__).parent / "data" / "planted_oob.cu"
 
@@ -234,7 +234,7 @@ def test_the_child_calls_every_length_and_checks_every_result():
 
 def test_the_child_loads_a_build_without_compiling():
     """The child imports each build's shared library by path; here in a fresh process, with no GPU needed."""
-    from elu_study.build import compile_variant
+    from elu_study.core.build import compile_variant
 
     entry = sanitize.library_entry(sanitize.Build("1_naive", "1_naive"))
     assert entry["library"] == compile_variant("1_naive").__file__
@@ -290,11 +290,11 @@ import json, os, subprocess, sys
 args = sys.argv[1:]
 assert args[0] == "--tool", args
 child = args[args.index("--print-limit") + 2:]
-assert child[1:4] == ["-m", "elu_study.sanitize", "--child"], child
+assert child[1:4] == ["-m", "elu_study.jobs.sanitize", "--child"], child
 spec = json.load(open(child[4]))
 assert [b["id"] for b in spec["builds"]] == ["1_naive"], spec
 assert os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
-done = subprocess.run([child[0], "-m", "elu_study.sanitize", "--help"], capture_output=True, text=True)
+done = subprocess.run([child[0], "-m", "elu_study.jobs.sanitize", "--help"], capture_output=True, text=True)
 assert done.returncode == 0 and "--per-build" in done.stdout, done.stderr
 print("elu-study sanitize child: done: 0 calls over 1 build(s)")
 print("========= ERROR SUMMARY: 0 errors")

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from elu_study import sizes
-from elu_study.study import ENTRIES
+from elu_study.jobs import sizes
+from elu_study.core.entries import ENTRIES
 
 GPU_NAME = "NVIDIA H200"
 L2 = 60 * 2**20
@@ -250,7 +250,7 @@ def test_main_without_gpu_prints_the_record(tmp_path, capsys, monkeypatch):
 def test_job_is_registered():
     from elu_study.__main__ import JOBS
 
-    assert JOBS["sizes"] == "elu_study.sizes"
+    assert JOBS["sizes"] == "elu_study.jobs.sizes"
 
 
 # -- on a GPU ------------------------------------------------------------------------------------

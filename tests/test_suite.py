@@ -5,8 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from elu_study import known_variants, suite
-from elu_study.study import builds
+from elu_study import known_variants
+from elu_study.testing import suite
+from elu_study.core.entries import builds
 
 
 def test_fuzz_settings_take_options_then_environment_then_defaults():
@@ -119,7 +120,7 @@ def test_compile_all_builds_in_spawned_workers_where_cuda_is_initialized(monkeyp
     """A forked worker of a process that used CUDA cannot use it again: then the workers are spawned."""
     import torch
 
-    from elu_study import build
+    from elu_study.core import build
 
     def forked(*args, **kwargs):
         raise AssertionError("build_all forks its workers")

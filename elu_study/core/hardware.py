@@ -83,9 +83,9 @@ def _command_output(*cmd: str) -> str | None:
 
 
 def nvcc_version() -> str | None:
-    from .build import _configure_toolchain
+    from elu_study.core.build import configure_toolchain
 
-    _configure_toolchain()
+    configure_toolchain()
     nvcc = os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if os.environ.get("CUDA_HOME") else "nvcc"
     text = _command_output(nvcc, "--version") or ""
     match = re.search(r"release (\S+), V(\S+)", text)

@@ -8,7 +8,7 @@ new run can never silently keep an old conclusion.
 
 from __future__ import annotations
 
-from . import results
+from elu_study.core import record as results
 
 
 def claim(holds: bool, text: str) -> str:

@@ -1,6 +1,6 @@
-"""Hardware counters for every kernel of the study, read with Nsight Compute (``ncu``).
+"""Hardware counters of the study's kernels, read with Nsight Compute (``ncu``).
 
-``python -m elu_study profile`` launches one Python process under ``ncu``; that process builds
+``profile(names)`` launches one Python process under ``ncu``; that process builds
 every entry, warms it up, and runs it once at full size between ``cudaProfilerStart`` and
 ``cudaProfilerStop`` (ncu runs with ``--profile-from-start off``), so only that call is profiled.
 Each profiled call starts with a tiny marker kernel (``torch.cuda._sleep``), so that an entry
@@ -26,6 +26,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from elu_study.core.entries import ENTRIES
+from elu_study.core.harness import input_tensor, quiet, timed_call
+from elu_study.core.hardware import SHAPE, provenance
 
 # name in the record -> ncu metric
 METRICS = {
@@ -188,14 +196,10 @@ def derived(counters: dict, numel: int) -> dict:
 # -- the profiled process ------------------------------------------------------------------------
 
 
-def _target(names: list[str], manifest: Path) -> int:
+def target(names: list[str], manifest: Path) -> int:
     """Run inside ncu: each entry once at full size, between profiler start and stop."""
-    import torch
-
-    from .study import ENTRIES, _quiet, input_tensor, timed_call
-
     done = []
-    with _quiet():
+    with quiet():
         x = input_tensor()
         y = torch.empty_like(x)
         for name in names:
@@ -217,8 +221,6 @@ def _target(names: list[str], manifest: Path) -> int:
 
 def profile(names: list[str], progress: bool = True) -> dict:
     """Profile the named entries under ncu; return the counter record (see ``save``)."""
-    from .hardware import SHAPE, provenance
-
     ncu = find_ncu()
     known = available_metrics(ncu)
     wanted = [*METRICS.values(), *STALL_METRICS]
@@ -230,7 +232,7 @@ def profile(names: list[str], progress: bool = True) -> dict:
         command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
                    "--metrics", ",".join(metrics),
                    "--export", str(report), "--force-overwrite",
-                   sys.executable, "-m", "elu_study.profile", "--target", "--manifest", str(manifest), *names]
+                   sys.executable, "-m", "elu_study.core.ncu", "--manifest", str(manifest), *names]
         env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}  # no compile workers for ncu to follow
         _run_with_progress(command, 2 * len(names), progress, env)
         text = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
@@ -258,71 +260,20 @@ def profile(names: list[str], progress: bool = True) -> dict:
 
 def _run_with_progress(command: list[str], total: int, progress: bool, env: dict | None = None) -> None:
     """Run ncu, advancing a bar at each profiled kernel (ncu prints '==PROF== Profiling ...')."""
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc="profiling (ncu)", unit="kernel")
+    bar = tqdm(total=total, desc="profiling (ncu)", unit="kernel", disable=not progress)
     log = []
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
         for line in proc.stdout:
             log.append(line)
-            if bar is not None and line.startswith("==PROF== Profiling"):
+            if line.startswith("==PROF== Profiling"):
                 bar.update()
-    if bar is not None:
-        bar.close()
+    bar.close()
     if proc.returncode != 0:
         raise RuntimeError(f"ncu failed ({proc.returncode}):\n{''.join(log[-40:])}")
 
 
-def record_path(gpu_name_or_slug: str) -> Path:
-    from .results import record_path
-
-    return record_path(gpu_name_or_slug, "ncu")
-
-
-def save(record: dict) -> Path:
-    from .results import save
-
-    return save(record, "ncu")
-
-
-def load(gpu_name_or_slug: str) -> dict | None:
-    path = record_path(gpu_name_or_slug)
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elu_study profile", description=__doc__.split("\n\n")[0])
-    parser.add_argument("names", nargs="*", help="entries to profile (default: every kernel entry)")
-    parser.add_argument("--target", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--manifest", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.target:
-        return _target(args.names, args.manifest)
-
-    import torch
-
-    from .build import build_all
-    from .study import ENTRIES, builds, study_entries
-
-    if not torch.cuda.is_available():
-        print("python -m elu_study profile needs a CUDA GPU (and ncu); the recorded counters are in results/", file=sys.stderr)
-        return 2
-    names = args.names or [e.name for e in study_entries() if e.name != "copy_"]
-    build_all(builds([ENTRIES[n] for n in names]))
-    record = profile(names)
-    path = save(record)
-    from . import results
-
-    print(results.markdown(counter_frame(record)))
-    print(f"\nwrote {path}")
-    return 0
-
-
 def counter_frame(record: dict, names=None):
     """One line per kernel: time, DRAM bytes and throughput, L2, occupancy, registers, top stalls."""
-    import pandas as pd
 
     rows = [r for r in record["rows"] if names is None or r["name"] in names]
     if names is not None:
@@ -347,5 +298,13 @@ def counter_frame(record: dict, names=None):
     return df.set_index("entry")
 
 
+def _target_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m elu_study.core.ncu", description="the process ncu profiles")
+    parser.add_argument("names", nargs="+")
+    parser.add_argument("--manifest", type=Path, required=True)
+    args = parser.parse_args(argv)
+    return target(args.names, args.manifest)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_target_main())

@@ -25,7 +25,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .hardware import SHAPE, slug
+from elu_study.core.hardware import SHAPE, slug
 
 SCHEMA = "elu-study-launch/1"
 VARIANT = "sweeps/launch_shapes"
@@ -126,8 +126,8 @@ def occupancy(cell: Cell, registers: int) -> dict:
 
 def registers_by_cell(module, cells) -> dict[str, dict]:
     """Registers and local bytes of each cell's kernel, from the built library's resource report."""
-    from .build import built_library
-    from .sass import resource_usage
+    from elu_study.core.build import built_library
+    from elu_study.core.sass import resource_usage
 
     usage = resource_usage(built_library(module))
     out = {}
@@ -141,19 +141,19 @@ def registers_by_cell(module, cells) -> dict[str, dict]:
 
 # -- the record -------------------------------------------------------------------------------------
 def record_path(gpu_name_or_slug: str, results_dir: Path | None = None) -> Path:
-    from .results import record_path
+    from elu_study.core.record import record_path
 
     return record_path(gpu_name_or_slug, "launch", results_dir)
 
 
 def save(record: dict, results_dir: Path | None = None) -> Path:
-    from .results import save
+    from elu_study.core.record import save
 
     return save(record, "launch", results_dir)
 
 
 def load(gpu_name_or_slug: str | None = None, results_dir: Path | None = None) -> dict:
-    from .results import REFERENCE_GPU
+    from elu_study.core.record import REFERENCE_GPU
 
     path = record_path(gpu_name_or_slug or REFERENCE_GPU, results_dir)
     if not path.exists():
@@ -166,7 +166,7 @@ def open_record(results_dir: Path | None = None) -> dict:
     "Data source:" line (masked by notebooks/sanitize.cfg, so a run anywhere compares equal)."""
     import torch
 
-    from .results import REFERENCE_GPU
+    from elu_study.core.record import REFERENCE_GPU
 
     gpu = REFERENCE_GPU
     if torch.cuda.is_available() and record_path(torch.cuda.get_device_name(), results_dir).exists():
@@ -181,7 +181,7 @@ def open_record(results_dir: Path | None = None) -> dict:
 
 def annotate(record: dict) -> dict:
     """x copy_ and noise of every cell and reference, the best cell, and the cells tied with it."""
-    from .timing import noise_ms
+    from elu_study.core.timing import noise_ms
 
     roof = record["references"]["copy_"]["timing"]["median_ms"]
     record["roof_ms"] = roof
@@ -303,8 +303,8 @@ def heatmap_figures(record: dict) -> dict:
 
 
 def write_figures(record: dict, results_dir: Path | None = None) -> list[Path]:
-    from .plots import save as save_fig
-    from .results import RESULTS_DIR
+    from elu_study.jobs.study.figures import save as save_fig
+    from elu_study.core.record import RESULTS_DIR
 
     base = Path(results_dir or RESULTS_DIR)
     return [save_fig(fig, base / f"{slug(record['provenance']['gpu'])}-{name}.png")
@@ -318,7 +318,7 @@ def table(record: dict, cells: list[dict] | None = None, achieved: dict | None =
     adds ncu's achieved occupancy where a profiled build ran the same launch shape."""
     import pandas as pd
 
-    from .results import markdown
+    from elu_study.core.record import markdown
 
     achieved = achieved or {}
     rows = sorted(cells if cells is not None else record["cells"], key=lambda c: c["timing"]["median_ms"])
@@ -380,7 +380,8 @@ ACHIEVED_FROM = {"128x1": "6_base", "64x1": "6_64_threads", "256x1": "6_256_thre
 
 def companions(record: dict) -> dict:
     """The same GPU's main-study and step-6 records, or None where there is none."""
-    from . import beyond, results
+    from elu_study.jobs import beyond
+    from elu_study.core import record as results
 
     gpu = slug(record["provenance"]["gpu"])
     try:
@@ -613,11 +614,11 @@ def measure(cells: list[Cell], *, rounds: int, warmup_ms: float, rep_ms: float, 
             shape=SHAPE) -> dict:
     import torch
 
-    from .build import build_all, compile_variant
-    from .check import check_elu
-    from .hardware import gpu_spec, provenance
-    from .study import input_tensor
-    from .timing import time_interleaved
+    from elu_study.core.build import build_all, compile_variant
+    from elu_study.core.check import check_elu
+    from elu_study.core.hardware import gpu_spec, provenance
+    from elu_study.core.harness import input_tensor
+    from elu_study.core.timing import time_interleaved
     from tqdm.auto import tqdm
 
     build_all([(VARIANT, ()), ("2_float4", ())])

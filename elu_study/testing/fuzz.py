@@ -30,8 +30,8 @@ from typing import Callable
 import torch
 from hypothesis import strategies as st
 
-from .check import ATOL, RTOL
-from .ops import OPS, OpSpec
+from elu_study.core.check import ATOL, RTOL
+from elu_study.core.ops import OPS, OpSpec
 
 POISON = 0x7FA5A5A5  # the int32 bits of a signalling NaN that no kernel computes from these inputs
 GUARD = 4096  # poisoned elements on each side of every output, and random ones around every input
@@ -417,7 +417,7 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
 def accepted_dtypes(module, op: OpSpec) -> tuple[torch.dtype, ...]:
     """The dtypes an op of a build takes: float32, and for ``elu`` of a file with
     ``// elu-study: binding = storage16`` (step 6) float16 and bfloat16 too (out must then match the input)."""
-    from .build import binding_features
+    from elu_study.core.build import binding_features
 
     spec = getattr(module, "spec", None)
     if op.name == "elu" and spec is not None and "storage16" in binding_features(spec.cuda_source()):

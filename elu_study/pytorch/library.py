@@ -44,7 +44,7 @@ NEGATIVE_SLOPE_IN_PLACE = (
 @functools.cache
 def module_for(variant: str):
     """The compiled module of a variant (built on first use, then cached on disk and here)."""
-    from .build import compile_variant
+    from elu_study.core.build import compile_variant
 
     return compile_variant(variant)
 

@@ -85,52 +85,6 @@ def _stash_key():
     return pytest.StashKey[FuzzSettings]()
 
 
-def fuzz_builds(which: str) -> list[tuple[str, tuple[str, ...]]]:
-    """The (variant, flags) builds to fuzz and sanitize: one per kernel file, or every build of the study."""
-    from .build import known_variants
-    from .study import builds
-
-    if which == "all":
-        return builds()
-    return [(name, ()) for name in known_variants()]
-
-
-def compile_all(jobs: list[tuple[str, tuple[str, ...]]], workers: int | None = None) -> None:
-    """``build.build_all``, also in a process that has used CUDA already (a test session).
-
-    build_all forks its workers; a fork of a process with CUDA initialized cannot initialize it again,
-    and torch's build asks the GPU for its architecture. Such a process builds in spawned workers."""
-    import torch
-
-    from .build import build_all
-
-    if not torch.cuda.is_initialized():
-        build_all(jobs, workers=workers)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from .build import _build_in_subprocess
-
-    workers = workers or max(1, min(len(jobs), (os.cpu_count() or 2) // 2))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(_build_in_subprocess, jobs))
-
-
-def computes_elu(variant: str, flags: tuple[str, ...] | list[str] = ()) -> bool:
-    """Whether a build's results can be compared with ELU: not when every study entry that compiles it
-    is unchecked (step 2's file built as a plain copy kernel). Its memory accesses are fuzzed all the same."""
-    from .study import ENTRIES
-
-    entries = [e for e in ENTRIES.values() if e.variant == variant and tuple(e.flags) == tuple(flags)]
-    return not entries or any(e.checked for e in entries)
-
-
-def build_id(variant: str, flags: tuple[str, ...] | list[str] = ()) -> str:
-    """A build's name in test ids and records: ``3_grid_stride`` or ``3_grid_stride[-DELU_GRID_WAVES=2]``."""
-    return f"{variant}[{' '.join(flags)}]" if flags else str(variant)
-
-
 def _skip_reason(report) -> str | None:
     longrepr = getattr(report, "longrepr", None)
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
@@ -192,7 +146,7 @@ def record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, provenan
 
 
 def record_path(results_dir: Path, gpu_name: str) -> Path:
-    from .hardware import slug
+    from elu_study.core.hardware import slug
 
     return Path(results_dir) / f"{slug(gpu_name)}-tests.json"
 

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .hardware import gpu_spec, slug
-from . import results
-from .results import README, REFERENCE_GPU, RESULTS_DIR
+from elu_study.core.hardware import gpu_spec, slug
+from elu_study.core import record as results
+from elu_study.core.record import README, REFERENCE_GPU, RESULTS_DIR
 
 MIN_EXP, MAX_EXP = 10, 31
 # Lengths that are not powers of two: odd ones (the float4 kernels' scalar tail) and round decimal ones.
@@ -76,7 +76,7 @@ def plan(max_exp: int = MAX_EXP, min_exp: int = MIN_EXP, extra: bool = True) -> 
 
 def sweep_entries(names=None) -> list:
     """Every entry of kind "step" (so a step added later is swept too), the peers, and the baselines."""
-    from .study import ENTRIES, resolve
+    from elu_study.core.entries import ENTRIES, resolve
 
     if names:
         return resolve(names)
@@ -208,7 +208,7 @@ def event_times(call, runs_: int, gpu: _Gpu, flush: bool, host_ms: float, warmup
 
 def summary(samples: list[float]) -> dict:
     """Quantiles of one (entry, length, mode) point, as timing.summarize gives them (without the samples)."""
-    from .timing import summarize
+    from elu_study.core.timing import summarize
 
     s = summarize([samples])
     return {k: s[k] for k in ("median_ms", "p10_ms", "p90_ms", "p99_ms", "mean_ms", "min_ms", "max_ms", "runs")}
@@ -218,7 +218,7 @@ def _compare(y, ref) -> dict:
     """Every element of y against F.elu's: within atol/rtol, and none left NaN (poisoned, never written)."""
     import torch
 
-    from .check import ATOL, RTOL
+    from elu_study.core.check import ATOL, RTOL
 
     yf, rf = y.reshape(-1), ref.reshape(-1)
     unwritten, max_abs, passed = 0, 0.0, True
@@ -247,9 +247,10 @@ def measure(entries, sizes, progress: bool = True) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from .check import INPUT_SCALE
-    from .hardware import provenance
-    from .study import ALPHA, _quiet, elu_fn, timed_call
+    from elu_study.core.check import INPUT_SCALE
+    from elu_study.core.hardware import provenance
+    from elu_study.core.entries import ALPHA
+    from elu_study.core.harness import quiet, elu_fn, timed_call
 
     entries = list(entries)
     points, errors = [], []
@@ -259,7 +260,7 @@ def measure(entries, sizes, progress: bool = True) -> dict:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(entries) * len(sizes), desc="sizes (entry x length)", unit="point")
-    with _quiet():
+    with quiet():
         gpu = _Gpu()
         check_fns = {e.name: elu_fn(e) for e in entries if e.checked}
         for n in sizes:
@@ -607,7 +608,7 @@ def _main_x_copy(record: dict, main: dict | None) -> tuple[dict, str]:
     """Each entry's cold time over copy_'s in the main study's record (results/<gpu>.json), and a label for it."""
     if main is None:
         try:
-            from .results import load as load_main
+            from elu_study.core.record import load as load_main
 
             main = load_main(record["provenance"]["gpu"])
         except (FileNotFoundError, KeyError, ValueError):
@@ -750,7 +751,7 @@ def table(record: dict, sizes=None, entries=None, columns=None):
     """The sweep as a Markdown table (a notebook cell's value)."""
     from IPython.display import Markdown
 
-    from .results import markdown
+    from elu_study.core.record import markdown
 
     df = frame(record, sizes, entries)
     if columns is not None:
@@ -955,7 +956,7 @@ def figures(record: dict, only: str | None = None) -> dict:
 
 
 def write_figures(record: dict, results_dir: Path = RESULTS_DIR) -> list[Path]:
-    from .plots import save as save_fig
+    from elu_study.jobs.study.figures import save as save_fig
 
     stem = f"{slug(record['provenance']['gpu'])}-sizes"
     return [save_fig(fig, Path(results_dir) / f"{stem}-{name}.png") for name, fig in figures(record).items()]
@@ -1000,7 +1001,7 @@ def describe_plan(sizes, entries) -> str:
 
 
 def print_record(record: dict) -> None:
-    from .results import markdown
+    from elu_study.core.record import markdown
 
     shown = [n for n in record["sizes"] if n in (record["sizes"][0], 2**16, 2**20, 2**24, record["sizes"][-1])]
     print(markdown(frame(record, sizes=shown), FORMATS))
@@ -1030,8 +1031,8 @@ def main(argv: list[str] | None = None) -> int:
         print_record(record)
         return 0
 
-    from .study import builds
-    from .suite import compile_all  # build_all, also from a process that has used CUDA (a test session)
+    from elu_study.core.entries import builds
+    from elu_study.testing.suite import compile_all  # build_all, also from a process that has used CUDA (a test session)
 
     entries = sweep_entries(args.entries.split(",") if args.entries else None)
     sizes = plan(args.max_exp, args.min_exp, extra=not args.no_extra)

@@ -28,8 +28,8 @@ import math
 import sys
 from pathlib import Path
 
-from . import results
-from .results import dumps
+from elu_study.core import record as results
+from elu_study.core.record import dumps
 
 DEFAULT_VARIANTS = ("2_float4", "5_streaming")
 ALPHA = 1.0
@@ -261,12 +261,12 @@ def measure(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | 
     import torch.nn.functional as F
     from tqdm.auto import tqdm
 
-    from . import library
-    from .build import build_all, compile_variant
-    from .check import ATOL, RTOL
-    from .hardware import SHAPE, provenance
-    from .nn import swap_elu
-    from .timing import time_interleaved
+    from elu_study.pytorch import library
+    from elu_study.core.build import build_all, compile_variant
+    from elu_study.core.check import ATOL, RTOL
+    from elu_study.core.hardware import SHAPE, provenance
+    from elu_study.pytorch.nn import swap_elu
+    from elu_study.core.timing import time_interleaved
 
     shape = tuple(shape or SHAPE)
     mlp = {**MLP, **(mlp or {})}
@@ -491,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     record = measure([v.strip() for v in args.variants.split(",") if v.strip()], rounds=args.rounds)
     print(describe(record))
     if not args.no_record:
-        from .plots import save
+        from elu_study.jobs.study.figures import save
 
         path = record_path(record["provenance"]["gpu"])
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .accuracy import DENORMAL_OUTPUT, REFERENCE_GPU, record_path
+from elu_study.jobs.accuracy.measure import DENORMAL_OUTPUT, REFERENCE_GPU, record_path
 
 # Drawn in this order, with these styles; formulas that agree bit for bit draw on top of each other.
 STYLES = {

@@ -34,10 +34,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from elu_study.core.paths import REPO_ROOT
+
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 ERROR_EXITCODE = 86  # what compute-sanitizer returns when it found errors (the child's own failures exit 1)
 CHILD_OK = "elu-study sanitize child: done"
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CUDA_HOMES = ("/usr/local/cuda",)
 # Lengths around every vector (4) and block (256, 512, 1024 elements) boundary a step has, and the
 # smallest: each with its last element at the end of an allocation.
@@ -61,9 +62,9 @@ _RACECHECK_SUMMARY = re.compile(
 
 def find_compute_sanitizer() -> str:
     """compute-sanitizer from PATH, $CUDA_HOME, /usr/local/cuda, or an nvidia-cuda-sanitizer-api wheel."""
-    from .build import _configure_toolchain
+    from elu_study.core.build import configure_toolchain
 
-    _configure_toolchain()
+    configure_toolchain()
     candidates = []
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *DEFAULT_CUDA_HOMES):
         if home:
@@ -171,7 +172,7 @@ class Build:
 
 
 def _build(variant: str, flags=()) -> Build:
-    from .suite import build_id, computes_elu
+    from elu_study.testing.suite import build_id, computes_elu
 
     if str(variant).endswith(".cu"):
         return Build(build_id(Path(variant).name, tuple(flags)), str(variant), tuple(flags))
@@ -181,8 +182,8 @@ def _build(variant: str, flags=()) -> Build:
 def select_builds(names: list[str] | None = None, which: str = "all") -> list[Build]:
     """The builds named (a step's name, number or label: all its builds; or a .cu file), else every
     build of the study ("all") or one default build per kernel file ("files")."""
-    from .build import resolve_variant
-    from .suite import fuzz_builds
+    from elu_study.core.build import resolve_variant
+    from elu_study.testing.suite import fuzz_builds
 
     every = fuzz_builds("all")
     if not names:
@@ -312,8 +313,8 @@ def describe(rep: dict) -> str:
 
 
 def save(rep: dict, results_dir: Path | None = None) -> Path:
-    from .hardware import slug
-    from .results import RESULTS_DIR
+    from elu_study.core.hardware import slug
+    from elu_study.core.record import RESULTS_DIR
 
     path = Path(results_dir or RESULTS_DIR) / f"{slug(rep['provenance']['gpu'])}-sanitize.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -335,7 +336,7 @@ def subprocess_runner(exe: str, libraries: dict[str, dict], timeout_s: float = 3
         with tempfile.TemporaryDirectory(prefix="elu-sanitize-") as tmp:
             spec = Path(tmp, "builds.json")
             spec.write_text(json.dumps({"builds": [libraries[b.id] for b in builds]}))
-            cmd = sanitizer_command(exe, tool, [sys.executable, "-m", "elu_study.sanitize", "--child", str(spec)], supported)
+            cmd = sanitizer_command(exe, tool, [sys.executable, "-m", "elu_study.jobs.sanitize", "--child", str(spec)], supported)
             start = time.perf_counter()
             try:
                 done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -349,7 +350,7 @@ def subprocess_runner(exe: str, libraries: dict[str, dict], timeout_s: float = 3
 
 def library_entry(b: Build) -> dict:
     """What the child needs to load a build: its module name and shared library (compiled here if need be)."""
-    from .build import compile_variant
+    from elu_study.core.build import compile_variant
 
     module = compile_variant(b.variant, extra_cuda_cflags=list(b.flags))
     return {"id": b.id, "module": module.__name__, "library": module.__file__, "computes_elu": b.computes_elu}
@@ -380,7 +381,7 @@ def exercise(fn, op, device, compare: bool = True) -> int:
     still copies every result back, reading every element."""
     import torch
 
-    from .check import ATOL, RTOL
+    from elu_study.core.check import ATOL, RTOL
 
     gen = torch.Generator().manual_seed(0)
     calls = 0
@@ -424,7 +425,7 @@ def exercise(fn, op, device, compare: bool = True) -> int:
 def child(spec_path: str) -> int:
     import torch
 
-    from .ops import ops_of
+    from elu_study.core.ops import ops_of
 
     spec = json.loads(Path(spec_path).read_text())
     device = torch.device("cuda", torch.cuda.current_device())
@@ -451,8 +452,8 @@ def run(names: list[str] | None = None, *, which: str = "all", tools=TOOLS, jobs
     """Compile the builds, run every tool over them, and return the report (see ``report``)."""
     import torch
 
-    from .hardware import provenance
-    from .suite import compile_all
+    from elu_study.core.hardware import provenance
+    from elu_study.testing.suite import compile_all
 
     exe = find_compute_sanitizer()
     if not torch.cuda.is_available():

@@ -17,13 +17,16 @@ from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from . import findings, profile, report, results
-from .build import _configure_toolchain, build_spec, compile_variant
-from .check import describe
-from .hardware import slug
-from .sass import KernelReport, inspect_variant
-from .study import ENTRIES, KINDS
-from .timing import noise_ms
+from elu_study.jobs.study import findings
+from elu_study.jobs import profile
+from elu_study.jobs.study import report
+from elu_study.core import record as results
+from elu_study.core.build import configure_toolchain, build_spec, compile_variant
+from elu_study.core.check import describe
+from elu_study.core.hardware import slug
+from elu_study.core.sass import KernelReport, inspect_variant
+from elu_study.core.entries import ENTRIES, KINDS
+from elu_study.core.timing import noise_ms
 
 
 def gpu_available() -> bool:
@@ -34,7 +37,7 @@ def gpu_available() -> bool:
 
 def toolkit_available() -> bool:
     """Can kernels be compiled here? (nvcc on PATH or under CUDA_HOME)."""
-    _configure_toolchain()
+    configure_toolchain()
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if home:
         return Path(home, "bin", "nvcc").is_file()

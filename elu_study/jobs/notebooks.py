@@ -13,7 +13,8 @@ import nbformat
 from nbclient import NotebookClient
 from tqdm.auto import tqdm
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+from elu_study.core.paths import NOTEBOOKS_DIR
+
 
 
 def execute(path: Path, timeout_s: int = 1800) -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import findings, plots, profile, results
-from .hardware import slug
-from .study import PEERS, STEPS, group, grid_stride_blocks
+from elu_study.jobs.study import findings
+from elu_study.jobs.study import figures as plots
+from elu_study.jobs import profile
+from elu_study.core import record as results
+from elu_study.core.hardware import slug
+from elu_study.core.entries import PEERS, STEPS, group, grid_stride_blocks
 
 ZOOM = ("copy_", "copy_kernel", "F.elu", "torch.compile(F.elu)", "F.elu_", *(e.name for e in STEPS),
         *(e.name for e in PEERS))
@@ -64,12 +67,12 @@ def write(gpu: str, readme: bool = True) -> list[Path]:
                  *(f"![{p.stem}]({rel(p)})" for p in paths)]
         results.update_readme(record, extra)
         paths.append(results.README)
-    from . import sizes  # the size sweep's figures and README block, where its record exists
+    from elu_study.jobs import sizes# the size sweep's figures and README block, where its record exists
 
     swept = sizes.load(gpu)
     if swept is not None:
         paths += sizes.write(swept, readme=readme)
-    from . import beyond  # step 6's attempts: figures and README block, where its record exists
+    from elu_study.jobs import beyond# step 6's attempts: figures and README block, where its record exists
 
     attempts = beyond.load(gpu)
     if attempts is not None:

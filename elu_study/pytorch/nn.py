@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .library import DEFAULT_VARIANT, elu
+from elu_study.pytorch.library import DEFAULT_VARIANT, elu
 
 
 class ELU(nn.Module):

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import results
+from elu_study.core import record as results
 
 # The rows every attempt is compared with, timed in the same rounds.
 COMPARED = ("copy_", "read_only", "write_only", "2_float4", "2+128_threads", "5_streaming", "F.elu", "6_beyond_copy")
@@ -35,14 +35,14 @@ def record_path(gpu: str) -> Path:
 
 
 def load(gpu: str | None = None) -> dict | None:
-    from .results import REFERENCE_GPU
+    from elu_study.core.record import REFERENCE_GPU
 
     path = record_path(gpu or REFERENCE_GPU)
     return json.loads(path.read_text()) if path.exists() else None
 
 
 def entries():
-    from .study import ATTEMPTS, ENTRIES
+    from elu_study.core.entries import ATTEMPTS, ENTRIES
 
     return [ENTRIES[n] for n in COMPARED] + list(ATTEMPTS)
 
@@ -57,7 +57,7 @@ def formula(entry, knob: str = "OP") -> str:
     ("OP16"): its -DELU6_<knob> flag, else the file's default."""
     import re
 
-    from .build import resolve_variant
+    from elu_study.core.build import resolve_variant
 
     for flag in entry.flags:
         if flag.startswith(f"-DELU6_{knob}="):
@@ -125,7 +125,8 @@ def check_16bit(module, dtype_name: str, alphas=ALPHAS16, expect_identical: bool
 
 def _repeat(path: Path, rounds: int, names=REPEATED) -> int:
     """One fresh process: check and time ``names`` in interleaved rounds and write the medians."""
-    from .study import ENTRIES, measure
+    from elu_study.core.entries import ENTRIES
+    from elu_study.core.harness import measure
 
     record = measure([ENTRIES[n] for n in names], trials=1, rounds=rounds)
     path.write_text(json.dumps({r["name"]: {"median_ms": r["timing"]["median_ms"], "x_copy": r["x_copy"],
@@ -137,9 +138,10 @@ def _repeat(path: Path, rounds: int, names=REPEATED) -> int:
 def run(processes: int = 3, rounds: int = 5, profile_counters: bool = True) -> dict:
     import torch
 
-    from . import profile
-    from .build import build_all
-    from .study import ENTRIES, builds, measure
+    from elu_study.jobs import profile
+    from elu_study.core.build import build_all
+    from elu_study.core.entries import ENTRIES, builds
+    from elu_study.core.harness import measure
 
     todo = entries()
     build_all(builds(todo))
@@ -175,9 +177,9 @@ def fresh_processes(names, processes: int, rounds: int = 3) -> list[dict]:
 def confirm(names, processes: int = 3) -> dict:
     """Time attempts that beat step 6 in the recorded run again, in fresh processes, beside copy_ and step 6,
     and add them to the record as its "confirmation" (the attempts are built from their own flags)."""
-    from .build import build_all
-    from .hardware import provenance
-    from .study import ENTRIES, builds
+    from elu_study.core.build import build_all
+    from elu_study.core.hardware import provenance
+    from elu_study.core.entries import ENTRIES, builds
 
     record = load()
     timed = ["copy_", "6_beyond_copy", *names]
@@ -228,8 +230,8 @@ def figures(record: dict, write: bool = True) -> list:
     import numpy as np
     from matplotlib.patches import Patch
 
-    from .hardware import slug
-    from .results import RESULTS_DIR
+    from elu_study.core.hardware import slug
+    from elu_study.core.record import RESULTS_DIR
 
     rows = sorted(_float32_rows(record), key=lambda r: r["x_copy"])
     roof = record["roof_ms"]
@@ -364,7 +366,7 @@ def process_table(record: dict, which: str = "processes"):
     import pandas as pd
     from IPython.display import Markdown
 
-    from .results import markdown
+    from elu_study.core.record import markdown
 
     runs = record.get("processes", []) if which == "processes" else record.get("confirmation", {}).get("processes", [])
     if not runs:
@@ -445,7 +447,7 @@ def accuracy16_table(record: dict):
     import pandas as pd
     from IPython.display import Markdown
 
-    from .results import markdown
+    from elu_study.core.record import markdown
 
     rows = []
     for name, by_dtype in record["accuracy16"].items():
@@ -491,7 +493,7 @@ def readme_block(record: dict) -> str:
 
 def update_readme(record: dict) -> Path:
     """Replace the README's step-6 block (between BEGIN and END) with text generated from the record."""
-    from .results import README
+    from elu_study.core.record import README
 
     text = README.read_text()
     head, sep, rest = text.partition(BEGIN)
@@ -518,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from . import results
+    from elu_study.core import record as results
 
     if not torch.cuda.is_available():
         record = load()

@@ -1,19 +1,13 @@
-"""The harness: every step, ablation and baseline checked and timed the same way, in one process.
-
-Each entry is measured once per run: checked first, then timed in rounds that interleave every
-entry (round 1 times each entry once, then round 2, ...), so that a drift of the GPU's clocks or
-temperature during the run touches every entry alike instead of whichever came last.
+"""The entry catalogue: every row the study can measure (steps, ablations, baselines, peers, step 6's
+attempts), what each one builds, and which question it answers. Data only: checking and timing
+entries is the harness's job (elu_study.core.harness).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import warnings
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
 
-from .hardware import SHAPE, floor_ms, gpu_spec, provenance, tbps
+from elu_study.core.build import compile_variant, known_variants
 
 ALPHA = 1.0
 
@@ -33,8 +27,6 @@ class Entry:
     mode: str = ""  # how the build is called: "" (out=y, float32), "in_place" (out=x), "bfloat16", "float16"
 
     def build(self):
-        from .build import compile_variant
-
         return compile_variant(self.variant, extra_cuda_cflags=list(self.flags))
 
 
@@ -202,206 +194,8 @@ def builds(entries=None) -> list[tuple[str, tuple[str, ...]]]:
     return sorted({(e.variant, e.flags) for e in entries if e.variant})
 
 
-def elu_fn(entry: Entry) -> Callable:
-    """(x, alpha, out) -> out for an entry, so that checks can poison the output."""
-    import torch.nn.functional as F
-
-    if entry.mode not in ("", "in_place"):
-        raise ValueError(f"{entry.name}: 16-bit storage is checked by elu_study.beyond, not on float32")
-    if entry.variant:
-        module = entry.build()
-        if entry.mode == "in_place":
-            return lambda x, alpha, out: module.elu(out.copy_(x), alpha, out=out)
-        return lambda x, alpha, out: module.elu(x, alpha, out=out)
-    if entry.name == "F.elu":
-        return lambda x, alpha, out: out.copy_(F.elu(x, alpha))
-    if entry.name == "torch.compile(F.elu)":
-        compiled = _compiled_elu()
-        return lambda x, alpha, out: out.copy_(compiled(x, alpha))
-    if entry.name == "F.elu_":
-        return lambda x, alpha, out: F.elu_(out.copy_(x), alpha)
-    if entry.name == "triton":
-        from . import triton_elu  # imports triton: only when the entry is used
-
-        return lambda x, alpha, out: triton_elu.elu(x, alpha, out=out)
-    raise ValueError(f"{entry.name} computes no ELU")
-
-
-@functools.cache
-def _compiled_elu():
-    # One wrapper per process: a new torch.compile wrapper is a new backend, which dynamo compiles anew.
-    import torch
-    import torch.nn.functional as F
-
-    return torch.compile(F.elu)
-
-
-def timed_call(entry: Entry, x, y) -> Callable[[], object]:
-    """The exact call that is timed (and profiled): the kernel alone, its output preallocated where it can be."""
-    import torch.nn.functional as F
-
-    if entry.mode in ("bfloat16", "float16"):
-        return _timed_16bit(entry, x)
-    if entry.variant:
-        module = entry.build()
-        if entry.mode == "in_place":
-            buf = x.clone()  # its own buffer, like F.elu_'s: the shared x is never modified
-            return lambda: module.elu(buf, ALPHA, out=buf)
-        return lambda: module.elu(x, ALPHA, out=y)
-    if entry.name == "copy_":
-        return lambda: y.copy_(x)
-    if entry.name == "F.elu":
-        return lambda: F.elu(x, ALPHA)  # allocates, as the original model does; the caching allocator makes that free
-    if entry.name == "torch.compile(F.elu)":
-        compiled = _compiled_elu()
-        return lambda: compiled(x, ALPHA)
-    if entry.name == "F.elu_":
-        # Its own buffer, so the x every other entry reads is never modified. Each call applies ELU to
-        # the last call's output: the same bytes moved; negative values stay normal floats (they shrink
-        # like -2/k over k calls).
-        buf = x.clone()
-        return lambda: F.elu_(buf, ALPHA)
-    if entry.name == "triton":
-        from . import triton_elu
-
-        return lambda: triton_elu.elu(x, ALPHA, out=y)
-    if entry.name == "read_only":
-        return lambda: x.sum()
-    if entry.name == "write_only":
-        return lambda: y.zero_()
-    raise ValueError(f"unknown entry {entry.name}")
-
-
-def _timed_16bit(entry: Entry, x) -> Callable[[], object]:
-    """A 16-bit storage entry's call: x rounded once to the dtype (the same values, half the bytes)."""
-    import torch
-    import torch.nn.functional as F
-
-    dtype = getattr(torch, entry.mode)
-    xh = x.to(dtype)
-    yh = torch.empty_like(xh)
-    if entry.variant:
-        module = entry.build()
-        return lambda: module.elu(xh, ALPHA, out=yh)
-    if entry.name.startswith("F.elu "):
-        return lambda: F.elu(xh, ALPHA)
-    if entry.name.startswith("copy_ "):
-        return lambda: yh.copy_(xh)
-    raise ValueError(f"unknown entry {entry.name}")
-
-
-@dataclass
-class Measurement:
-    """What a live run measured for one entry, ready to be saved as a results row."""
-
-    name: str
-    kind: str
-    what: str
-    group: str
-    base: str | None
-    flags: list[str]
-    timing: dict
-    check: dict | None = None
-    near_zero_rel_err: dict | None = None
-    sass: dict | None = None
-    extra: dict = field(default_factory=dict)
-    mode: str = ""
-
-
-@contextlib.contextmanager
-def _quiet():
-    # Inductor and friends may warn on first use; results do not depend on it.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-
-
 def resolve(entries) -> list[Entry]:
     return [ENTRIES[e] if isinstance(e, str) else e for e in entries]
-
-
-def input_tensor(shape=SHAPE):
-    """The one input every timing and profile uses: randn scaled so both branches run, drawn once."""
-    import torch
-
-    from .check import INPUT_SCALE
-
-    gen = torch.Generator(device="cuda").manual_seed(1234)
-    return torch.randn(shape, device="cuda", generator=gen).mul_(INPUT_SCALE)
-
-
-def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress: bool = False) -> dict:
-    """Check every entry, then time them all in interleaved rounds; return a results record."""
-    import torch
-
-    from .check import check_elu, near_zero_rel_error
-    from .sass import inspect_variant
-    from .timing import time_interleaved
-
-    entries = resolve(entries)
-    numel = shape[0] * shape[1]
-    rows = {}
-    sass: dict[tuple, dict] = {}
-    with _quiet():
-        iterator = entries
-        if progress:
-            from tqdm.auto import tqdm
-
-            iterator = tqdm(entries, desc="checking", unit="entry")
-        for entry in iterator:
-            m = Measurement(entry.name, entry.kind, entry.what, entry.group, entry.base, list(entry.flags), timing={},
-                            mode=entry.mode)
-            if entry.checked:
-                fn = elu_fn(entry)
-                m.check = check_elu(fn, shape=shape, alpha=ALPHA, trials=trials).to_dict()
-                m.near_zero_rel_err = near_zero_rel_error(fn, ALPHA)
-            if entry.variant and entry.kind != "peer":  # a library's file holds its own set of kernels
-                key = (entry.variant, entry.flags)  # entries that call one build another way share its SASS
-                if key not in sass:
-                    sass[key] = inspect_variant(entry.build()).to_dict()
-                m.sass = sass[key]
-            rows[entry.name] = m
-        torch.cuda.empty_cache()
-        x = input_tensor(shape)
-        y = torch.empty_like(x)
-        calls = {e.name: timed_call(e, x, y) for e in entries}
-        timings = time_interleaved(calls, rounds=rounds, progress=progress)
-        for name, timing in timings.items():
-            rows[name].timing = timing
-        del x, y, calls
-        torch.cuda.empty_cache()
-    prov = provenance()
-    spec = gpu_spec(prov["gpu"])
-    record = {
-        "provenance": prov,
-        "problem": {"shape": list(shape), "dtype": "float32", "alpha": ALPHA, "numel": numel},
-        "peak_bytes_per_s": spec.peak_bytes_per_s if spec else None,
-        "peak_source": f"{spec.label} {spec.source}" if spec else None,
-        "method": {"trials": trials, "rounds": rounds, "interleaved": True},
-        "rows": [m.__dict__ for m in rows.values()],
-    }
-    return annotate(record)
-
-
-def annotate(record: dict) -> dict:
-    """Derived columns for every row: TB/s, % of the datasheet floor, time over copy_."""
-    numel = record["problem"]["numel"]
-    peak = record.get("peak_bytes_per_s")
-    roof = next((r["timing"]["median_ms"] for r in record["rows"] if r["name"] == "copy_"), None)
-    record["floor_ms"] = floor_ms(numel, peak) if peak else None
-    record["roof_ms"] = roof
-    stream = stream_floor_ms(record["rows"])
-    if stream is not None:  # a record made before the stream halves were entries has none
-        record["stream_floor_ms"] = stream
-    for row in record["rows"]:
-        ms = row["timing"]["median_ms"]
-        # The bytes this row moves, as a share of a float32 read+write stream: 16-bit storage moves half,
-        # and each half of a stream (read_only, write_only) moves one direction only.
-        share = BYTES_PER_ELEMENT[row.get("mode", "")] / 4 * (0.5 if row["name"] in STREAM_HALVES else 1.0)
-        row["tbps"] = tbps(numel, ms) * share
-        row["pct_of_peak"] = 100 * record["floor_ms"] * share / ms if peak else None
-        row["x_copy"] = ms / roof if roof else None
-    return record
 
 
 def stream_floor_ms(rows) -> float | None:
@@ -425,3 +219,22 @@ def grid_stride_blocks(entry: Entry | str, sm_count: int, numel: int) -> int:
     per_sm = 2048 // threads  # these kernels use few registers: the thread limit decides
     wanted = 1152 if waves == 0 else needed if waves < 0 else waves * sm_count * per_sm
     return min(needed, wanted)
+
+
+def fuzz_builds(which: str) -> list[tuple[str, tuple[str, ...]]]:
+    """The (variant, flags) builds to fuzz and sanitize: one per kernel file, or every build of the study."""
+    if which == "all":
+        return builds()
+    return [(name, ()) for name in known_variants()]
+
+
+def computes_elu(variant: str, flags: tuple[str, ...] | list[str] = ()) -> bool:
+    """Whether a build's results can be compared with ELU: not when every study entry that compiles it
+    is unchecked (step 2's file built as a plain copy kernel). Its memory accesses are fuzzed all the same."""
+    entries = [e for e in ENTRIES.values() if e.variant == variant and tuple(e.flags) == tuple(flags)]
+    return not entries or any(e.checked for e in entries)
+
+
+def build_id(variant: str, flags: tuple[str, ...] | list[str] = ()) -> str:
+    """A build's name in test ids and records: ``3_grid_stride`` or ``3_grid_stride[-DELU_GRID_WAVES=2]``."""
+    return f"{variant}[{' '.join(flags)}]" if flags else str(variant)

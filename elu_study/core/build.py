@@ -10,13 +10,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import multiprocessing
 import os
 import re
 import shutil
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
+import torch
+from tqdm.auto import tqdm
+
+from elu_study.core.paths import KERNELS_DIR
+
 COMMON_DIR = KERNELS_DIR / "common"
 # Appended to every build's CUDA source: module.elu_backward (hashed by extension_name with the rest of common/).
 BACKWARD_SOURCE = COMMON_DIR / "backward.cu"
@@ -31,7 +37,7 @@ BINDING_FEATURES = {
 }
 
 
-def _configure_toolchain() -> None:
+def configure_toolchain() -> None:
     """Let the build work on a machine with no GPU, unless the user chose otherwise.
 
     Without a GPU, torch cannot guess the target architecture (it fails with an
@@ -45,19 +51,17 @@ def _configure_toolchain() -> None:
                 os.environ["CUDA_HOME"] = candidate
                 break
     if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        import torch
-
         if not torch.cuda.is_available():
             os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
 
 
 @functools.cache
 def _cpp_extension():
-    _configure_toolchain()
+    configure_toolchain()
     # Without a GPU this import logs "No CUDA runtime is found" on stderr, which
     # notebooks would then carry as an output that differs from a GPU run.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-    from torch.utils import cpp_extension
+    from torch.utils import cpp_extension  # lazy: it reads CUDA_HOME at import, so after configure_toolchain
 
     return cpp_extension
 
@@ -122,8 +126,6 @@ class BuildSpec:
         return self.source_path.read_text()
 
     def extension_name(self) -> str:
-        import torch
-
         digest = hashlib.sha256()
         # Headers are #included, so load_inline's own check would miss edits to them.
         for part in (self.cuda_source(), *(p.read_text() for p in sorted(COMMON_DIR.iterdir()) if p.is_file())):
@@ -156,7 +158,7 @@ def compile_variant(
     >>> naive = compile_variant("1_naive")
     >>> y = naive.elu(x, alpha=0.5)
     """
-    _configure_toolchain()
+    configure_toolchain()
     spec = build_spec(name_or_path, extra_cuda_cflags)
     return _load(spec, verbose)
 
@@ -184,7 +186,7 @@ def built_library(module) -> Path:
 
 def find_cuda_tool(tool: str) -> str:
     """A CUDA binary tool (cuobjdump, nvdisasm): from PATH, CUDA_HOME, Triton's wheel, or nvidia wheels."""
-    _configure_toolchain()
+    configure_toolchain()
     dirs = [os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"], "bin"))]
     try:
         import triton  # ships cuobjdump and nvdisasm beside its ptxas
@@ -204,7 +206,7 @@ def find_cuda_tool(tool: str) -> str:
     return found
 
 
-def _build_in_subprocess(job: tuple[str, tuple[str, ...]]) -> str:
+def build_in_subprocess(job: tuple[str, tuple[str, ...]]) -> str:
     name, flags = job
     return compile_variant(name, extra_cuda_cflags=list(flags)).__name__
 
@@ -215,12 +217,11 @@ def build_all(jobs: list[tuple[str, tuple[str, ...]]], workers: int | None = Non
     Each build is one nvcc and one g++ call, mostly serial work, so on a many-core
     machine building them side by side saves minutes; the disk cache then serves
     every later compile_variant call, in this process or in a notebook kernel.
+    A process that has used CUDA already (a test session) builds in spawned workers: a fork
+    of it could not initialize CUDA again, and torch's build asks the GPU for its architecture.
     """
-    from concurrent.futures import ProcessPoolExecutor
-
-    from tqdm.auto import tqdm
-
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 2))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for _ in tqdm(pool.map(_build_in_subprocess, jobs), total=len(jobs), desc="compiling", unit="variant"):
+    context = multiprocessing.get_context("spawn") if torch.cuda.is_initialized() else None
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        for _ in tqdm(pool.map(build_in_subprocess, jobs), total=len(jobs), desc="compiling", unit="variant"):
             pass

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .build import built_library, find_cuda_tool
+from elu_study.core.build import built_library, find_cuda_tool
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)", re.MULTILINE)
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")

@@ -38,8 +38,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import results
-from .results import dumps  # noqa: F401 - the record's format, also used as accuracy.dumps
+from elu_study.core import record as results
+from elu_study.core.record import dumps  # noqa: F401 - the record's format, also used as accuracy.dumps
 
 SCHEMA = "elu-study-accuracy/1"
 ALPHAS = (1.0, 1.5)  # the task's alpha, and one that is not a power of two (its product rounds)
@@ -611,7 +611,7 @@ def _short(v: float) -> float | int:
 
 
 def _evaluators(formulas, same_as) -> dict[str, Callable]:
-    from .build import compile_variant
+    from elu_study.core.build import compile_variant
 
     fns = {}
     for f in formulas:
@@ -632,7 +632,7 @@ def _evaluators(formulas, same_as) -> dict[str, Callable]:
 
 
 @contextlib.contextmanager
-def _quiet():
+def quiet():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
@@ -664,7 +664,7 @@ def measure(
         starts += [(s, s + step) for s in range(lo, hi, step)]
     chunk = max(hi - lo for lo, hi in starts)
     same_as = {k: v for k, v in same_as.items() if v in {f.name for f in formulas}}
-    with _quiet():
+    with quiet():
         fns = evaluators if evaluators is not None else _evaluators(formulas, same_as)
         warm = torch.zeros(chunk, dtype=torch.float32, device=device)
         for alpha in alphas:  # torch.compile compiles on its first call: not inside the timed loop
@@ -805,8 +805,8 @@ def main(argv: list[str] | None = None) -> int:
               f"The recorded run is results/{REFERENCE_GPU}-accuracy.json; notebooks/07_accuracy.ipynb shows it.",
               file=sys.stderr)
         return 2
-    from .build import build_all
-    from .hardware import provenance
+    from elu_study.core.build import build_all
+    from elu_study.core.hardware import provenance
 
     build_all(sorted({(f.variant, ()) for f in FORMULAS if f.variant} | {(v, ()) for v in SAME_AS}), workers=args.jobs)
     body = measure(chunk_log2=args.chunk_log2)

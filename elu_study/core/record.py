@@ -1,0 +1,187 @@
+"""The one record format: every job's ``results/<gpu>[-<job>].json``, written and read here only.
+
+A record is a JSON object whose first key is ``"schema": {"job": <job>, "version": <n>}``. Each job
+has its own body (the study's rows, the sweep's points, ...) and its own version in ``VERSIONS``;
+``load`` refuses a record whose job or version this code does not read, naming the file and both
+versions. Records are strict JSON (non-finite floats saved as null), one key per line, lists of
+numbers on one line, so that a re-run's diff is readable. Jobs own what a record holds; this module
+owns where it lives and how it is written, read, turned into figures on disk and into README blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+
+from elu_study.core.paths import README, RESULTS_DIR
+from elu_study.core.timing import noise_ms
+
+REFERENCE_GPU = "nvidia-h200"  # the GPU whose committed records are shown where there is no GPU
+
+# job -> the schema version this code reads and writes. Bump a job's version when its body changes
+# in a way that old readers would misread; a reader then refuses older records instead of guessing.
+VERSIONS = {
+    "study": 1,      # results/<gpu>.json: the main table (python -m elu_study)
+    "ncu": 1,        # Nsight Compute counters (profile)
+    "accuracy": 1,   # every float32 input through every formula
+    "sanitize": 1,   # compute-sanitizer verdicts
+    "beyond": 1,     # step 6's attempts
+    "sizes": 1,      # the size sweep
+    "launch": 1,     # the launch-shape sweep
+    "model": 2,      # the op in use: forward/backward, fusion, a model
+    "tests": 1,      # the GPU test suite's outcome
+}
+
+
+class RecordError(ValueError):
+    """A record this code cannot read: missing, of another job, or of a version it does not know."""
+
+
+def slug(device_name: str) -> str:
+    """A file name for a GPU: "NVIDIA H200" -> "nvidia-h200" (a slug stays a slug)."""
+    return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+
+
+def _check_job(job: str) -> str:
+    if job not in VERSIONS:
+        raise RecordError(f"unknown record job {job!r}; jobs: {', '.join(VERSIONS)}")
+    return job
+
+
+def record_path(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path | None = None) -> Path:
+    """results/<gpu>.json for the main study, results/<gpu>-<job>.json for every other job."""
+    suffix = "" if _check_job(job) == "study" else f"-{job}"
+    return Path(results_dir or RESULTS_DIR) / f"{slug(gpu)}{suffix}.json"
+
+
+def figure_path(gpu: str, name: str = "", results_dir: Path | None = None) -> Path:
+    """results/<gpu>[-<name>].png: where a record's figure is saved."""
+    return Path(results_dir or RESULTS_DIR) / f"{slug(gpu)}{'-' + name if name else ''}.png"
+
+
+def _finite(obj):
+    """The record with every non-finite float replaced by None (strict JSON)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def dumps(record: dict) -> str:
+    """Strict JSON, one key per line, lists of numbers on one line (a compact, diffable file)."""
+    text = json.dumps(_finite(record), indent=1, allow_nan=False, default=str)
+    return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + re.sub(r"\s*\n\s*", " ", m.group(1)) + "]", text)
+
+
+def stamped(record: dict, job: str) -> dict:
+    """The record with its schema stamp first: {"job": job, "version": VERSIONS[job]}."""
+    body = {k: v for k, v in record.items() if k != "schema"}
+    return {"schema": {"job": _check_job(job), "version": VERSIONS[job]}, **body}
+
+
+def save(record: dict, job: str = "study", results_dir: Path | None = None, path: Path | None = None) -> Path:
+    """Write a record (stamped with its job's schema) where record_path puts it, or at ``path``."""
+    path = Path(path) if path is not None else record_path(record["provenance"]["gpu"], job, results_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(stamped(record, job)) + "\n")
+    return path
+
+
+def check_schema(record: dict, job: str, path: Path | str) -> dict:
+    """The record itself, if it is ``job``'s and of the version this code reads; else a RecordError."""
+    found = record.get("schema")
+    if not isinstance(found, dict) or found.get("job") != job:
+        raise RecordError(f"{path}: not a {job!r} record (its schema stamp is {found!r})")
+    if found.get("version") != VERSIONS[job]:
+        raise RecordError(f"{path}: {job} record of schema version {found.get('version')!r}; "
+                          f"this code reads version {VERSIONS[job]} only (re-run `python -m elu_study {job}` "
+                          "or use the code that wrote it)")
+    return record
+
+
+def read(path: Path | str, job: str) -> dict:
+    """The record at ``path``, checked: its job and schema version must be the ones this code reads."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecordError(f"no {job} record at {path}")
+    return check_schema(json.loads(path.read_text()), _check_job(job), path)
+
+
+def load(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path | None = None,
+         required: bool = True) -> dict | None:
+    """A GPU's record of a job, checked; None if there is none and ``required`` is False."""
+    path = record_path(gpu, job, results_dir)
+    if not path.is_file():
+        if not required:
+            return None
+        known = ", ".join(p.stem for p in sorted(path.parent.glob("*.json"))) or "none"
+        raise RecordError(f"no {job} record for {gpu!r} at {path} (recorded: {known}); "
+                          f"`python -m elu_study {job}` writes it on a GPU")
+    return read(path, job)
+
+
+def this_gpu() -> str | None:
+    """The name of the GPU this process runs on, or None (no GPU, or no CUDA torch)."""
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+
+
+def source(job: str, results_dir: Path | None = None, reference: str = REFERENCE_GPU) -> tuple[str, bool]:
+    """Which GPU's record a notebook shows: this GPU's if it has one, else the reference GPU's.
+
+    Returns (gpu, measured_here)."""
+    here = this_gpu()
+    if here is not None and record_path(here, job, results_dir).is_file():
+        return here, True
+    return reference, False
+
+
+def row(record: dict, name: str) -> dict:
+    """A row of a record that holds rows (the study, step 6's attempts), by entry name."""
+    for r in record["rows"]:
+        if r["name"] == name:
+            return r
+    raise KeyError(f"{name!r} is not in this record; it holds {[r['name'] for r in record['rows']]}")
+
+
+def noise(record: dict, *names: str) -> float:
+    """Run-to-run noise of these entries: the largest spread of their round medians, over copy_'s time."""
+    return max(noise_ms(row(record, n)["timing"]) for n in names) / record["roof_ms"]
+
+
+def block_markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def write_block(name: str, text: str, readme: Path = README) -> Path:
+    """Replace the README's ``name`` block (between its begin and end markers) with ``text``."""
+    begin, end = block_markers(name)
+    readme = Path(readme)
+    content = readme.read_text()
+    head, sep, rest = content.partition(begin)
+    _, sep2, tail = rest.partition(end)
+    if not sep or not sep2:
+        raise ValueError(f"{readme} has no {begin} ... {end} block")
+    readme.write_text(head + begin + "\n" + text + "\n" + end + tail)
+    return readme
+
+
+def readme_link(path: Path, readme: Path = README) -> str:
+    """A figure's path as the README links it (relative to the README, with forward slashes)."""
+    return Path(path).resolve().relative_to(Path(readme).resolve().parent).as_posix()
+
+
+def save_figure(fig, path: Path, dpi: int = 110) -> Path:
+    """Save a matplotlib figure (its parent folders made) and close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

@@ -1,0 +1,23 @@
+"""Tables as the study prints them: pipe tables whose measured floats all carry a decimal point."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+# Column -> format, for the columns the study's tables share; any other float column gets 3 decimals.
+FORMATS = {"ms": "{:.3f}", "TB/s": "{:.2f}", "% of peak": "{:.1f}", "x copy_": "{:.3f}", "p90/median": "{:.3f}",
+           "max abs err vs fp64": "{:.1e}"}
+
+
+def markdown(df: pd.DataFrame, formats: dict | None = None) -> str:
+    """A pipe table; every measured float printed with a decimal point or exponent (3 decimals by default)."""
+    shown = df.copy()
+    formats = {**FORMATS, **(formats or {})}
+    for column in shown:
+        fmt = formats.get(column)
+        values = list(shown[column])
+        if fmt is None and not all(isinstance(v, float) or v is None for v in values):
+            continue
+        fmt = fmt or "{:.3f}"
+        shown[column] = [fmt.format(v) if v is not None and v == v else "" for v in values]
+    return shown.to_markdown(disable_numparse=True)
