@@ -9,7 +9,7 @@ def __getattr__(name: str):
     # ELU and swap_elu need torch (and register the custom ops); import them only when asked for,
     # so that importing elu_study stays cheap.
     if name in ("ELU", "swap_elu"):
-        from elu_study.pytorch import nn
+        from elu_study.pytorch import nn  # lazy: importing it registers the torch.library ops
 
         return getattr(nn, name)
     raise AttributeError(f"module 'elu_study' has no attribute {name!r}")

@@ -24,7 +24,7 @@ for stage in "$@"; do
   case "$stage" in
     build) python3 -c "from elu_study.core.build import build_all; from elu_study.core.entries import ENTRIES, builds
 build_all(builds(list(ENTRIES.values())) + [('sweeps/launch_shapes', ())])" || status=1 ;;  # every build at once
-    notebooks) python3 -m elu_study.jobs.notebooks || status=1 ;;
+    notebooks) python3 -m elu_study notebooks || status=1 ;;
     tests) python3 -m pytest -q -x --durations=15 || status=1 ;;
     *) python3 -m elu_study "$stage" || status=1 ;;  # a job of python -m elu_study (study, profile, ...)
   esac

@@ -1,7 +1,7 @@
 """The fuzz tests' budget and seed, and the record of a test run on a GPU.
 
 ``--fuzz-examples N`` (or $ELU_FUZZ_EXAMPLES) sets how many examples hypothesis draws per fuzz test
-(default elu_study.suite.DEFAULT_FUZZ_EXAMPLES); a budget above the default also fuzzes every build
+(default elu_study.testing.suite.DEFAULT_FUZZ_EXAMPLES); a budget above the default also fuzzes every build
 of the study rather than one per kernel file, unless ``--fuzz-builds files|all`` (or $ELU_FUZZ_BUILDS)
 says otherwise. The seed is hypothesis's ``--hypothesis-seed``, else $ELU_FUZZ_SEED, else a fresh
 random one; it is printed in the header and the summary, so any run can be repeated exactly.
@@ -16,7 +16,9 @@ from __future__ import annotations
 import time
 
 import pytest
+import torch
 
+from elu_study.core.hardware import provenance
 from elu_study.testing import suite
 
 _STARTED = pytest.StashKey[float]()
@@ -56,23 +58,10 @@ def fuzz_settings(pytestconfig) -> suite.FuzzSettings:
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not suite.ran_on_gpu(terminalreporter.stats):
         return
-
-    def gpu_available() -> bool:
-        import torch
-
-        return torch.cuda.is_available()
-
-    def provenance() -> dict:
-        from elu_study.core.hardware import provenance
-
-        return provenance()
-
-    from elu_study.core.record import RESULTS_DIR
-
     settings = suite.settings_from_config(config)
     try:
         path = suite.write_record(terminalreporter.stats, exitstatus, settings, list(config.invocation_params.args),
-                                  RESULTS_DIR, gpu_available, provenance, time.time() - config.stash[_STARTED])
+                                  None, torch.cuda.is_available, provenance, time.time() - config.stash[_STARTED])
     except Exception as err:  # noqa: BLE001 - the record must not turn a run's verdict
         terminalreporter.write_line(f"elu-study: could not write the test record: {type(err).__name__}: {err}", red=True)
         return

@@ -9,8 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from elu_study.jobs.accuracy import measure as A
-from elu_study.jobs.accuracy import report as R
+from elu_study.core import record
+from elu_study.core.tables import markdown
+from elu_study.jobs import accuracy
+from elu_study.jobs.accuracy import analysis, definitions, figures, measure, reference
 
 INF = math.inf
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
@@ -26,65 +28,65 @@ def f64(*values) -> torch.Tensor:
 
 
 def bits(t: torch.Tensor) -> list[int]:
-    return [b & 0xFFFFFFFF for b in A.bits32(t).tolist()]
+    return [b & 0xFFFFFFFF for b in reference.bits32(t).tolist()]
 
 
 # -- ulps ---------------------------------------------------------------------------------------
 def test_ulp32_is_the_float32_spacing_of_the_binade():
-    assert A.ulp32(f64(1.0, 1.5, -3.0, 2.0**-126, 2.0**-130, 0.0, -0.0)).tolist() == [
+    assert reference.ulp32(f64(1.0, 1.5, -3.0, 2.0**-126, 2.0**-130, 0.0, -0.0)).tolist() == [
         2.0**-23, 2.0**-23, 2.0**-22, 2.0**-149, 2.0**-149, 2.0**-149, 2.0**-149]
     g = torch.Generator().manual_seed(0)
-    v = A.from_bits(torch.randint(0x00800000, 0x7F7FFFFF, (10_000,), generator=g).tolist())  # positive normals
+    v = reference.from_bits(torch.randint(0x00800000, 0x7F7FFFFF, (10_000,), generator=g).tolist())  # positive normals
     up = torch.nextafter(v, torch.full_like(v, INF))
-    assert torch.equal(A.ulp32(v.double()), (up.double() - v.double()))
-    assert torch.equal(A.ulp32(-v.double()), A.ulp32(v.double()))
+    assert torch.equal(reference.ulp32(v.double()), (up.double() - v.double()))
+    assert torch.equal(reference.ulp32(-v.double()), reference.ulp32(v.double()))
 
 
 def test_ulp_error_known_values():
     r = f32(1.5, -0.75, -3 * 2.0**-149, 1e-20, -1e30)
     up = torch.nextafter(r, torch.full_like(r, INF))
     down = torch.nextafter(r, torch.full_like(r, -INF))
-    assert A.ulp_error(up, r.double()).tolist() == [1.0] * 5  # one step off: 1 ulp
-    assert A.ulp_error(down, r.double()).tolist() == [1.0] * 5  # (no binade edge among these)
-    assert A.ulp_error(r, r.double()).tolist() == [0.0] * 5
+    assert reference.ulp_error(up, r.double()).tolist() == [1.0] * 5  # one step off: 1 ulp
+    assert reference.ulp_error(down, r.double()).tolist() == [1.0] * 5  # (no binade edge among these)
+    assert reference.ulp_error(r, r.double()).tolist() == [0.0] * 5
     # Below a power of 2 the spacing halves: one step down from 1.0 is half an ulp of 1.0.
-    assert A.ulp_error(f32(float(np.nextafter(np.float32(1), np.float32(0)))), f64(1.0)).item() == 0.5
+    assert reference.ulp_error(f32(float(np.nextafter(np.float32(1), np.float32(0)))), f64(1.0)).item() == 0.5
     # Against a float64 value: the distance in float32 ulps of its binade.
-    assert A.ulp_error(f32(1.0), f64(1.0 + 2.0**-25)).item() == 0.25
+    assert reference.ulp_error(f32(1.0), f64(1.0 + 2.0**-25)).item() == 0.25
 
 
 def test_ulp_error_special_values():
     nan = float("nan")
     y = f32(nan, nan, 1.0, INF, -INF, 1.0, 0.0, -0.0)
     ref = f64(nan, 1.0, nan, INF, INF, INF, -0.0, 0.0)
-    assert A.ulp_error(y, ref).tolist() == [0.0, INF, INF, 0.0, INF, INF, 0.0, 0.0]
+    assert reference.ulp_error(y, ref).tolist() == [0.0, INF, INF, 0.0, INF, INF, 0.0, 0.0]
 
 
 # -- bins and binades ---------------------------------------------------------------------------
 def test_histogram_bins():
     err = f64(0.0, 1e-300, 0.5, 0.5000001, 1.0, 1.5, 2.0, 3.0, 2.0**31, 2.0**31 + 1, INF, 0.7)
     nan_mismatch = torch.tensor([False] * 11 + [True])
-    labels = [A.HIST_LABELS[i] for i in A.histogram_bins(err, nan_mismatch).tolist()]
+    labels = [definitions.HIST_LABELS[i] for i in reference.histogram_bins(err, nan_mismatch).tolist()]
     assert labels == ["0", "(0, 0.5]", "(0, 0.5]", "(0.5, 1]", "(0.5, 1]", "(1, 2]", "(1, 2]", "(2, 4]",
                       "(2^30, 2^31]", "> 2^31 or inf", "> 2^31 or inf", "NaN vs number"]
-    assert len(A.HIST_LABELS) == A.N_BINS == len(A.HIST_EDGES) + 2
+    assert len(definitions.HIST_LABELS) == definitions.N_BINS == len(definitions.HIST_EDGES) + 2
 
 
 def test_binades_and_classes():
-    x = A.from_bits([0x3F800000, 0xBF800000, 0x00000001, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000,
-                     0xFFC00000, 0x00000000, 0x807FFFFF, 0x00800000])
-    assert A.exponent_field(x).tolist() == [127, 127, 0, 0, 255, 255, 255, 255, 0, 0, 1]
-    assert [A.CLASSES[c] for c in A.classify(x).tolist()] == [
+    x = reference.from_bits([0x3F800000, 0xBF800000, 0x00000001, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000,
+                             0xFFC00000, 0x00000000, 0x807FFFFF, 0x00800000])
+    assert reference.exponent_field(x).tolist() == [127, 127, 0, 0, 255, 255, 255, 255, 0, 0, 1]
+    assert [definitions.CLASSES[c] for c in reference.classify(x).tolist()] == [
         "+normal", "-normal", "+denormal", "-0.0", "+inf", "-inf", "NaN", "NaN", "+0.0", "-denormal", "+normal"]
-    assert A.binade_low(127) == 1.0 and A.binade_low(1) == 2.0**-126 and A.binade_low(0) == 0.0
+    assert reference.binade_low(127) == 1.0 and reference.binade_low(1) == 2.0**-126 and reference.binade_low(0) == 0.0
 
 
 def test_patterns_enumerate_bit_patterns_in_int32_order():
-    assert bits(A.patterns(-(2**31), -(2**31) + 2)) == [0x80000000, 0x80000001]
-    assert bits(A.patterns(2**31 - 2, 2**31)) == [0x7FFFFFFE, 0x7FFFFFFF]
-    assert bits(A.patterns(-1, 1)) == [0xFFFFFFFF, 0x00000000]
+    assert bits(reference.patterns(-(2**31), -(2**31) + 2)) == [0x80000000, 0x80000001]
+    assert bits(reference.patterns(2**31 - 2, 2**31)) == [0x7FFFFFFE, 0x7FFFFFFF]
+    assert bits(reference.patterns(-1, 1)) == [0xFFFFFFFF, 0x00000000]
     with pytest.raises(ValueError):
-        A.patterns(0, 2**31 + 1)
+        reference.patterns(0, 2**31 + 1)
 
 
 # -- the reference ------------------------------------------------------------------------------
@@ -92,38 +94,38 @@ def test_exact_ties_at_tiny_x_round_toward_zero():
     # alpha * x = -1.5 * 2^-149 is a float32 midpoint, and so is float64 ELU; the exact value
     # alpha * (exp(x) - 1) lies just toward zero of it, so -2^-149 is right, not round-to-even's -2^-148.
     x = f32(-(2.0**-149), -3 * 2.0**-149, -(1 + 2.0**-23) * 2.0**-100)
-    ref = A.reference(x, 1.5)
+    ref = reference.reference(x, 1.5)
     assert ref.tie.tolist() == [True, True, True]
     assert ref.ref32[:2].tolist() == [-(2.0**-149), -4 * 2.0**-149]
-    assert ref.ref32.tolist() == [float(A.correctly_rounded_elu(v, 1.5)) for v in x.tolist()]
-    assert A.bits32(ref.ref32)[0] != A.bits32(ref.ref64.float())[0]  # float64-then-round is wrong there
-    assert not A.reference(x, 1.0).near.any()  # with alpha = 1, x itself is a float32
+    assert ref.ref32.tolist() == [float(reference.correctly_rounded_elu(v, 1.5)) for v in x.tolist()]
+    assert reference.bits32(ref.ref32)[0] != reference.bits32(ref.ref64.float())[0]  # float64-then-round is wrong there
+    assert not reference.reference(x, 1.0).near.any()  # with alpha = 1, x itself is a float32
 
 
 def test_reference_is_correctly_rounded_on_a_sample():
-    x = A.reference_sample(n=400, seed=1)
-    for alpha in A.ALPHAS:
-        ref = A.reference(x, alpha)
-        A.resolve(x, ref, alpha)
-        want = [float(A.correctly_rounded_elu(v, alpha)) for v in x.tolist()]
+    x = reference.reference_sample(n=400, seed=1)
+    for alpha in definitions.ALPHAS:
+        ref = reference.reference(x, alpha)
+        reference.resolve(x, ref, alpha)
+        want = [float(reference.correctly_rounded_elu(v, alpha)) for v in x.tolist()]
         assert ref.ref32.tolist() == want
 
 
 def test_resolve_rounds_the_exact_value():
-    x = A.reference_sample(n=200, seed=2)
-    ref = A.reference(x, 1.5, margin=2.0**40)  # mark every input as near a midpoint
-    out = A.resolve(x, ref, 1.5)
+    x = reference.reference_sample(n=200, seed=2)
+    ref = reference.reference(x, 1.5, margin=2.0**40)  # mark every input as near a midpoint
+    out = reference.resolve(x, ref, 1.5)
     assert out["resolved"] == int(ref.todo.sum()) > 0 and out["unresolved"] == 0
     assert out["max_err_ulp64"] < 4  # CPU float64 expm1 is within a few float64 ulps
-    assert ref.ref32.tolist() == [float(A.correctly_rounded_elu(v, 1.5)) for v in x.tolist()]
+    assert ref.ref32.tolist() == [float(reference.correctly_rounded_elu(v, 1.5)) for v in x.tolist()]
 
 
 def test_nearest_float32_of_exact_values():
-    assert A.correctly_rounded_elu(-(2.0**-149), 1.0) == np.float32(-(2.0**-149))
-    assert A.correctly_rounded_elu(-INF, 1.5) == np.float32(-1.5)
-    assert A.correctly_rounded_elu(INF, 1.5) == np.float32(INF)
-    assert A.correctly_rounded_elu(-1.0, 1.0) == np.float32(math.expm1(-1.0))
-    assert A.correctly_rounded_elu(-0.0, 1.0) == 0
+    assert reference.correctly_rounded_elu(-(2.0**-149), 1.0) == np.float32(-(2.0**-149))
+    assert reference.correctly_rounded_elu(-INF, 1.5) == np.float32(-1.5)
+    assert reference.correctly_rounded_elu(INF, 1.5) == np.float32(INF)
+    assert reference.correctly_rounded_elu(-1.0, 1.0) == np.float32(math.expm1(-1.0))
+    assert reference.correctly_rounded_elu(-0.0, 1.0) == 0
 
 
 # -- the bound carried through ELU ---------------------------------------------------------------
@@ -131,17 +133,18 @@ def test_predicted_ulp():
     x = f32(-1.0, -(2.0**-10), 1.0, 2.0**-140, float("nan"))
     ref64 = F.elu(x.double())
     # CUDA's B ulp count from the correctly rounded result: B + 1/2 from the exact value.
-    expm1f = A.predicted_ulp(x, ref64, 1.0, A.FORMULAS[2])
+    expm1f = reference.predicted_ulp(x, ref64, 1.0, definitions.FORMULAS[2])
     assert expm1f.tolist() == [1.5, 1.5, 0.0, 0.0, 0.0]
-    expf = A.predicted_ulp(x, ref64, 1.0, A.FORMULAS[0])
+    expf = reference.predicted_ulp(x, ref64, 1.0, definitions.FORMULAS[0])
     assert expf[1].item() == 2.5 * 2.0**-24 / 2.0**-34  # cancellation: exp's ulps of 1 over ulp(2^-10)
     assert expf[0].item() == pytest.approx(2.5 * 2.0**-25 / 2.0**-24 + 0.5)  # e^-1 < 1/2: the subtraction rounds
-    fast = A.predicted_ulp(x, ref64, 1.0, A.FORMULAS[1])
+    fast = reference.predicted_ulp(x, ref64, 1.0, definitions.FORMULAS[1])
     assert fast[3].item() == 2.0**9  # a flushed positive denormal loses all of x: 2^-140 / 2^-149 ulps
-    assert A.predicted_ulp(x, ref64, 1.5, A.FORMULAS[2])[0].item() == 1.5 * 1.5 + 0.5  # alpha's product rounds
+    alpha_product = reference.predicted_ulp(x, ref64, 1.5, definitions.FORMULAS[2])
+    assert alpha_product[0].item() == 1.5 * 1.5 + 0.5  # alpha's product rounds
     # Near a binade edge the larger ulp: exp(x) just below 1/2 is counted in ulps of [1/2, 1).
     below_half = f32(math.log(0.5) - 1e-7)
-    assert A.bound_parts(below_half, F.elu(below_half.double()))["ulp_e"].item() == 2.0**-24
+    assert reference.bound_parts(below_half, F.elu(below_half.double()))["ulp_e"].item() == 2.0**-24
 
 
 # -- the pipeline, with CPU stand-ins for the kernels ---------------------------------------------
@@ -150,27 +153,28 @@ def _naive(x, a):
 
 
 STANDINS = {"1_naive": _naive, "2_float4": _naive, "F.elu": lambda x, a: F.elu(x, a)}
-NEG_DENORMALS = (-(2**31), -(2**31) + A.BINADE)  # -0.0 and every negative denormal
+NEG_DENORMALS = (-(2**31), -(2**31) + definitions.BINADE)  # -0.0 and every negative denormal
 
 
 @pytest.fixture(scope="module")
 def cpu_record():
-    body = A.measure((1.0, 1.5), (A.FORMULAS[0], A.FORMULAS[3]), {"2_float4": "1_naive"}, ranges=[NEG_DENORMALS],
-                     device="cpu", evaluators=STANDINS, progress=False)
+    formulas = (definitions.FORMULAS[0], definitions.FORMULAS[3])
+    body = measure.measure((1.0, 1.5), formulas, {"2_float4": "1_naive"}, ranges=[NEG_DENORMALS],
+                           device="cpu", evaluators=STANDINS, progress=False)
     provenance = {"gpu": "CPU stand-ins", "driver": None, "cuda_runtime": None, "torch": torch.__version__,
                   "nvcc": None, "date_utc": "2000-01-01T00:00:00+00:00"}
-    return json.loads(A.dumps({"schema": A.SCHEMA, "provenance": provenance, **body}))
+    return json.loads(record.dumps(record.stamped({"provenance": provenance, **body}, "accuracy")))
 
 
 def test_pipeline_counts_every_input_once(cpu_record):
-    n = A.BINADE
+    n = definitions.BINADE
     assert cpu_record["method"]["n_inputs"] == n and not cpu_record["method"]["every_input"]
     for alpha in ("1.0", "1.5"):
         run = cpu_record["runs"][alpha]
         assert run["same_as"] == {"2_float4": {"as": "1_naive", "n_differ": 0}}
         for name, s in run["formulas"].items():
             assert s["n"] == n and sum(s["histogram"]["negative"]) == n and sum(s["histogram"]["positive"]) == 0
-            assert sum(c["n"] for label, c in s["classes"].items() if label != A.DENORMAL_OUTPUT) == n
+            assert sum(c["n"] for label, c in s["classes"].items() if label != definitions.DENORMAL_OUTPUT) == n
             assert len(s["binades_negative"]["max_ulp"]) == 256
             assert s["tolerance"]["n_checked"] == n and s["tolerance"]["n_fail"] == 0
         felu = run["formulas"]["F.elu"]
@@ -197,63 +201,69 @@ def test_report_builds_every_table_and_figure(cpu_record):
     import matplotlib
 
     matplotlib.use("Agg")
-    for alpha in R.alphas(cpu_record):
-        for table in (R.summary_table, R.histogram_table, R.classes_table, R.specials_table, R.bounds_table):
-            assert len(R.markdown(table(cpu_record, alpha))) > 0
-    assert "alpha = 1.5" in R.markdown(R.reference_table(cpu_record))
-    assert "F.elu" in R.conclusions(cpu_record) and R.same_as_lines(cpu_record)
-    for fig in (R.binade_figure(cpu_record), R.histogram_figure(cpu_record)):
+    for alpha in analysis.alphas(cpu_record):
+        for table in (analysis.summary_table, analysis.histogram_table, analysis.classes_table,
+                      analysis.specials_table, analysis.bounds_table):
+            assert len(markdown(table(cpu_record, alpha))) > 0
+    assert "alpha = 1.5" in markdown(analysis.reference_table(cpu_record))
+    assert "F.elu" in analysis.conclusions(cpu_record) and analysis.same_as_lines(cpu_record)
+    for fig in (figures.binade_figure(cpu_record), figures.histogram_figure(cpu_record)):
         assert len(fig.axes) == 2
 
 
 def test_record_json_is_strict_and_compact(cpu_record):
-    text = A.dumps(cpu_record)
+    text = record.dumps(cpu_record)
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
     assert "[0, 0," in text  # lists of numbers on one line
 
 
 def test_pct_never_rounds_to_all_or_nothing():
-    assert R.pct(5, 5) == "100 %" and R.pct(0, 5) == "0 %"
-    assert R.pct(2**32 - 1, 2**32) != "100 %" and R.pct(1, 2**32) != "0.0 %"
+    assert analysis.pct(5, 5) == "100 %" and analysis.pct(0, 5) == "0 %"
+    assert analysis.pct(2**32 - 1, 2**32) != "100 %" and analysis.pct(1, 2**32) != "0.0 %"
 
 
 # -- the committed record -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def committed():
-    path = A.record_path(A.REFERENCE_GPU)
+    path = record.record_path(record.REFERENCE_GPU, "accuracy")
     if not path.exists():
         pytest.skip(f"{path.name} is not committed yet (python -m elu_study accuracy writes it on the GPU)")
     assert path.stat().st_size < 2**20, "the record should stay under 1 MB"
-    return json.loads(path.read_text())
+    return record.load(job="accuracy")  # checks the schema stamp
 
 
 def test_committed_record_covers_every_input(committed):
-    assert committed["schema"] == A.SCHEMA
+    assert committed["schema"] == {"job": "accuracy", "version": record.VERSIONS["accuracy"]}
     for key in ("gpu", "driver", "cuda_runtime", "torch", "nvcc", "date_utc", "commit"):
         assert committed["provenance"][key], key
     assert "H200" in committed["provenance"]["gpu"]
     m = committed["method"]
     assert m["every_input"] and m["n_inputs"] == 2**32 and 1.0 in m["alphas"]
-    assert m["histogram_labels"] == list(A.HIST_LABELS)
+    assert m["histogram_labels"] == list(definitions.HIST_LABELS)
     for alpha in map(repr, m["alphas"]):
         run = committed["runs"][alpha]
-        assert list(run["formulas"]) == [f.name for f in A.FORMULAS]
-        assert set(run["same_as"]) == set(A.SAME_AS)
+        assert list(run["formulas"]) == [f.name for f in definitions.FORMULAS]
+        assert set(run["same_as"]) == set(definitions.SAME_AS)
         for s in run["formulas"].values():
             assert s["n"] == 2**32
             assert sum(s["histogram"]["negative"]) == sum(s["histogram"]["positive"]) == 2**31
             assert s["tolerance"]["n_checked"] == 2**32 - 2**24  # every finite input
-            assert sum(c["n"] for label, c in s["classes"].items() if label != A.DENORMAL_OUTPUT) == 2**32
+            assert sum(c["n"] for label, c in s["classes"].items() if label != definitions.DENORMAL_OUTPUT) == 2**32
             assert s["classes"]["NaN"]["n"] == 2**24 - 2
             assert len(s["binades_negative"]["max_ulp"]) == 256
         assert run["reference"]["unresolved"] == 0
-        assert len(committed["specials"]["outputs"][alpha]["F.elu"]) == len(A.SPECIAL_INPUTS)
+        assert len(committed["specials"]["outputs"][alpha]["F.elu"]) == len(definitions.SPECIAL_INPUTS)
+
+
+def test_write_report_writes_nothing_and_reads_the_record(committed):
+    # No figure under results/ and no README block: notebook 07 draws from the record.
+    assert accuracy.write_report(record.REFERENCE_GPU) == []
 
 
 def test_committed_record_positive_branch_is_exact(committed):
     """x > 0 returns x: every positive normal input comes back bit for bit, in every formula, and so does
     every positive denormal except under --use_fast_math (which flushes x > 0 itself)."""
-    fast_math = {f.name for f in A.FORMULAS if f.fast_math}
+    fast_math = {f.name for f in definitions.FORMULAS if f.fast_math}
     for run in committed["runs"].values():
         for name, s in run["formulas"].items():
             c = s["classes"]["+normal"]
@@ -265,48 +275,52 @@ def test_committed_record_positive_branch_is_exact(committed):
 # -- on a GPU: the built kernels ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gpu_fns():
-    return A._evaluators(A.FORMULAS, A.SAME_AS)
+    return measure.build_evaluators(definitions.FORMULAS, definitions.SAME_AS)
 
 
 @needs_gpu
 def test_positive_branch_is_exact_in_every_built_formula(gpu_fns):
     g = torch.Generator().manual_seed(0)
     sample = torch.randint(0x00800000, 0x7F800000, (1 << 24,), generator=g).to(torch.int32).view(torch.float32)
-    normal = torch.cat([sample.cuda(), A.from_bits([0x00800000, 0x7F7FFFFF, 0x7F800000], "cuda")])  # edges, +inf
-    denormal = A.patterns(1, A.BINADE, "cuda")  # every positive denormal
+    edges = reference.from_bits([0x00800000, 0x7F7FFFFF, 0x7F800000], "cuda")  # least and largest normal, +inf
+    normal = torch.cat([sample.cuda(), edges])
+    denormal = reference.patterns(1, definitions.BINADE, "cuda")  # every positive denormal
     for name, fn in gpu_fns.items():
-        for alpha in A.ALPHAS:
-            assert torch.equal(A.bits32(fn(normal, alpha)), A.bits32(normal)), name
-            y = A.bits32(fn(denormal, alpha))
-            flushes = any(f.fast_math for f in A.FORMULAS if f.name == name)
+        for alpha in definitions.ALPHAS:
+            assert torch.equal(reference.bits32(fn(normal, alpha)), reference.bits32(normal)), name
+            y = reference.bits32(fn(denormal, alpha))
+            flushes = any(f.fast_math for f in definitions.FORMULAS if f.name == name)
             if flushes:  # --use_fast_math: x > 0 is false for a flushed x, so the result is +0.0
-                assert bool(((y == A.bits32(denormal)) | (y == 0)).all()), name
+                assert bool(((y == reference.bits32(denormal)) | (y == 0)).all()), name
             else:
-                assert torch.equal(y, A.bits32(denormal)), name
+                assert torch.equal(y, reference.bits32(denormal)), name
 
 
 @needs_gpu
 def test_a_small_range_agrees_with_a_cpu_float64_reference(gpu_fns):
-    ranges = [NEG_DENORMALS, (-(2**31) + 100 * A.BINADE, -(2**31) + 101 * A.BINADE),  # |x| in [2^-27, 2^-26)
-              (-(2**31) + 126 * A.BINADE, -(2**31) + 127 * A.BINADE)]  # x in (-1, -1/2]
-    formulas = [f for f in A.FORMULAS if f.name in ("1_naive", "4_fast_math", "5_streaming", "F.elu")]
-    body = A.measure(A.ALPHAS, formulas, {}, ranges=ranges, device="cuda", evaluators=gpu_fns, progress=False)
-    for alpha in A.ALPHAS:
+    binade = definitions.BINADE
+    ranges = [NEG_DENORMALS, (-(2**31) + 100 * binade, -(2**31) + 101 * binade),  # |x| in [2^-27, 2^-26)
+              (-(2**31) + 126 * binade, -(2**31) + 127 * binade)]  # x in (-1, -1/2]
+    formulas = [f for f in definitions.FORMULAS if f.name in ("1_naive", "4_fast_math", "5_streaming", "F.elu")]
+    body = measure.measure(definitions.ALPHAS, formulas, {}, ranges=ranges, device="cuda", evaluators=gpu_fns,
+                           progress=False)
+    for alpha in definitions.ALPHAS:
         run = body["runs"][repr(alpha)]
-        hist = {f.name: torch.zeros(A.N_BINS, dtype=torch.int64) for f in formulas}
+        hist = {f.name: torch.zeros(definitions.N_BINS, dtype=torch.int64) for f in formulas}
         for lo, hi in ranges:
-            x = A.patterns(lo, hi)
-            ref_cpu = A.reference(x, alpha)
-            A.resolve(x, ref_cpu, alpha)
-            ref_gpu = A.reference(x.cuda(), alpha)
-            A.resolve(x.cuda(), ref_gpu, alpha)
-            assert torch.equal(A.bits32(ref_gpu.ref32.cpu()), A.bits32(ref_cpu.ref32))
-            assert ((ref_gpu.ref64.cpu() - ref_cpu.ref64).abs() <= 2 * A.ulp64(ref_cpu.ref64)).all()
+            x = reference.patterns(lo, hi)
+            ref_cpu = reference.reference(x, alpha)
+            reference.resolve(x, ref_cpu, alpha)
+            ref_gpu = reference.reference(x.cuda(), alpha)
+            reference.resolve(x.cuda(), ref_gpu, alpha)
+            assert torch.equal(reference.bits32(ref_gpu.ref32.cpu()), reference.bits32(ref_cpu.ref32))
+            assert ((ref_gpu.ref64.cpu() - ref_cpu.ref64).abs() <= 2 * reference.ulp64(ref_cpu.ref64)).all()
             for f in formulas:
                 y = gpu_fns[f.name](x.cuda(), alpha).cpu()
-                err = A.ulp_error(y, ref_cpu.ref64)
-                hist[f.name] += torch.bincount(A.histogram_bins(err, torch.isnan(y) ^ torch.isnan(ref_cpu.ref64)),
-                                               minlength=A.N_BINS)
+                err = reference.ulp_error(y, ref_cpu.ref64)
+                nan_mismatch = torch.isnan(y) ^ torch.isnan(ref_cpu.ref64)
+                bins = reference.histogram_bins(err, nan_mismatch)
+                hist[f.name] += torch.bincount(bins, minlength=definitions.N_BINS)
         for f in formulas:
             got = torch.tensor(run["formulas"][f.name]["histogram"]["negative"])
             assert (got - hist[f.name]).abs().sum() <= 2, f.name  # a float64 ulp apart can move a bin edge

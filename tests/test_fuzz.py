@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every kernel on the GPU (elu_study.fuzz says what is drawn and what must hold).
+"""Property-based fuzzing of every kernel on the GPU (elu_study.testing: strategies draws, fuzz checks).
 
 Every op of every build (one default build per kernel file; every build of the study with
 ``--fuzz-builds all`` or a larger ``--fuzz-examples``): random lengths, shapes, layouts, offsets,
@@ -24,10 +24,11 @@ pytest.importorskip("hypothesis", reason="the fuzz tests need hypothesis: pip in
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from elu_study.testing import fuzz# noqa: E402
-from elu_study.core.build import compile_variant  # noqa: E402
+from elu_study.core.build import build_all, compile_variant  # noqa: E402
+from elu_study.core.entries import build_id, computes_elu, fuzz_builds  # noqa: E402
 from elu_study.core.ops import OPS  # noqa: E402
-from elu_study.testing.suite import build_id, compile_all, computes_elu, fuzz_builds, settings_from_config  # noqa: E402
+from elu_study.testing import fuzz, strategies  # noqa: E402
+from elu_study.testing.suite import settings_from_config  # noqa: E402
 
 
 PLANTED = Path(__file__).parent / "data" / "planted_oob.cu"  # writes one element past the output's end
@@ -43,7 +44,7 @@ def pytest_generate_tests(metafunc):
 def built(fuzz_settings):
     """Every build to fuzz and the planted fault, compiled side by side once (the disk cache serves repeats)."""
     jobs = fuzz_builds(fuzz_settings.builds)
-    compile_all([*jobs, (str(PLANTED), ())])
+    build_all([*jobs, (str(PLANTED), ())])
     return jobs
 
 
@@ -80,7 +81,7 @@ def test_every_case_matches_pytorch_and_writes_nothing_else(module, build, op_na
 
     @seed(f"{fuzz_settings.seed}:{build_id(*build)}:{op_name}")
     @_settings(fuzz_settings)
-    @given(case=fuzz.cases(op, fuzz.lengths(sm_count=sm_count)))
+    @given(case=strategies.cases(op, strategies.lengths(sm_count=sm_count)))
     def holds(case):
         fuzz.check_case(fn, op, case, device, compare)
 
@@ -100,7 +101,7 @@ def test_bad_calls_raise_their_documented_error_and_the_next_call_works(module, 
 
     @seed(f"{fuzz_settings.seed}:{build_id(*build)}:bad" + ("" if op_name == "elu" else f":{op_name}"))
     @_settings(fuzz_settings)
-    @given(bad=fuzz.bad_calls(places, op=op), follow=st.integers(0, 2**31 - 1))
+    @given(bad=strategies.bad_calls(places, op=op), follow=st.integers(0, 2**31 - 1))
     def holds(bad, follow):
         fuzz.check_bad_call(fn, bad, device, "cpu", other, compare, op=op, dtypes=dtypes)
         fuzz.check_still_works(fn, device, follow, compare, op=op)
@@ -120,7 +121,7 @@ def test_the_properties_catch_a_planted_overrun(built, fuzz_settings, device):
     @seed(f"{fuzz_settings.seed}:planted")
     @settings(max_examples=200, deadline=None, database=None, phases=[Phase.generate], report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck))
-    @given(case=fuzz.cases(op).filter(lambda c: c.out != "none"))
+    @given(case=strategies.cases(op).filter(lambda c: c.out != "none"))
     def holds(case):
         fuzz.check_case(planted.elu, op, case, device)
 

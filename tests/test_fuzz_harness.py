@@ -7,6 +7,7 @@ missed tail, a written input, a wrong alpha, a wrong error, a dead context after
 
 import math
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,9 +18,9 @@ pytest.importorskip("hypothesis", reason="the fuzz harness needs hypothesis: pip
 from hypothesis import HealthCheck, Phase, find, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from elu_study.testing import fuzz
-from elu_study import known_variants# noqa: E402
+from elu_study.core.build import build_spec, compile_variant, known_variants  # noqa: E402
 from elu_study.core.ops import OPS, registered_ops  # noqa: E402
+from elu_study.testing import fuzz, strategies  # noqa: E402
 
 ELU = OPS["elu"]
 SMALL = 4096  # the CPU's share: lengths up to 4096, and a made-up 4-SM machine's wave boundaries
@@ -133,7 +134,7 @@ BACKWARD = OPS["elu_backward"]
 
 def _run_backward(module, max_numel=SMALL):
     @QUICK
-    @given(case=fuzz.cases(BACKWARD, fuzz.lengths(sm_count=4, max_numel=max_numel), max_numel=max_numel))
+    @given(case=strategies.cases(BACKWARD, strategies.lengths(sm_count=4, max_numel=max_numel), max_numel=max_numel))
     def holds(case):
         fuzz.check_case(module.elu_backward, BACKWARD, case, "cpu")
 
@@ -142,7 +143,7 @@ def _run_backward(module, max_numel=SMALL):
 
 def _run_backward_bad_calls(module):
     @QUICK
-    @given(bad=fuzz.bad_calls(op=BACKWARD), follow=st.integers(0, 2**31 - 1))
+    @given(bad=strategies.bad_calls(op=BACKWARD), follow=st.integers(0, 2**31 - 1))
     def holds(bad, follow):
         fuzz.check_bad_call(module.elu_backward, bad, "cpu", "meta", op=BACKWARD)
         fuzz.check_still_works(module.elu_backward, "cpu", follow, op=BACKWARD)
@@ -152,7 +153,7 @@ def _run_backward_bad_calls(module):
 
 def _run_forward(module, max_numel=SMALL):
     @QUICK
-    @given(case=fuzz.cases(ELU, fuzz.lengths(sm_count=4, max_numel=max_numel), max_numel=max_numel))
+    @given(case=strategies.cases(ELU, strategies.lengths(sm_count=4, max_numel=max_numel), max_numel=max_numel))
     def holds(case):
         fuzz.check_case(module.elu, ELU, case, "cpu")
 
@@ -161,7 +162,7 @@ def _run_forward(module, max_numel=SMALL):
 
 def _run_bad_calls(module):
     @QUICK
-    @given(bad=fuzz.bad_calls(), follow=st.integers(0, 2**31 - 1))
+    @given(bad=strategies.bad_calls(), follow=st.integers(0, 2**31 - 1))
     def holds(bad, follow):
         fuzz.check_bad_call(module.elu, bad, "cpu", "meta")
         fuzz.check_still_works(module.elu, "cpu", follow)
@@ -251,10 +252,10 @@ FIND = settings(max_examples=5000, database=None, phases=[Phase.generate])  # th
     ],
 )
 def test_lengths_reach_tails_and_boundaries(what, condition):
-    assert condition(find(fuzz.lengths(), condition, settings=FIND))
+    assert condition(find(strategies.lengths(), condition, settings=FIND))
 
 
-@given(n=fuzz.lengths(sm_count=4, max_numel=5000))
+@given(n=strategies.lengths(sm_count=4, max_numel=5000))
 @settings(max_examples=300, database=None, deadline=None)
 def test_lengths_stay_in_range(n):
     assert 0 <= n <= 5000
@@ -276,7 +277,7 @@ def test_lengths_stay_in_range(n):
     ],
 )
 def test_cases_reach_every_layout_and_output(what, condition):
-    assert condition(find(fuzz.cases(ELU, max_numel=SMALL), condition, settings=FIND))
+    assert condition(find(strategies.cases(ELU, max_numel=SMALL), condition, settings=FIND))
 
 
 @pytest.mark.parametrize("kind", ["contiguous", "gaps", "permuted", "channels_last", "expanded"])
@@ -287,10 +288,10 @@ def test_layouts_describe_the_views_they_name(kind):
     @settings(max_examples=50, database=None, deadline=None)
     def holds(data):
         shape = data.draw(st.lists(st.integers(0, 5), min_size=4, max_size=4).map(tuple))
-        layout = data.draw(fuzz.layouts(shape).filter(lambda lay: lay.kind == kind))
-        buffer, view = fuzz.make_input(shape, layout, fuzz.Values(0, 1.0, ()), "cpu")
+        layout = data.draw(strategies.layouts(shape).filter(lambda lay: lay.kind == kind))
+        buffer, view = fuzz.make_input(shape, layout, strategies.Values(0, 1.0, ()), "cpu")
         assert view.shape == shape
-        assert buffer.numel() == 2 * fuzz.GUARD + layout.offset + fuzz.extent(shape, layout.strides)
+        assert buffer.numel() == 2 * fuzz.GUARD + layout.offset + strategies.extent(shape, layout.strides)
         if math.prod(shape) == 0:
             return
         if kind == "contiguous":
@@ -298,7 +299,7 @@ def test_layouts_describe_the_views_they_name(kind):
         if kind == "channels_last":
             assert view.is_contiguous(memory_format=torch.channels_last)
         if kind in ("gaps", "permuted", "channels_last", "contiguous"):  # no two elements share memory
-            assert len(set(fuzz._storage_index(shape, layout.strides, 0, i) for i in range(view.numel()))) == view.numel()
+            assert len(set(strategies.storage_index(shape, layout.strides, 0, i) for i in range(view.numel()))) == view.numel()
         if kind == "expanded":  # along a stride-0 dimension every element is the first one
             for d, stride in enumerate(layout.strides):
                 if stride == 0:
@@ -349,22 +350,16 @@ def test_every_rule_has_a_documented_error():
 
 
 def test_every_op_a_build_registers_is_fuzzed():
-    """A new op in binding.cpp (a backward pass) needs its OpSpec in elu_study.ops before this passes.
+    """A new op in binding.cpp (a backward pass) needs its OpSpec in elu_study.core.ops before this passes.
     Compiles each kernel file's default build (the compile tests have, earlier in the same run)."""
-    from elu_study import compile_variant
-
     for name in known_variants():
         ops = registered_ops(compile_variant(name))
         assert "elu" in ops
-        assert set(ops) <= set(OPS), f"{name} registers {sorted(set(ops) - set(OPS))}: add an OpSpec to elu_study.ops.OPS"
+        assert set(ops) <= set(OPS), f"{name} registers {sorted(set(ops) - set(OPS))}: add an OpSpec to elu_study.core.ops.OPS"
 
 
 def test_sixteen_bit_storage_is_valid_only_where_a_build_declares_it():
     """Step 6's elu takes float16/bfloat16 (binding = storage16), out then matching the input; others do not."""
-    from types import SimpleNamespace
-
-    from elu_study.core.build import build_spec
-
     cpu = torch.device("cpu")
     wide = (torch.float32, torch.float16, torch.bfloat16)
     x = torch.randn(8)

@@ -1,13 +1,16 @@
-"""The launch-shape sweep (elu_study.launch, kernels/sweeps/launch_shapes.cu): its plan, its build and
+"""The launch-shape sweep (elu_study.jobs.launch, kernels/sweeps/launch_shapes.cu): its plan, its build and
 binding, record -> figures on a synthetic record (CPU), and every instance bit-identical to step 2 (GPU)."""
 
 import numpy as np
 import pytest
 import torch
 
-from elu_study.jobs import launch
+from elu_study.__main__ import JOBS
+from elu_study.core.build import compile_variant
 from elu_study.core.ops import NOT_OPS, registered_ops
+from elu_study.core.record import VERSIONS, load, save
 from elu_study.core.timing import summarize
+from elu_study.jobs.launch import analysis, figures, measure, shapes, text
 
 
 def synthetic_record(seed: int = 0) -> dict:
@@ -18,14 +21,14 @@ def synthetic_record(seed: int = 0) -> dict:
         return summarize([list(ms * (1 + 0.001 * rng.standard_normal(40))) for _ in range(5)])
 
     cells = []
-    for c in launch.plan():
+    for c in shapes.plan():
         ms = 3.0 * (1.0 + 0.01 * c.vectors / 4 + 0.02 * c.hints + (0.07 if c.grid_stride else 0.0))
         cells.append({"name": c.name, "threads": c.threads, "vectors": c.vectors, "hints": c.hints,
                       "blocks_per_sm": c.blocks_per_sm, "grid_stride": c.grid_stride, "check": {"passed": True},
                       "bit_identical_to_2_float4": True, "correct": True, "local_bytes": 0,
-                      "occupancy": launch.occupancy(c, 14 + 5 * c.vectors), "timing": timing(ms)})
+                      "occupancy": shapes.occupancy(c, 14 + 5 * c.vectors), "timing": timing(ms)})
     record = {
-        "schema": launch.SCHEMA,
+        "schema": {"job": "launch", "version": VERSIONS["launch"]},
         "provenance": {"gpu": "NVIDIA H200", "sm_count": 132, "date_utc": "2026-01-01T00:00:00+00:00", "commit": "abc"},
         "problem": {"shape": [4096, 393216], "dtype": "float32", "alpha": 1.0, "numel": 4096 * 393216},
         "method": {"rounds": 5},
@@ -33,14 +36,14 @@ def synthetic_record(seed: int = 0) -> dict:
                        "2_float4": {"timing": timing(3.0), "check": {"passed": True}}},
         "cells": cells,
     }
-    return launch.annotate(record)
+    return analysis.annotate(record)
 
 
 # ---------------------------------------------------------------- the plan (CPU)
 
 
 def test_plan_has_the_40_one_shot_cells_and_grid_stride_cells_within_occupancy():
-    cells = launch.plan()
+    cells = shapes.plan()
     one_shot = [c for c in cells if not c.grid_stride]
     grid = [c for c in cells if c.grid_stride]
     assert len(one_shot) == 40
@@ -51,22 +54,22 @@ def test_plan_has_the_40_one_shot_cells_and_grid_stride_cells_within_occupancy()
         (b, t) for t in (128, 256, 512, 1024) for b in (1, 2, 4, 8, 16, 32) if b * t <= 2048}
     assert len(grid) == 14
     assert len({c.name for c in cells}) == len(cells)
-    assert launch.Cell(256).name == "256x1" and launch.Cell(128, 2, True).name == "128x2+hints"
+    assert shapes.Cell(256).name == "256x1" and shapes.Cell(128, 2, True).name == "128x2+hints"
 
 
 def test_the_plan_fits_the_time_budget():
-    n = len(launch.plan()) + len(launch.REFERENCES)
-    assert launch.estimate_s(n, 5, 25.0, 100.0, 1) < 150  # 3 minutes with the build and start-up
+    n = len(shapes.plan()) + len(shapes.REFERENCES)
+    assert shapes.estimate_s(n, 5, 25.0, 100.0, 1) < 150  # 3 minutes with the build and start-up
 
 
 def test_occupancy_follows_the_register_limit():
     # 14 registers: 2048 threads fit; 54 (rounded to 56 per thread per warp unit): 65536 / (56 * 32) = 36 warps.
-    assert launch.occupancy(launch.Cell(256), 14)["resident_threads_per_sm"] == 2048
-    occ = launch.occupancy(launch.Cell(256, 8), 54)
+    assert shapes.occupancy(shapes.Cell(256), 14)["resident_threads_per_sm"] == 2048
+    occ = shapes.occupancy(shapes.Cell(256, 8), 54)
     assert occ["resident_blocks_per_sm"] == 4 and occ["load_bytes_in_flight_per_sm"] == 4 * 256 * 8 * 16
-    assert launch.occupancy(launch.Cell(1024, 8), 54)["resident_blocks_per_sm"] == 1
-    assert launch.occupancy(launch.Cell(64), 14)["resident_blocks_per_sm"] == 32
-    assert launch.occupancy(launch.Cell(128, blocks_per_sm=2), 28)["resident_threads_per_sm"] == 256
+    assert shapes.occupancy(shapes.Cell(1024, 8), 54)["resident_blocks_per_sm"] == 1
+    assert shapes.occupancy(shapes.Cell(64), 14)["resident_blocks_per_sm"] == 32
+    assert shapes.occupancy(shapes.Cell(128, blocks_per_sm=2), 28)["resident_threads_per_sm"] == 256
 
 
 # ---------------------------------------------------------------- record -> figures (CPU)
@@ -82,7 +85,7 @@ def test_best_cell_margin_and_ties_from_a_record():
     assert record["references"]["copy_"]["x_copy"] == 1.0
     # a clear winner is no tie
     record["cells"][5]["timing"] = {**record["cells"][5]["timing"], "median_ms": 2.5}
-    clear = launch.best(record)
+    clear = analysis.best(record)
     assert clear["name"] == record["cells"][5]["name"] and not clear["tie"] and clear["tied"] == [clear["name"]]
 
 
@@ -90,10 +93,10 @@ def test_grid_places_every_cell_once():
     record = synthetic_record()
     seen = []
     for hints in (False, True):
-        rows, cols, values, names = launch.grid(record, hints)
+        rows, cols, values, names = analysis.grid(record, hints)
         assert values.shape == (5, 4) and not np.isnan(values).any()
         seen += [n for row in names for n in row]
-    rows, cols, values, names = launch.grid(record, grid_stride=True)
+    rows, cols, values, names = analysis.grid(record, grid_stride=True)
     assert rows == [1, 2, 4, 8, 16]  # 32 x 128 threads is more than one SM holds
     assert np.isnan(values).sum() == len(rows) * len(cols) - 14  # blank where one SM cannot hold the threads
     seen += [n for row in names for n in row if n]
@@ -102,19 +105,19 @@ def test_grid_places_every_cell_once():
 
 def test_figures_and_text_from_a_synthetic_record(tmp_path):
     record = synthetic_record()
-    path = launch.save(record, tmp_path)
-    assert path.name == "nvidia-h200-launch.json" and launch.load("nvidia-h200", tmp_path) == record
-    figs = launch.heatmap_figures(record)
+    path = save(record, "launch", tmp_path)
+    assert path.name == "nvidia-h200-launch.json" and load("nvidia-h200", "launch", tmp_path) == record
+    figs = figures.heatmap_figures(record)
     assert set(figs) == {"launch", "launch-grid-stride"}
     texts = [t.get_text() for ax in figs["launch"].axes for t in ax.texts]
     assert sum("(best)" in t for t in texts) == (0 if record["best"]["name"].startswith("gs") else 1)
     assert len([t for t in texts if t]) == 40
-    written = launch.write_figures(record, tmp_path)
+    written = figures.write_figures(record, tmp_path)
     assert [p.name for p in written] == ["nvidia-h200-launch.png", "nvidia-h200-launch-grid-stride.png"]
     assert all(p.stat().st_size > 10_000 for p in written)
-    text = launch.summary(record)
-    assert record["best"]["name"] in text and ("a tie" in text) == record["best"]["tie"]
-    assert launch.table(record).count("\n") == len(record["cells"]) + 1
+    said = text.summary(record)
+    assert record["best"]["name"] in said and ("a tie" in said) == record["best"]["tie"]
+    assert text.table(record).count("\n") == len(record["cells"]) + 1
 
 
 def _with_times(record, x_by_name):
@@ -123,37 +126,37 @@ def _with_times(record, x_by_name):
             t = c["timing"]
             scale = x_by_name[c["name"]] * record["roof_ms"] / t["median_ms"]
             c["timing"] = {**t, **{k: v * scale for k, v in t.items() if k.endswith("_ms") and isinstance(v, float)}}
-    return launch.annotate(record)
+    return analysis.annotate(record)
 
 
 def test_range_verdict_holds_only_if_every_cell_is_inside():
-    assert launch.range_verdict("p", {"a": 1.03, "b": 1.04}, 1.02, 1.05).endswith("-> HELD")
-    text = launch.range_verdict("p", {"a": 1.03, "b": 1.07, "c": 1.04}, 1.02, 1.05)
-    assert "2 of 3 cells inside" in text and "-> MISSED" in text and "outside: b 1.070" in text
+    assert text.range_verdict("p", {"a": 1.03, "b": 1.04}, 1.02, 1.05).endswith("-> HELD")
+    said = text.range_verdict("p", {"a": 1.03, "b": 1.07, "c": 1.04}, 1.02, 1.05)
+    assert "2 of 3 cells inside" in said and "-> MISSED" in said and "outside: b 1.070" in said
 
 
 def test_prediction_verdicts_follow_the_record():
     record = synthetic_record()  # synthetic: 4/8 vectors 1.01-1.02x, hints +0.02, grid-stride +0.07
-    lines = launch.prediction_verdicts(record).splitlines()
+    lines = text.prediction_verdicts(record).splitlines()
     assert len(lines) == 4 and lines[0].startswith("Rule:")
     assert lines[2].startswith("3.") and lines[2].endswith("HELD")
     assert lines[3].startswith("4.") and lines[3].endswith("HELD")
     slow = _with_times(record, {"gs 1x128": 3.5})
-    assert "-> MISSED; outside: gs 1x128" in launch.prediction_verdicts(slow)
+    assert "-> MISSED; outside: gs 1x128" in text.prediction_verdicts(slow)
 
 
 def test_correlation_claims_no_direction_when_it_rests_on_an_outlier():
     record = synthetic_record()
-    one = [c for c in launch.plan() if not c.grid_stride and not c.hints]
+    one = [c for c in shapes.plan() if not c.grid_stride and not c.hints]
     # slower with more in flight, except one far outlier at the fewest bytes
     times = {c.name: 1.0 + 0.005 * c.vectors + 0.0001 * c.threads / 64 for c in one}
     times["64x1"] = 1.5
-    cor = launch.inflight_correlation(_with_times(record, times))
+    cor = analysis.inflight_correlation(_with_times(record, times))
     assert [n for n, _ in cor["outliers"]] == ["64x1"]
     assert cor["without_outliers"]["r"] > 0.5 and cor["all"]["r"] < cor["without_outliers"]["r"]
     assert cor["supported"] is False and cor["direction"] is None
-    assert "supports no direction" in launch.correlation_text(cor)
-    clean = launch.inflight_correlation(_with_times(synthetic_record(), {c.name: 1.0 + 0.005 * c.vectors for c in one}))
+    assert "supports no direction" in text.correlation_text(cor)
+    clean = analysis.inflight_correlation(_with_times(synthetic_record(), {c.name: 1.0 + 0.005 * c.vectors for c in one}))
     assert clean["supported"] and clean["direction"] == "more in flight, slower"
 
 
@@ -162,37 +165,35 @@ def test_gridstride_knee_from_a_latency_bound_record():
     gs = [c for c in record["cells"] if c["grid_stride"]]
     # time ~ 1/in-flight below 16 KiB per SM, flat above: the knee is between 8 and 16
     times = {c["name"]: max(1.08, 1.08 * 16 / (c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024)) for c in gs}
-    knee = launch.gridstride_knee(_with_times(record, times))
+    knee = analysis.gridstride_knee(_with_times(record, times))
     assert (knee["knee_above_kib"], knee["knee_at_most_kib"]) == (8, 16)
     below = [lv for lv in knee["levels"] if not lv["flat"]]
     assert below and all(lv["x_times_kib"] == pytest.approx(1.08 * 16, rel=0.01) for lv in below)
     assert all(lv["implied_latency_ns"] == pytest.approx(below[0]["implied_latency_ns"], rel=0.01) for lv in below)
-    text = launch.knee_text(knee)
-    assert "between 8 and 16 KiB" in text and "-> MISSED" in text  # the prediction's 26 KiB is outside
-    assert launch.knee_table(knee).count("\n") == len(knee["levels"]) + 1
+    said = text.knee_text(knee)
+    assert "between 8 and 16 KiB" in said and "-> MISSED" in said  # the prediction's 26 KiB is outside
+    assert text.knee_table(knee).count("\n") == len(knee["levels"]) + 1
 
 
 def test_achieved_occupancy_and_theoretical_labels_in_the_table():
     beyond = {"counters": {"rows": [{"name": "6_64_threads", "achieved_occupancy_pct": 37.0},
                                     {"name": "6_base", "achieved_occupancy_pct": 84.0}]}}
-    achieved = launch.achieved_occupancy(beyond)
+    achieved = analysis.achieved_occupancy(beyond)
     assert achieved == {"64x1": (37.0, "6_64_threads"), "128x1": (84.0, "6_base")}
-    assert launch.achieved_occupancy(None) == {}
+    assert analysis.achieved_occupancy(None) == {}
     record = _with_times(synthetic_record(), {"64x1": 1.27})
-    text = launch.table(record, achieved=achieved)
-    header = text.splitlines()[0]
+    said = text.table(record, achieved=achieved)
+    header = said.splitlines()[0]
     assert "noise (% of copy_)" in header and "threads/SM (theor.)" in header and "KiB in flight/SM (theor.)" in header
-    assert "37.0 (6_64_threads)" in [line for line in text.splitlines() if line.startswith("| 64x1 ")][0]
-    slow = launch.slow_cell_text(record, achieved, {"beyond": None})
+    assert "37.0 (6_64_threads)" in [line for line in said.splitlines() if line.startswith("| 64x1 ")][0]
+    slow = text.slow_cell_text(record, achieved, {"beyond": None})
     assert "**64x1**" in slow and "achieved* occupancy of 37 %" in slow and "*Hypothesis*" in slow
-    steps = launch.steps_table(record, {"study": None, "beyond": None})
-    assert steps.count("not recorded") == len(launch.STEP_BUILDS)
-    assert {name for _, _, name, _ in launch.STEP_BUILDS} <= {c.name for c in launch.plan()}
+    steps = text.steps_table(record, {"study": None, "beyond": None})
+    assert steps.count("not recorded") == len(text.STEP_BUILDS)
+    assert {name for _, _, name, _ in text.STEP_BUILDS} <= {c.name for c in shapes.plan()}
 
 
 def test_the_job_is_registered():
-    from elu_study.__main__ import JOBS
-
     assert JOBS["launch"] == "elu_study.jobs.launch"
     assert {"set_launch_shape", "launch_shapes"} <= NOT_OPS
 
@@ -202,18 +203,16 @@ def test_the_job_is_registered():
 
 @pytest.fixture(scope="module")
 def module():
-    from elu_study import compile_variant
-
-    return compile_variant(launch.VARIANT)
+    return compile_variant(shapes.VARIANT)
 
 
 def test_the_build_has_an_instance_for_every_cell_and_only_the_elu_ops(module):
     instances = [tuple(s) for s in module.launch_shapes()]
     assert len(instances) == len(set(instances)) == 44
-    assert {c.instance() for c in launch.plan()} <= set(instances)
+    assert {c.instance() for c in shapes.plan()} <= set(instances)
     assert "elu" in registered_ops(module)
     assert not {"set_launch_shape", "launch_shapes"} & set(registered_ops(module))
-    regs = launch.registers_by_cell(module, launch.plan())
+    regs = measure.registers_by_cell(module, shapes.plan())
     assert all(r["local"] == 0 for r in regs.values()), "an instance spills"
     assert all(r["registers"] <= 64 for r in regs.values())  # __launch_bounds__(1024) keeps 2048 threads possible
 
@@ -230,7 +229,7 @@ def test_a_shape_with_no_instance_is_a_value_error(module, args, says):
 
 
 def test_valid_shapes_are_accepted(module):
-    for c in launch.plan():
+    for c in shapes.plan():
         module.set_launch_shape(*c.args())
     module.set_launch_shape(256, 1, False)  # blocks_per_sm defaults to 0
     module.set_launch_shape(threads=256, vectors=1, hints=False, blocks_per_sm=0)
@@ -245,8 +244,6 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(),
 
 @pytest.fixture(scope="module")
 def step2():
-    from elu_study import compile_variant
-
     return compile_variant("2_float4")
 
 
@@ -263,7 +260,7 @@ def _inputs():
 
 
 @gpu
-@pytest.mark.parametrize("c", launch.plan() + [launch.Cell(256, 1, False, 64)], ids=lambda c: c.name)
+@pytest.mark.parametrize("c", shapes.plan() + [shapes.Cell(256, 1, False, 64)], ids=lambda c: c.name)
 def test_every_shape_is_bit_identical_to_step_2(module, step2, c):
     try:
         for label, x in _inputs():

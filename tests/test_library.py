@@ -53,7 +53,7 @@ def test_the_fake_backward_refuses_different_shapes():
 
 
 def test_the_notebooks_op_signatures_are_formatted_here_not_by_torch():
-    from elu_study.jobs.model import op_signature
+    from elu_study.jobs.model.analysis import op_signature
 
     assert op_signature("elu") == "elu_study::elu(x: Tensor, alpha: float, variant: str, save_result: bool) -> Tensor"
     assert op_signature("elu_backward") == ("elu_study::elu_backward(grad_output: Tensor, x_or_result: Tensor, "
@@ -298,9 +298,9 @@ def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, mo
     aot_eager, and a stand-in for the timer; the record's summary, description and figure from it."""
     from elu_study.core import build
     from elu_study.core import hardware
-    from elu_study.jobs import model
+    from elu_study.core.record import save, save_figure
+    from elu_study.jobs.model import analysis, figures, measure
     from elu_study.core import timing
-    from elu_study.jobs.study.figures import save
 
     monkeypatch.setattr(build, "build_all", lambda jobs, workers=None: None)
     monkeypatch.setattr(build, "compile_variant", lambda v, **kw: on_cpu)
@@ -315,31 +315,31 @@ def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, mo
 
     monkeypatch.setattr(timing, "time_interleaved", fake_timer)
     precision = torch.get_float32_matmul_precision()
-    record = model.measure(shape=(64, 1027), rounds=2, progress=False, device="cpu", backend="aot_eager",
-                           mlp={"d_in": 16, "width": 32, "depth": 2, "d_out": 8, "batch": 64})
+    record = measure.run(shape=(64, 1027), rounds=2, progress=False, device="cpu", backend="aot_eager",
+                         mlp={"d_in": 16, "width": 32, "depth": 2, "d_out": 8, "batch": 64})
     assert torch.get_float32_matmul_precision() == precision
     assert record["checks"]["mlp_compiled"]["graph_breaks"] == 0
     assert set(record["timings"]) == set(record["entries"])
     assert {e["group"] for e in record["entries"].values()} == {"forward", "backward", "fusion", "graph", "model"}
-    assert {model.THREE_STREAMS, model.GRAPH_EAGER, model.GRAPH_REPLAY} <= set(record["timings"])
+    assert {measure.THREE_STREAMS, measure.GRAPH_EAGER, measure.GRAPH_REPLAY} <= set(record["timings"])
     assert record["checks"]["cuda_graph"] == {"captured_in_a_cuda_graph": False, "replay_equals_eager_forward": True,
                                               "replay_equals_eager_backward": True}
     assert record["mlp"]["swap_elu_variant"] == "2_float4" and record["mlp"]["optimizer"] == "Adam"
     a, b = record["losses"]["nn.ELU"], record["losses"]["elu_study.ELU"]
-    assert len(a) == model.TRAIN_STEPS and max(abs(x - y) / abs(x) for x, y in zip(a, b)) < 1e-5
+    assert len(a) == measure.TRAIN_STEPS and max(abs(x - y) / abs(x) for x, y in zip(a, b)) < 1e-5
     assert a[-1] < 0.9 * a[0]  # it trains towards the learnable target: the agreement above means something
     path = tmp_path / "cpu-model.json"
-    path.write_text(model.dumps(record))
-    again = model.load(path=path)
-    s = model.summary(again)
+    save(record, "model", path=path)
+    again = analysis.read_record(path=path)
+    s = analysis.summary(again)
     assert s["backward_estimate_ms"] == pytest.approx(1.5 * s["copy_ms"])
-    assert s["backward_x_three_streams"] == pytest.approx(s["backward_ms"] / again["timings"][model.THREE_STREAMS]["median_ms"])
-    share = model.elu_share(again)
+    assert s["backward_x_three_streams"] == pytest.approx(s["backward_ms"] / again["timings"][measure.THREE_STREAMS]["median_ms"])
+    share = analysis.elu_share(again)
     m = again["mlp"]
     assert share["elu_bytes"] == 5 * 4 * m["depth"] * m["batch"] * m["width"] and 0 < share["share"]
-    assert model.overlap(again, "copy_", "copy_") and not model.overlap(again, "copy_", "F.elu")  # the stand-in timer's 1.0 vs 1.1 ms
-    assert "backward op 2_float4" in model.describe(again)
-    assert save(model.figure(again), tmp_path / "cpu-model.png").stat().st_size > 10_000
+    assert analysis.overlap(again, "copy_", "copy_") and not analysis.overlap(again, "copy_", "F.elu")  # the stand-in timer's 1.0 vs 1.1 ms
+    assert "backward op 2_float4" in analysis.describe(again)
+    assert save_figure(figures.figure(again), tmp_path / "cpu-model.png").stat().st_size > 10_000
 
 
 def test_the_sanitizer_and_the_fuzzer_know_the_backward_op():

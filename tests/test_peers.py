@@ -91,7 +91,8 @@ def test_importing_elu_study_does_not_import_triton_elu():
     import subprocess
     import sys
 
-    code = "import sys, elu_study, elu_study.study, elu_study.sizes; print('elu_study.triton_elu' in sys.modules)"
+    code = ("import sys, elu_study, elu_study.core.harness, elu_study.jobs.sizes; "
+            "print('elu_study.core.triton_elu' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
 

@@ -3,7 +3,10 @@ import json
 
 import pytest
 
-from elu_study.core import record as results
+from elu_study.core import record
+from elu_study.core.paths import README, RESULTS_DIR
+from elu_study.core.tables import markdown
+from elu_study.jobs.study.report import README_BLOCK, caption, frame
 from elu_study.core.entries import ENTRIES, study_entries
 from elu_study.core.harness import annotate
 
@@ -17,7 +20,7 @@ def fake_record(gpu="NVIDIA H200"):
         return {"name": name, "kind": kind, "what": name, "timing": timing, "check": chk,
                 "near_zero_rel_err": None, "sass": None, "extra": {}}
 
-    record = {
+    rec = {
         "provenance": {"gpu": gpu, "sm_count": 132, "driver": "1", "cuda_runtime": "13.0", "torch": "2",
                        "nvcc": "13.0", "date_utc": "2026-11-29T00:00:00+00:00"},
         "problem": {"shape": [4096, 393216], "dtype": "float32", "alpha": 1.0, "numel": 1_610_612_736},
@@ -25,36 +28,82 @@ def fake_record(gpu="NVIDIA H200"):
         "peak_source": "H200 datasheet",
         "rows": [row("copy_", "baseline", 3.0, check=False), row("1_naive", "step", 6.0)],
     }
-    return annotate(record)
+    return annotate(rec)
 
 
 def test_annotate_derives_bandwidth_floor_and_roof():
-    record = fake_record()
-    assert record["floor_ms"] == pytest.approx(2.684, abs=1e-3)
-    assert record["roof_ms"] == 3.0
-    naive = results.row(record, "1_naive")
+    rec = fake_record()
+    assert rec["floor_ms"] == pytest.approx(2.684, abs=1e-3)
+    assert rec["roof_ms"] == 3.0
+    naive = record.row(rec, "1_naive")
     assert naive["x_copy"] == pytest.approx(2.0)
     assert naive["tbps"] == pytest.approx(12.884901888 / 6.0, rel=1e-9)
     assert naive["pct_of_peak"] == pytest.approx(100 * 2.684 / 6.0, rel=1e-3)
 
 
-def test_save_and_load_round_trip(tmp_path, monkeypatch):
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
-    record = fake_record("NVIDIA H100 80GB HBM3")
-    path = results.save(record)
+def test_save_and_load_round_trip(tmp_path):
+    rec = fake_record("NVIDIA H100 80GB HBM3")
+    path = record.save(rec, results_dir=tmp_path)
     assert path == tmp_path / "nvidia-h100-80gb-hbm3.json"
-    assert results.load("NVIDIA H100 80GB HBM3") == json.loads(json.dumps(record))
-    with pytest.raises(FileNotFoundError, match="nvidia-h100-80gb-hbm3"):
-        results.load("NVIDIA B200")
+    loaded = record.load("NVIDIA H100 80GB HBM3", results_dir=tmp_path)
+    assert loaded == {"schema": {"job": "study", "version": record.VERSIONS["study"]}, **json.loads(json.dumps(rec))}
+    assert next(iter(loaded)) == "schema"  # the stamp is the file's first key
+    with pytest.raises(record.RecordError, match="nvidia-b200"):
+        record.load("NVIDIA B200", results_dir=tmp_path)
+    assert record.load("NVIDIA B200", results_dir=tmp_path, required=False) is None
+
+
+def test_every_job_has_its_own_file_name():
+    paths = {record.record_path("NVIDIA H200", job) for job in record.VERSIONS}
+    assert len(paths) == len(record.VERSIONS)
+    assert record.record_path("NVIDIA H200").name == "nvidia-h200.json"
+    assert record.record_path("nvidia-h200", "sizes").name == "nvidia-h200-sizes.json"
+    with pytest.raises(record.RecordError, match="unknown record job 'size'"):
+        record.record_path("nvidia-h200", "size")
+
+
+def test_a_record_of_an_unknown_version_is_refused_naming_the_file_and_both_versions(tmp_path):
+    path = record.save(fake_record(), "sizes", results_dir=tmp_path)
+    stamped = json.loads(path.read_text())
+    stamped["schema"]["version"] = record.VERSIONS["sizes"] + 1
+    path.write_text(json.dumps(stamped))
+    with pytest.raises(record.RecordError) as err:
+        record.load("NVIDIA H200", "sizes", results_dir=tmp_path)
+    text = str(err.value)
+    assert str(path) in text and f"version {record.VERSIONS['sizes'] + 1}" in text
+    assert f"reads version {record.VERSIONS['sizes']}" in text
+
+
+@pytest.mark.parametrize("stamp", [None, "elu-study-sizes/1", 1, {"job": "launch", "version": 1}])
+def test_a_record_without_this_jobs_stamp_is_refused(tmp_path, stamp):
+    path = tmp_path / "nvidia-h200-sizes.json"
+    body = {"provenance": {"gpu": "NVIDIA H200"}}
+    path.write_text(json.dumps(body if stamp is None else {"schema": stamp, **body}))
+    with pytest.raises(record.RecordError, match="not a 'sizes' record"):
+        record.load("NVIDIA H200", "sizes", results_dir=tmp_path)
+
+
+def test_every_committed_record_carries_the_stamp_this_code_reads():
+    committed = sorted(RESULTS_DIR.glob("*.json"))
+    assert committed
+    for path in committed:
+        job = path.stem.removeprefix(record.REFERENCE_GPU).lstrip("-") or "study"
+        assert record.read(path, job)["schema"] == {"job": job, "version": record.VERSIONS[job]}
+
+
+def test_records_are_strict_json_with_numbers_on_one_line():
+    text = record.dumps({"a": [1.0, float("nan"), 3.0], "b": {"c": float("inf")}})
+    assert json.loads(text) == {"a": [1.0, None, 3.0], "b": {"c": None}}
+    assert '"a": [1.0, null, 3.0]' in text
 
 
 def test_unknown_row_names_the_rows_there():
     with pytest.raises(KeyError, match="1_naive"):
-        results.row(fake_record(), "9_missing")
+        record.row(fake_record(), "9_missing")
 
 
 def test_markdown_table_prints_every_measurement_with_a_decimal_point():
-    text = results.markdown(results.frame(fake_record()))
+    text = markdown(frame(fake_record()))
     lines = text.splitlines()
     assert lines[0].split("|")[1].strip() == "entry"
     naive = next(line for line in lines if "1_naive" in line)
@@ -63,33 +112,37 @@ def test_markdown_table_prints_every_measurement_with_a_decimal_point():
 
 def test_readme_block_is_replaced_not_appended(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{results.TABLE_BEGIN}\nold\n{results.TABLE_END}\noutro\n")
-    results.update_readme(fake_record(), readme=readme)
-    results.update_readme(fake_record(), readme=readme)
+    begin, end = record.block_markers("results-table")
+    readme.write_text(f"intro\n{begin}\nold\n{end}\noutro\n")
+    block = markdown(frame(fake_record()))
+    record.write_block("results-table", block, readme=readme)
+    record.write_block("results-table", block, readme=readme)
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("outro\n")
     assert "\nold\n" not in text and text.count("\n| 1_naive ") == 1
+    with pytest.raises(ValueError, match="no <!-- sizes:begin -->"):
+        record.write_block("sizes", block, readme=readme)
 
 
 def test_recorded_reference_run_is_complete():
     """The committed H200 record holds every entry the study defines, each checked, with provenance."""
-    record = results.load(results.REFERENCE_GPU)
+    rec = record.load(record.REFERENCE_GPU)
     for key in ("gpu", "sm_count", "driver", "cuda_runtime", "torch", "nvcc", "date_utc"):
-        assert record["provenance"][key], key
-    assert "H200" in record["provenance"]["gpu"]
-    names = [r["name"] for r in record["rows"]]
+        assert rec["provenance"][key], key
+    assert "H200" in rec["provenance"]["gpu"]
+    names = [r["name"] for r in rec["rows"]]
     assert sorted(names) == sorted(e.name for e in study_entries())
-    for r in record["rows"]:
+    for r in rec["rows"]:
         assert r["timing"]["runs"] >= 20 and r["timing"]["p10_ms"] <= r["timing"]["median_ms"] <= r["timing"]["p90_ms"]
         if ENTRIES[r["name"]].checked:
             assert r["check"]["passed"] and r["check"]["unwritten"] == 0, r["name"]
     # Derived columns agree with the raw timings they come from.
-    assert annotate(copy.deepcopy(record))["rows"] == record["rows"]
+    assert annotate(copy.deepcopy(rec))["rows"] == rec["rows"]
 
 
 def test_readme_table_is_generated_from_the_record():
-    record = results.load(results.REFERENCE_GPU)
-    readme = results.README.read_text()
-    block = readme.split(results.TABLE_BEGIN)[1].split(results.TABLE_END)[0]
-    assert results.markdown(results.frame(record)) in block
-    assert results.caption(record) in block
+    rec = record.load(record.REFERENCE_GPU)
+    begin, end = record.block_markers(README_BLOCK)
+    block = README.read_text().split(begin)[1].split(end)[0]
+    assert markdown(frame(rec)) in block
+    assert caption(rec) in block

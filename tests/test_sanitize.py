@@ -16,8 +16,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from elu_study.jobs import sanitize
+from elu_study.core import record
+from elu_study.core.build import compile_variant
 from elu_study.core.ops import OPS
+from elu_study.core.paths import REPO_ROOT
+from elu_study.jobs import sanitize
+from elu_study.jobs.sanitize import child, runner, runs
+from elu_study.jobs.sanitize.builds import Build, library_entry, select_builds
 from elu_study.testing.suite import SANITIZE_PROPERTY
 
 PLANTED = Path(__file__).parent / "data" / "planted_oob.cu"
@@ -54,67 +59,67 @@ elu-study sanitize child: done: 10 calls over 1 build(s)
 
 
 def test_error_summaries_are_read():
-    assert sanitize.parse_summary(MEMCHECK_CLEAN) == sanitize.Summary(0, 0)
-    assert sanitize.parse_summary(MEMCHECK_DIRTY) == sanitize.Summary(4, 0)
-    assert sanitize.parse_summary("========= ERROR SUMMARY: 1 error\n").errors == 1
-    assert sanitize.parse_summary(RACECHECK) == sanitize.Summary(1, 1)
-    assert sanitize.parse_summary(RACECHECK.replace("(1 error, 1 warning)", "(0 errors, 0 warnings)")) == sanitize.Summary(0, 0)
+    assert runner.parse_summary(MEMCHECK_CLEAN) == runner.Summary(0, 0)
+    assert runner.parse_summary(MEMCHECK_DIRTY) == runner.Summary(4, 0)
+    assert runner.parse_summary("========= ERROR SUMMARY: 1 error\n").errors == 1
+    assert runner.parse_summary(RACECHECK) == runner.Summary(1, 1)
+    assert runner.parse_summary(RACECHECK.replace("(1 error, 1 warning)", "(0 errors, 0 warnings)")) == runner.Summary(0, 0)
 
 
 def test_a_run_without_a_summary_has_no_error_count_and_is_not_clean():
-    assert sanitize.parse_summary("Traceback (most recent call last):\nImportError: no torch\n").errors is None
-    run = sanitize.run_one(lambda tool, builds: (1, "ImportError: no torch\n", 0.1), "memcheck", [sanitize.Build("a", "a")])
+    assert runner.parse_summary("Traceback (most recent call last):\nImportError: no torch\n").errors is None
+    run = runs.run_one(lambda tool, builds: (1, "ImportError: no torch\n", 0.1), "memcheck", [Build("a", "a")])
     assert run.errors is None and not run.ok and "ImportError" in run.log_tail
 
 
 def test_headlines_are_the_distinct_reports():
-    assert sanitize.headlines(MEMCHECK_DIRTY) == [
+    assert runner.headlines(MEMCHECK_DIRTY) == [
         "Invalid __global__ write of size 4 bytes",
         'Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API call to cudaStreamSynchronize.',
         "Target application returned an error",
     ]
-    assert sanitize.headlines(RACECHECK) == ["Error: Race reported between Write access at k()+0x140"]
-    assert sanitize.headlines(MEMCHECK_CLEAN) == []
+    assert runner.headlines(RACECHECK) == ["Error: Race reported between Write access at k()+0x140"]
+    assert runner.headlines(MEMCHECK_CLEAN) == []
 
 
 def test_a_clean_run_needs_zero_errors_a_finished_child_and_exit_0():
-    build = [sanitize.Build("b", "b")]
-    assert sanitize.run_one(lambda t, b: (0, MEMCHECK_CLEAN, 1.0), "memcheck", build).ok
+    build = [Build("b", "b")]
+    assert runs.run_one(lambda t, b: (0, MEMCHECK_CLEAN, 1.0), "memcheck", build).ok
     unfinished = MEMCHECK_CLEAN.replace("elu-study sanitize child: done", "elu-study sanitize child: 1_naive")
-    assert not sanitize.run_one(lambda t, b: (0, unfinished, 1.0), "memcheck", build).ok
-    assert not sanitize.run_one(lambda t, b: (1, MEMCHECK_CLEAN, 1.0), "memcheck", build).ok
-    dirty = sanitize.run_one(lambda t, b: (sanitize.ERROR_EXITCODE, MEMCHECK_DIRTY, 1.0), "memcheck", build)
+    assert not runs.run_one(lambda t, b: (0, unfinished, 1.0), "memcheck", build).ok
+    assert not runs.run_one(lambda t, b: (1, MEMCHECK_CLEAN, 1.0), "memcheck", build).ok
+    dirty = runs.run_one(lambda t, b: (runner.ERROR_EXITCODE, MEMCHECK_DIRTY, 1.0), "memcheck", build)
     assert not dirty.ok and dirty.errors == 4 and dirty.findings[0].startswith("Invalid __global__ write")
 
 
 def test_the_command_names_the_tool_and_the_exit_code():
-    cmd = sanitize.sanitizer_command("/opt/cs", "initcheck", ["python", "-c", "pass"])
+    cmd = runner.sanitizer_command("/opt/cs", "initcheck", ["python", "-c", "pass"])
     assert cmd[0] == "/opt/cs" and cmd[-3:] == ["python", "-c", "pass"]
     assert cmd[cmd.index("--tool") + 1] == "initcheck"
-    assert cmd[cmd.index("--error-exitcode") + 1] == str(sanitize.ERROR_EXITCODE)
+    assert cmd[cmd.index("--error-exitcode") + 1] == str(runner.ERROR_EXITCODE)
     assert cmd[cmd.index("--target-processes") + 1] == "application-only"
     with pytest.raises(ValueError, match="unknown compute-sanitizer tool 'leakcheck'"):
-        sanitize.sanitizer_command("/opt/cs", "leakcheck", [])
+        runner.sanitizer_command("/opt/cs", "leakcheck", [])
 
 
 def test_newer_checks_are_asked_for_where_the_tool_has_them(tmp_path):
     exe = tmp_path / "compute-sanitizer"
     exe.write_text("#!/bin/sh\necho '  --tool arg (=memcheck)'\necho '  --check-tensor-ops arg (=no)   Enables checks'\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    supported = sanitize.supported_options(str(exe))
+    supported = runner.supported_options(str(exe))
     assert {"--tool", "--check-tensor-ops"} <= supported and "--initcheck-address-space" not in supported
-    memcheck = sanitize.sanitizer_command(str(exe), "memcheck", ["py"], supported)
+    memcheck = runner.sanitizer_command(str(exe), "memcheck", ["py"], supported)
     assert memcheck[memcheck.index("--check-tensor-ops") + 1] == "yes" and memcheck[-1] == "py"
-    assert "--initcheck-address-space" not in sanitize.sanitizer_command(str(exe), "initcheck", ["py"], supported)
-    assert "--check-tensor-ops" not in sanitize.sanitizer_command(str(exe), "memcheck", ["py"])  # an older tool
+    assert "--initcheck-address-space" not in runner.sanitizer_command(str(exe), "initcheck", ["py"], supported)
+    assert "--check-tensor-ops" not in runner.sanitizer_command(str(exe), "memcheck", ["py"])  # an older tool
 
 
 def _no_sanitizer_anywhere(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    monkeypatch.setattr(sanitize, "DEFAULT_CUDA_HOMES", ())
-    monkeypatch.setattr(sanitize, "_wheel_candidates", lambda: [])
+    monkeypatch.setattr(runner, "DEFAULT_CUDA_HOMES", ())
+    monkeypatch.setattr(runner, "wheel_candidates", lambda: [])
 
 
 def test_the_tool_is_found_under_cuda_home(monkeypatch, tmp_path):
@@ -123,14 +128,14 @@ def test_the_tool_is_found_under_cuda_home(monkeypatch, tmp_path):
     exe.parent.mkdir(parents=True)
     exe.write_text("#!/bin/sh\necho 'Version 2025.3.1.0'\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    assert sanitize.find_compute_sanitizer() == str(exe)
-    assert sanitize.sanitizer_version(str(exe)) == "2025.3.1.0"
+    assert runner.find_compute_sanitizer() == str(exe)
+    assert runner.sanitizer_version(str(exe)) == "2025.3.1.0"
 
 
 def test_a_missing_tool_is_a_clear_error(monkeypatch, tmp_path):
     _no_sanitizer_anywhere(monkeypatch, tmp_path)
     with pytest.raises(FileNotFoundError, match="compute-sanitizer not found .* CUDA toolkit"):
-        sanitize.find_compute_sanitizer()
+        runner.find_compute_sanitizer()
     assert sanitize.main(["--no-record"]) == 2  # and the command says so, without a traceback
 
 
@@ -138,17 +143,17 @@ def test_a_missing_tool_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_builds_are_chosen_by_step_or_file():
-    every = sanitize.select_builds()
-    files = sanitize.select_builds(which="files")
+    every = select_builds()
+    files = select_builds(which="files")
     assert {b.variant for b in every} <= {b.variant for b in files} | {"peers/cub_transform"}  # a peer's file too
     assert all(b.flags == () and b.id == b.variant for b in files)
-    grid = sanitize.select_builds(["3"])
+    grid = select_builds(["3"])
     assert grid and {b.variant for b in grid} == {"3_grid_stride"} and any(b.flags for b in grid)
-    assert sanitize.select_builds(["float4", "2_float4"]) == sanitize.select_builds(["2"])
-    planted = sanitize.select_builds([str(PLANTED)])
-    assert planted == [sanitize.Build("planted_oob.cu", str(PLANTED.resolve()))]
+    assert select_builds(["float4", "2_float4"]) == select_builds(["2"])
+    planted = select_builds([str(PLANTED)])
+    assert planted == [Build("planted_oob.cu", str(PLANTED.resolve()))]
     with pytest.raises(ValueError, match="unknown variant '9_magic'"):
-        sanitize.select_builds(["9_magic"])
+        select_builds(["9_magic"])
 
 
 def _fake_runner(bad: dict[str, set[str]]):
@@ -158,52 +163,52 @@ def _fake_runner(bad: dict[str, set[str]]):
     def run(tool, builds):
         calls.append((tool, [b.id for b in builds]))
         errors = 2 * sum(b.id in bad.get(tool, ()) for b in builds)
-        child = "elu-study sanitize child: done\n" if not errors else "RuntimeError: unspecified launch failure\n"
-        return (sanitize.ERROR_EXITCODE if errors else 0), f"{child}========= ERROR SUMMARY: {errors} errors\n", 0.5
+        said = "elu-study sanitize child: done\n" if not errors else "RuntimeError: unspecified launch failure\n"
+        return (runner.ERROR_EXITCODE if errors else 0), f"{said}========= ERROR SUMMARY: {errors} errors\n", 0.5
 
     return run, calls
 
 
-BUILDS = [sanitize.Build(name, name) for name in ("1_naive", "2_float4", "3_grid_stride")]
+BUILDS = [Build(name, name) for name in ("1_naive", "2_float4", "3_grid_stride")]
 
 
 def test_clean_builds_take_one_run_per_tool():
-    runner, calls = _fake_runner({})
-    runs = sanitize.sanitize(BUILDS, sanitize.TOOLS, runner, progress=False)
-    assert sorted(calls) == sorted((t, [b.id for b in BUILDS]) for t in sanitize.TOOLS)
-    rep = sanitize.report(BUILDS, runs, "2025.3", {"gpu": "NVIDIA H200"})
-    assert rep["passed"] and rep["tools"] == list(sanitize.TOOLS)
+    fake, calls = _fake_runner({})
+    done = runs.sanitize(BUILDS, runner.TOOLS, fake, progress=False)
+    assert sorted(calls) == sorted((t, [b.id for b in BUILDS]) for t in runner.TOOLS)
+    rep = runs.report(BUILDS, done, "2025.3", {"gpu": "NVIDIA H200"})
+    assert rep["passed"] and rep["tools"] == list(runner.TOOLS)
     assert rep["builds"]["2_float4"]["racecheck"] == {"errors": 0, "ok": True}
-    assert sanitize.brief(rep)["errors"]["3_grid_stride"] == dict.fromkeys(sanitize.TOOLS, 0)
-    assert "PASS: 0 errors" in sanitize.describe(rep)
+    assert runs.brief(rep)["errors"]["3_grid_stride"] == dict.fromkeys(runner.TOOLS, 0)
+    assert "PASS: 0 errors" in runs.describe(rep)
 
 
 def test_a_failed_group_run_is_repeated_build_by_build_to_name_the_build():
-    runner, calls = _fake_runner({"memcheck": {"2_float4"}})
-    runs = sanitize.sanitize(BUILDS, ("memcheck", "initcheck"), runner, progress=False)
+    fake, calls = _fake_runner({"memcheck": {"2_float4"}})
+    done = runs.sanitize(BUILDS, ("memcheck", "initcheck"), fake, progress=False)
     assert len(calls) == 2 + len(BUILDS)  # two group runs, then memcheck alone on each build
-    rep = sanitize.report(BUILDS, runs, None, {"gpu": "NVIDIA H200"})
+    rep = runs.report(BUILDS, done, None, {"gpu": "NVIDIA H200"})
     assert not rep["passed"]
     assert rep["builds"]["2_float4"]["memcheck"] == {"errors": 2, "ok": False}
     assert rep["builds"]["1_naive"]["memcheck"] == {"errors": 0, "ok": True}
     assert rep["builds"]["2_float4"]["initcheck"] == {"errors": 0, "ok": True}
-    text = sanitize.describe(rep)
+    text = runs.describe(rep)
     assert "FAIL" in text and "memcheck over 2_float4" in text
 
 
 def test_per_build_runs_each_build_alone():
-    runner, calls = _fake_runner({})
-    sanitize.sanitize(BUILDS, ("synccheck",), runner, per_build=True, progress=False)
+    fake, calls = _fake_runner({})
+    runs.sanitize(BUILDS, ("synccheck",), fake, per_build=True, progress=False)
     assert sorted(calls) == sorted(("synccheck", [b.id]) for b in BUILDS)
 
 
 def test_the_report_is_saved_under_the_gpus_name(tmp_path):
-    runner, _ = _fake_runner({})
-    rep = sanitize.report(BUILDS, sanitize.sanitize(BUILDS, ("memcheck",), runner, progress=False), "v",
-                          {"gpu": "NVIDIA H200"})
-    path = sanitize.save(rep, tmp_path)
+    fake, _ = _fake_runner({})
+    rep = runs.report(BUILDS, runs.sanitize(BUILDS, ("memcheck",), fake, progress=False), "v", {"gpu": "NVIDIA H200"})
+    path = record.save(rep, "sanitize", tmp_path)
     assert path == tmp_path / "nvidia-h200-sanitize.json"
     assert '"passed": true' in path.read_text()
+    assert record.read(path, "sanitize")["builds"] == rep["builds"]
 
 
 # ---------------------------------------------------------------- the child's workload, on the CPU
@@ -225,24 +230,21 @@ class _Elu:
 
 def test_the_child_calls_every_length_and_checks_every_result():
     fake = _Elu()
-    calls = sanitize.exercise(fake.elu, OPS["elu"], "cpu")
-    assert calls == len(fake.lengths) and calls >= 8 * len(sanitize.SMALL_LENGTHS)
-    assert set(sanitize.SMALL_LENGTHS) | {sanitize.LARGE_LENGTH} == set(fake.lengths)
+    calls = child.exercise(fake.elu, OPS["elu"], "cpu")
+    assert calls == len(fake.lengths) and calls >= 8 * len(child.SMALL_LENGTHS)
+    assert set(child.SMALL_LENGTHS) | {child.LARGE_LENGTH} == set(fake.lengths)
     with pytest.raises(AssertionError, match="wrong result"):
-        sanitize.exercise(_Elu(overrun=True).elu, OPS["elu"], "cpu")
+        child.exercise(_Elu(overrun=True).elu, OPS["elu"], "cpu")
 
 
 def test_the_child_loads_a_build_without_compiling():
     """The child imports each build's shared library by path; here in a fresh process, with no GPU needed."""
-    from elu_study.core.build import compile_variant
-
-    entry = sanitize.library_entry(sanitize.Build("1_naive", "1_naive"))
+    entry = library_entry(Build("1_naive", "1_naive"))
     assert entry["library"] == compile_variant("1_naive").__file__
-    code = ("import sys; from elu_study.sanitize import _load_library; from elu_study.ops import registered_ops; "
-            "print(registered_ops(_load_library(sys.argv[1], sys.argv[2])))")
+    code = ("import sys; from elu_study.jobs.sanitize.child import load_library; "
+            "from elu_study.core.ops import registered_ops; print(registered_ops(load_library(sys.argv[1], sys.argv[2])))")
     done = subprocess.run([sys.executable, "-c", code, entry["module"], entry["library"]], capture_output=True,
-                          text=True, cwd=sanitize.REPO_ROOT, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(sanitize.REPO_ROOT)})
+                          text=True, cwd=REPO_ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['elu', 'elu_backward']"
 
@@ -254,7 +256,7 @@ def _sanitizer_or_skip() -> str:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU: compute-sanitizer runs the kernels")
     try:
-        return sanitize.find_compute_sanitizer()
+        return runner.find_compute_sanitizer()
     except FileNotFoundError as err:
         pytest.skip(str(err))
 
@@ -265,11 +267,11 @@ def test_compute_sanitizer_finds_no_errors_in_any_kernel(fuzz_settings, record_p
     """memcheck, racecheck, initcheck and synccheck over every fuzzed build: 0 errors, every result right."""
     _sanitizer_or_skip()
     rep = sanitize.run(which=fuzz_settings.builds, progress=False)
-    record_property(SANITIZE_PROPERTY, sanitize.brief(rep))
-    path = sanitize.save(rep)
-    print(sanitize.describe(rep), f"\nwrote {path}")
-    assert rep["passed"], sanitize.describe(rep)
-    assert set(rep["tools"]) == set(sanitize.TOOLS)
+    record_property(SANITIZE_PROPERTY, runs.brief(rep))
+    path = record.save(rep, "sanitize")
+    print(runs.describe(rep), f"\nwrote {path}")
+    assert rep["passed"], runs.describe(rep)
+    assert set(rep["tools"]) == set(runner.TOOLS)
 
 
 @pytest.mark.gpu
@@ -280,8 +282,8 @@ def test_compute_sanitizer_reports_a_planted_out_of_bounds_write():
     rep = sanitize.run([str(PLANTED)], tools=("memcheck",), progress=False)
     (run,) = rep["runs"]
     assert not rep["passed"]
-    assert run["errors"] and run["errors"] >= 1, sanitize.describe(rep)
-    assert any("Invalid __global__ write" in h for h in run["findings"]), sanitize.describe(rep)
+    assert run["errors"] and run["errors"] >= 1, runs.describe(rep)
+    assert any("Invalid __global__ write" in h for h in run["findings"]), runs.describe(rep)
 
 
 FAKE_SANITIZER = '''#!{python}
@@ -290,11 +292,13 @@ import json, os, subprocess, sys
 args = sys.argv[1:]
 assert args[0] == "--tool", args
 child = args[args.index("--print-limit") + 2:]
-assert child[1:4] == ["-m", "elu_study.jobs.sanitize", "--child"], child
-spec = json.load(open(child[4]))
+assert child[1:3] == ["-m", "elu_study.jobs.sanitize.child"], child
+spec = json.load(open(child[3]))
 assert [b["id"] for b in spec["builds"]] == ["1_naive"], spec
 assert os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
-done = subprocess.run([child[0], "-m", "elu_study.jobs.sanitize", "--help"], capture_output=True, text=True)
+done = subprocess.run([child[0], "-m", "elu_study.jobs.sanitize.child", "--help"], capture_output=True, text=True)
+assert done.returncode == 0 and "spec" in done.stdout and not done.stderr, done.stderr
+done = subprocess.run([child[0], "-m", "elu_study", "sanitize", "--help"], capture_output=True, text=True)
 assert done.returncode == 0 and "--per-build" in done.stdout, done.stderr
 print("elu-study sanitize child: done: 0 calls over 1 build(s)")
 print("========= ERROR SUMMARY: 0 errors")
@@ -305,8 +309,8 @@ def test_the_runner_starts_the_child_under_the_tool(tmp_path):
     exe = tmp_path / "compute-sanitizer"
     exe.write_text(FAKE_SANITIZER.format(python=sys.executable))
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    build = sanitize.Build("1_naive", "1_naive")
-    runner = sanitize.subprocess_runner(str(exe), {"1_naive": {"id": "1_naive", "module": "m", "library": "/x.so"}})
-    run = sanitize.run_one(runner, "memcheck", [build])
+    build = Build("1_naive", "1_naive")
+    start = runner.subprocess_runner(str(exe), {"1_naive": {"id": "1_naive", "module": "m", "library": "/x.so"}})
+    run = runs.run_one(start, "memcheck", [build])
     assert run.ok, run.log_tail
     assert run.errors == 0 and run.child_ok

@@ -5,8 +5,10 @@ import math
 
 import pytest
 
-from elu_study.jobs import sizes
+from elu_study.core import record
 from elu_study.core.entries import ENTRIES
+from elu_study.jobs import sizes
+from elu_study.jobs.sizes import analysis, figures, notebook, plan, readme
 
 GPU_NAME = "NVIDIA H200"
 L2 = 60 * 2**20
@@ -22,55 +24,55 @@ HOST_US = {"F.elu": 4.0, "F.elu_": 4.0, "torch.compile(F.elu)": 18.0, "triton": 
            "read_only": 5.0, "write_only": 3.0}
 
 
-def synthetic_record(plan=None, entries=None, gpu=GPU_NAME) -> dict:
+def synthetic_record(lengths=None, entries=None, gpu=GPU_NAME) -> dict:
     """A record shaped as sizes.measure writes it, with times from a simple model (no GPU)."""
-    plan = plan or sizes.plan()
-    entries = entries or sizes.sweep_entries()
+    lengths = lengths or plan.plan()
+    entries = entries or plan.sweep_entries()
     points = []
     for e in entries:
         slow = 1.6 if e.name == "1_naive" else 1.0
-        for n in plan:
-            b = sizes.BYTES_PER_ELEMENT * n * (0.5 if e.name in sizes.STREAMS else 1.0)
+        for n in lengths:
+            b = plan.BYTES_PER_ELEMENT * n * (0.5 if e.name in plan.STREAMS else 1.0)
             cold = 2.5e-3 + b / 4.2e12 * 1e3 * slow
             warm = 2.5e-3 + b / (12e12 if b <= L2 else 4.3e12) * 1e3 * slow
             if n % 4 and e.kind == "step":
                 cold, warm = cold + 2e-3, warm + 2e-3  # the tail's second launch
             host = HOST_US.get(e.name, 6.0) * 1e-3
-            p = {"entry": e.name, "kind": e.kind, "n": n, "bytes": sizes.BYTES_PER_ELEMENT * n,
+            p = {"entry": e.name, "kind": e.kind, "n": n, "bytes": plan.BYTES_PER_ELEMENT * n,
                  "check": {"passed": True, "unwritten": 0, "max_abs_err_vs_torch": 1e-7, "elements_compared": n}
                  if e.checked else None,
                  "cold": _timing(cold), "warm": _timing(warm), "host": _timing(host), "host_calls_per_loop": 10,
                  "sleep_retries": {"cold": 0, "warm": 0}, "host_loops_gpu_busy": 5}
             points.append(p)
-    record = {
+    made = {
         "job": "sizes",
         "provenance": {"gpu": gpu, "sm_count": 132, "l2_cache_mib": 60.0, "driver": "x", "cuda_runtime": "13.0",
                        "torch": "2.x", "triton": "3.x", "nvcc": "13.0", "python": "3.12",
                        "date_utc": "2026-11-29T00:00:00+00:00", "commit": "abc1234"},
         "problem": {"dtype": "float32", "alpha": 1.0, "bytes_per_element": 8, "input": "randn"},
         "l2_bytes": L2, "peak_bytes_per_s": 4.8e12, "peak_source": "H200 (SXM/NVL) datasheet",
-        "sizes": list(plan),
+        "sizes": list(lengths),
         "entries": [{"name": e.name, "kind": e.kind, "what": e.what, "checked": e.checked} for e in entries],
         "method": {}, "torch_compile_graphs": 2, "errors": [], "points": points,
     }
-    return sizes.derive(json.loads(json.dumps(record)))
+    return analysis.derive(json.loads(json.dumps(made)))
 
 
 def test_plan_holds_every_power_of_two_and_the_non_powers():
-    plan = sizes.plan()
-    assert plan == sorted(set(plan))
-    powers = [n for n in plan if n & (n - 1) == 0]
+    lengths = plan.plan()
+    assert lengths == sorted(set(lengths))
+    powers = [n for n in lengths if n & (n - 1) == 0]
     assert powers == [2**k for k in range(10, 32)]
-    others = [n for n in plan if n & (n - 1)]
+    others = [n for n in lengths if n & (n - 1)]
     assert any(n % 2 for n in others), "an odd length"
     assert {10**k for k in range(4, 10)} <= set(others)
-    assert all(2**10 <= n <= 2**31 for n in plan)
-    assert sizes.plan(12, extra=False) == [1024, 2048, 4096]
-    assert sizes.plan(13) == [1024, 2048, 4096, 4097, 8192]
+    assert all(2**10 <= n <= 2**31 for n in lengths)
+    assert plan.plan(12, extra=False) == [1024, 2048, 4096]
+    assert plan.plan(13) == [1024, 2048, 4096, 4097, 8192]
 
 
 def test_sweep_entries_take_every_step_and_peer_and_skip_ablations():
-    names = [e.name for e in sizes.sweep_entries()]
+    names = [e.name for e in plan.sweep_entries()]
     steps = [e.name for e in ENTRIES.values() if e.kind == "step" and not e.mode]
     assert steps and set(steps) <= set(names)  # a step added to the study is swept without an edit here
     assert {"triton", "cub_transform", "F.elu", "torch.compile(F.elu)", "F.elu_", "copy_", "read_only",
@@ -80,16 +82,16 @@ def test_sweep_entries_take_every_step_and_peer_and_skip_ablations():
 
 
 def test_runs_and_budget():
-    small, big = sizes.runs(2**10), sizes.runs(2**31)
-    assert sizes.MIN_RUNS <= big["cold"] <= small["cold"] <= sizes.MAX_RUNS
-    assert big["host_calls"] >= sizes.HOST_MIN_CALLS and small["host_calls"] <= sizes.HOST_MAX_CALLS
+    small, big = plan.runs(2**10), plan.runs(2**31)
+    assert plan.MIN_RUNS <= big["cold"] <= small["cold"] <= plan.MAX_RUNS
+    assert big["host_calls"] >= plan.HOST_MIN_CALLS and small["host_calls"] <= plan.HOST_MAX_CALLS
     # the planned run fits the budget with room for what the model leaves out
-    assert sizes.estimate_s(sizes.plan(), len(sizes.sweep_entries())) < 0.75 * sizes.BUDGET_S
+    assert plan.estimate_s(plan.plan(), len(plan.sweep_entries())) < 0.75 * plan.BUDGET_S
 
 
 def test_formats():
-    assert sizes.fmt_n(2**20) == "2^20" and sizes.fmt_n(4097) == "4,097"
-    assert sizes.fmt_bytes(8 * 2**10) == "8 KiB" and sizes.fmt_bytes(60 * 2**20) == "60 MiB"
+    assert plan.fmt_n(2**20) == "2^20" and plan.fmt_n(4097) == "4,097"
+    assert plan.fmt_bytes(8 * 2**10) == "8 KiB" and plan.fmt_bytes(60 * 2**20) == "60 MiB"
 
 
 def test_derived_numbers():
@@ -100,47 +102,47 @@ def test_derived_numbers():
     assert 2**22 <= reg["l2_fit_max_n"] < 2**23
     # F.elu's host time (4 µs) against warm GPU time 2.5 µs + 8n / 12 TB/s: equal near n = 2^21
     lb = reg["launch_bound_max_n"]
-    p = sizes.point(rec, "F.elu", lb)
+    p = analysis.point(rec, "F.elu", lb)
     assert p["host"]["median_ms"] >= p["warm"]["median_ms"]
     nxt = min(n for n in rec["sizes"] if n > lb)
-    q = sizes.point(rec, "F.elu", nxt)
+    q = analysis.point(rec, "F.elu", nxt)
     assert q["host"]["median_ms"] < q["warm"]["median_ms"]
     f = rec["floors"][str(2**31)]
     assert math.isclose(f["datasheet_ms"], 8 * 2**31 / 4.8e12 * 1e3)
-    halves = [sizes.point(rec, s, 2**31)["cold"]["median_ms"] for s in sizes.STREAMS]
+    halves = [analysis.point(rec, s, 2**31)["cold"]["median_ms"] for s in plan.STREAMS]
     assert math.isclose(f["stream_cold_ms"], sum(halves))
-    p = sizes.point(rec, "copy_", 2**31)
+    p = analysis.point(rec, "copy_", 2**31)
     assert math.isclose(p["cold_tbps"], 8 * 2**31 / (p["cold"]["median_ms"] * 1e-3) / 1e12)
 
 
 def test_summary_lines_quote_the_record():
     rec = synthetic_record()
-    text = "\n".join(sizes.summary_lines(rec))
+    text = "\n".join(readme.summary_lines(rec))
     lb = rec["regimes"]["launch_bound_max_n"]
-    assert f"Launch-bound up to {sizes.fmt_n(lb)} elements" in text
+    assert f"Launch-bound up to {plan.fmt_n(lb)} elements" in text
     # the model makes triton (12 µs) and torch.compile dearer than F.elu (4 µs), the pybind steps (6 µs) too
-    host_line = next(line for line in sizes.summary_lines(rec) if line.startswith("- **Host cost"))
+    host_line = next(line for line in readme.summary_lines(rec) if line.startswith("- **Host cost"))
     assert "`triton` 12.0" in host_line.split("dearer:")[1]
     assert "F.elu 4.0" in host_line
     assert "4,097" in text and "second, scalar launch" in text
     # every custom kernel's host cost is above F.elu's in the model, and the GPU times equal: no length won
-    loop = next(line for line in sizes.summary_lines(rec) if line.startswith("- **In a loop"))
+    loop = next(line for line in readme.summary_lines(rec) if line.startswith("- **In a loop"))
     assert "`triton` 0" in loop and "`2_float4` 0" in loop
     assert f"{len(rec['points']) - 3 * len(rec['sizes'])} of" in text  # every checked point (3 entries unchecked)
     # an entry that never ran leaves a line that says so instead of a crash
     rec["errors"] = ["triton @ n=1024: RuntimeError: boom"]
-    assert "failed to run" in sizes.summary_lines(rec)[0]
+    assert "failed to run" in readme.summary_lines(rec)[0]
 
 
 def test_faster_only_where_the_spreads_do_not_overlap():
-    rec = synthetic_record(sizes.plan(12))
-    ref = sizes.point(rec, "F.elu", 1024)["warm"]
-    a, b = sizes.point(rec, "2_float4", 1024)["warm"], sizes.point(rec, "triton", 1024)["warm"]
+    rec = synthetic_record(plan.plan(12))
+    ref = analysis.point(rec, "F.elu", 1024)["warm"]
+    a, b = analysis.point(rec, "2_float4", 1024)["warm"], analysis.point(rec, "triton", 1024)["warm"]
     a.update(median_ms=0.9 * ref["median_ms"], p10_ms=0.85 * ref["median_ms"], p90_ms=ref["p10_ms"] * 1.001)  # overlaps
     b.update(median_ms=0.8 * ref["median_ms"], p10_ms=0.75 * ref["median_ms"], p90_ms=ref["p10_ms"] * 0.999)  # apart
-    assert sizes.classify(rec, "2_float4", 1024, "warm") == "within"
-    assert sizes.classify(rec, "triton", 1024, "warm") == "faster"
-    line = sizes._versus(rec, ["2_float4", "triton"], 1024, "warm")
+    assert analysis.classify(rec, "2_float4", 1024, "warm") == "within"
+    assert analysis.classify(rec, "triton", 1024, "warm") == "faster"
+    line = analysis.versus(rec, ["2_float4", "triton"], 1024, "warm")
     assert line.index("`triton`") < line.index("within the spread") < line.index("`2_float4`")
 
 
@@ -148,10 +150,10 @@ def test_top_line_lists_every_entry_and_the_main_study():
     rec = synthetic_record()
     main = {"provenance": {"gpu": GPU_NAME, "commit": "abc1234"}, "problem": {"shape": [4096, 393216], "numel": 4096 * 393216},
             "rows": [{"name": "cub_transform", "x_copy": 1.007}, {"name": "F.elu", "x_copy": 1.002}]}
-    lines = sizes.summary_lines(rec, main=main)
+    lines = readme.summary_lines(rec, main=main)
     top = next(line for line in lines if line.startswith("- **At 2^31"))
     for e in rec["entries"]:
-        if e["name"] not in sizes.STREAMS and e["name"] != "copy_":
+        if e["name"] not in plan.STREAMS and e["name"] != "copy_":
             assert f"`{e['name']}` " in top, e["name"]
     assert "main study: 1.007" in top and "1,610,612,736" in top
     assert any("HYPOTHESIS" in line and "cub_transform" in line for line in lines)
@@ -160,29 +162,29 @@ def test_top_line_lists_every_entry_and_the_main_study():
 
 
 def test_check_inputs_prints_assumed_beside_measured(capsys):
-    rec = synthetic_record(sizes.plan(22))
-    sizes.check_inputs(rec, (2, 3), 6, 60)
+    rec = synthetic_record(plan.plan(22))
+    notebook.check_inputs(rec, (2, 3), 6, 60)
     out = capsys.readouterr().out
-    h = sizes.host_median_us(rec, "F.elu", sizes.small_sizes(rec))
+    h = analysis.host_median_us(rec, "F.elu", analysis.small_sizes(rec))
     assert "assumed 2-3 µs" in out and f"measured {h:.1f} µs" in out and "60 MiB" in out
 
 
 def test_frame_and_failed_points():
-    rec = synthetic_record(sizes.plan(14))
-    bad = sizes.point(rec, "triton", 2**12)
+    rec = synthetic_record(plan.plan(14))
+    bad = analysis.point(rec, "triton", 2**12)
     for k in ("cold", "warm", "host"):
         del bad[k]
     bad["error"] = "RuntimeError: boom"
-    rec = sizes.derive(rec)
-    df = sizes.frame(rec)
+    rec = analysis.derive(rec)
+    df = analysis.frame(rec)
     assert len(df) == len(rec["points"])
     at = lambda entry, n: df[(df.index == entry) & (df["n"] == n)].iloc[0]  # noqa: E731
     assert at("triton", "2^12")["error"] == "RuntimeError: boom"
     assert at("F.elu", "2^12")["correct"] == "yes" and at("copy_", "2^12")["correct"] == "n/a"
-    assert at("F.elu", "2^12")["cold µs"] == pytest.approx(1e3 * sizes.point(rec, "F.elu", 2**12)["cold"]["median_ms"])
-    n, _ = sizes.series(rec, "triton", "cold")
+    assert at("F.elu", "2^12")["cold µs"] == pytest.approx(1e3 * analysis.point(rec, "F.elu", 2**12)["cold"]["median_ms"])
+    n, _ = analysis.series(rec, "triton", "cold")
     assert 2**12 not in n and n.size == len(rec["sizes"]) - 1
-    assert any("`triton`" in line for line in sizes.summary_lines(rec))  # a failed point leaves the rest readable
+    assert any("`triton`" in line for line in readme.summary_lines(rec))  # a failed point leaves the rest readable
 
 
 def test_figures_show_l2_launch_region_and_floors():
@@ -190,7 +192,7 @@ def test_figures_show_l2_launch_region_and_floors():
 
     matplotlib.use("Agg")
     rec = synthetic_record()
-    figs = sizes.figures(rec)
+    figs = figures.figures(rec)
     assert set(figs) == {"bandwidth", "time"}
     for name, fig in figs.items():
         labels = [t.get_text() for t in fig.legends[0].get_texts()]
@@ -217,22 +219,23 @@ def test_write_figures_record_and_readme_block(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    rec = synthetic_record(sizes.plan(16))
-    path = sizes.save(rec, tmp_path)
+    rec = synthetic_record(plan.plan(16))
+    path = record.save(rec, "sizes", tmp_path)
     assert path.name == "nvidia-h200-sizes.json"
-    assert sizes.load("NVIDIA H200", tmp_path)["points"] == rec["points"]
-    paths = sizes.write(rec, readme=True, results_dir=tmp_path)  # not results/: the README is left alone
+    assert record.load("NVIDIA H200", "sizes", tmp_path)["points"] == rec["points"]
+    paths = sizes.write_report("NVIDIA H200", readme=True, results_dir=tmp_path)  # not results/: the README is left alone
     assert [p.name for p in paths] == ["nvidia-h200-sizes-bandwidth.png", "nvidia-h200-sizes-time.png"]
     assert all(p.stat().st_size > 10_000 for p in paths)
-    readme = tmp_path / "README.md"
-    readme.write_text(f"head\n{sizes.BEGIN}\nOLD BLOCK\n{sizes.END}\ntail\n")
-    sizes.update_readme(rec, paths, readme)
-    text = readme.read_text()
-    assert text.startswith("head\n") and text.endswith(f"{sizes.END}\ntail\n") and "OLD BLOCK" not in text
+    readme_md = tmp_path / "README.md"
+    begin, end = record.block_markers("sizes")
+    readme_md.write_text(f"head\n{begin}\nOLD BLOCK\n{end}\ntail\n")
+    record.write_block("sizes", readme.block(rec, paths, readme_md), readme_md)
+    text = readme_md.read_text()
+    assert text.startswith("head\n") and text.endswith(f"{end}\ntail\n") and "OLD BLOCK" not in text
     assert "Launch-bound up to" in text and "nvidia-h200-sizes-time.png" in text
-    readme.write_text("no markers\n")
+    readme_md.write_text("no markers\n")
     with pytest.raises(ValueError, match="sizes:begin"):
-        sizes.update_readme(rec, paths, readme)
+        record.write_block("sizes", readme.block(rec, paths, readme_md), readme_md)
 
 
 def test_main_without_gpu_prints_the_record(tmp_path, capsys, monkeypatch):
@@ -241,7 +244,7 @@ def test_main_without_gpu_prints_the_record(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert sizes.main(["--results-dir", str(tmp_path)]) == 2
     assert "no recorded sweep" in capsys.readouterr().err
-    sizes.save(synthetic_record(), tmp_path)
+    record.save(synthetic_record(), "sizes", tmp_path)
     assert sizes.main(["--results-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "NO GPU HERE" in out and "Launch-bound up to" in out and "2^31" in out
@@ -264,17 +267,17 @@ def test_tiny_sweep_writes_a_well_formed_record(tmp_path):
     assert sizes.main(["--max-exp", "13", "--entries", entries, "--results-dir", str(tmp_path), "--no-readme"]) == 0
     import torch
 
-    rec = sizes.load(torch.cuda.get_device_name(), tmp_path)
+    rec = record.load(torch.cuda.get_device_name(), "sizes", tmp_path)
     assert rec["sizes"] == [1024, 2048, 4096, 4097, 8192]
     assert len(rec["points"]) == 8 * 5 and not rec["errors"]
     for p in rec["points"]:
         assert (p["check"] is None) == (p["entry"] in ("copy_", "read_only", "write_only"))
         if p["check"]:
             assert p["check"]["passed"] and p["check"]["elements_compared"] == p["n"]
-        for mode in sizes.MODES:
+        for mode in plan.MODES:
             t = p[mode]
             assert 0 < t["p10_ms"] <= t["median_ms"] <= t["p90_ms"] and t["runs"] >= 3
         assert p["sleep_retries"]["warm"] >= 0 and p["sleep_retries"]["cold"] >= 0
     assert rec["floors"]["8192"]["stream_cold_ms"] > 0
     assert rec["l2_bytes"] > 0 and rec["provenance"]["gpu"] == torch.cuda.get_device_name()
-    assert (tmp_path / f"{sizes.record_path(rec['provenance']['gpu']).stem}-time.png").exists()
+    assert (tmp_path / f"{record.record_path(rec['provenance']['gpu'], 'sizes').stem}-time.png").exists()

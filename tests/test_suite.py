@@ -1,13 +1,15 @@
 """The test suite's settings (fuzz budget, seed, builds) and its GPU-run record, without a GPU."""
 
-import json
+import multiprocessing
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from elu_study import known_variants
+from elu_study.core import build, record
+from elu_study.core.entries import build_id, builds, computes_elu, fuzz_builds
 from elu_study.testing import suite
-from elu_study.core.entries import builds
 
 
 def test_fuzz_settings_take_options_then_environment_then_defaults():
@@ -31,22 +33,22 @@ def test_fuzz_settings_refuse_nonsense():
 
 
 def test_fuzz_builds_are_one_per_file_or_every_build():
-    assert suite.fuzz_builds("files") == [(name, ()) for name in known_variants()]
-    assert suite.fuzz_builds("all") == builds()
+    assert fuzz_builds("files") == [(name, ()) for name in known_variants()]
+    assert fuzz_builds("all") == builds()
     # every build is a step's file, or a peer's file beside them (kernels/peers/cub_transform.cu)
-    assert {v for v, _ in suite.fuzz_builds("all")} <= set(known_variants()) | {"peers/cub_transform"}
+    assert {v for v, _ in fuzz_builds("all")} <= set(known_variants()) | {"peers/cub_transform"}
 
 
 def test_only_copy_kernels_are_spared_the_comparison_with_elu():
-    assert suite.computes_elu("2_float4")
-    assert not suite.computes_elu("2_float4", ("-DELU_FLOAT4_OP=Copy",))  # the copy_kernel baseline
-    assert suite.computes_elu("5_streaming", ("-DELU_STREAMING_OP=Expf",))
-    assert suite.computes_elu("9_new_kernel")  # a file the study does not list yet is ELU until it says otherwise
+    assert computes_elu("2_float4")
+    assert not computes_elu("2_float4", ("-DELU_FLOAT4_OP=Copy",))  # the copy_kernel baseline
+    assert computes_elu("5_streaming", ("-DELU_STREAMING_OP=Expf",))
+    assert computes_elu("9_new_kernel")  # a file the study does not list yet is ELU until it says otherwise
 
 
 def test_build_ids():
-    assert suite.build_id("3_grid_stride") == "3_grid_stride"
-    assert suite.build_id("3_grid_stride", ("-DA=1", "-DB=2")) == "3_grid_stride[-DA=1 -DB=2]"
+    assert build_id("3_grid_stride") == "3_grid_stride"
+    assert build_id("3_grid_stride", ("-DA=1", "-DB=2")) == "3_grid_stride[-DA=1 -DB=2]"
 
 
 def _report(nodeid, outcome="passed", reason=None, keywords=(), props=()):
@@ -106,7 +108,7 @@ def test_the_record_is_written_beside_the_results_only_with_a_gpu(tmp_path):
     assert list(tmp_path.iterdir()) == []
     path = suite.write_record(gpu_available=lambda: True, **args)
     assert path == tmp_path / "nvidia-h200-tests.json"
-    data = json.loads(path.read_text())
+    data = record.read(path, "tests")
     assert data["command"] == "python -m pytest -q -x" and data["duration_s"] == 123.5
     assert data["counts"]["failed"] == 1 and not data["passed"]
     assert data["fuzz"]["hypothesis_seed"] == 99 and data["fuzz"]["examples_per_test"] == 60
@@ -116,15 +118,18 @@ def test_the_record_is_written_beside_the_results_only_with_a_gpu(tmp_path):
     assert suite.write_record(**{**args, "stats": cpu_only}, gpu_available=lambda: True) is None
 
 
-def test_compile_all_builds_in_spawned_workers_where_cuda_is_initialized(monkeypatch):
+def test_build_all_builds_in_spawned_workers_where_cuda_is_initialized(monkeypatch):
     """A forked worker of a process that used CUDA cannot use it again: then the workers are spawned."""
-    import torch
+    pools = []
 
-    from elu_study.core import build
-
-    def forked(*args, **kwargs):
-        raise AssertionError("build_all forks its workers")
+    class Pool(build.ProcessPoolExecutor):
+        def __init__(self, *args, mp_context=None, **kwargs):
+            if mp_context is None or mp_context.get_start_method() != "spawn":
+                raise AssertionError("build_all forks its workers")
+            pools.append(mp_context)
+            super().__init__(*args, mp_context=mp_context, **kwargs)
 
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    monkeypatch.setattr(build, "build_all", forked)
-    suite.compile_all([("1_naive", ())], workers=1)  # in the disk cache from the compile tests: the worker loads it
+    monkeypatch.setattr(build, "ProcessPoolExecutor", Pool)
+    build.build_all([("1_naive", ())], workers=1)  # in the disk cache from the compile tests: the worker loads it
+    assert pools == [multiprocessing.get_context("spawn")]

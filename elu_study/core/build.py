@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars: tqdm.auto warns on stderr in a notebook without ipywidgets
 
 from elu_study.core.paths import KERNELS_DIR
 

@@ -9,6 +9,10 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+import torch
+
+from elu_study.core.build import configure_toolchain
+
 SHAPE = (4096, 393216)  # the original task's input
 DTYPE_BYTES = 4  # float32
 
@@ -83,8 +87,6 @@ def _command_output(*cmd: str) -> str | None:
 
 
 def nvcc_version() -> str | None:
-    from elu_study.core.build import configure_toolchain
-
     configure_toolchain()
     nvcc = os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if os.environ.get("CUDA_HOME") else "nvcc"
     text = _command_output(nvcc, "--version") or ""
@@ -94,11 +96,9 @@ def nvcc_version() -> str | None:
 
 def provenance() -> dict:
     """Where and with what a measurement was made; recorded beside every result."""
-    import torch
-
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     try:
-        import triton
+        import triton  # lazy: triton is optional
 
         triton_version = triton.__version__
     except ImportError:

@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from elu_study.core.check import INPUT_SCALE, check_elu, near_zero_rel_error
 from elu_study.core.entries import ALPHA, BYTES_PER_ELEMENT, STREAM_HALVES, Entry, resolve, stream_floor_ms

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from elu_study.core.entries import ENTRIES
 from elu_study.core.harness import input_tensor, quiet, timed_call

@@ -1,7 +1,7 @@
 """The ops a kernel module registers, each with the reference it must match.
 
 ``kernels/common/binding.cpp`` gives every build the same Python face. The fuzz tests
-(``tests/test_fuzz.py``) and the sanitizer runs (``elu_study.sanitize``) exercise every op
+(``tests/test_fuzz.py``) and the sanitizer runs (``elu_study.jobs.sanitize``) exercise every op
 listed here that a build has, so a new op (a backward pass, say) is covered by adding one
 ``OpSpec``; ``tests/test_fuzz_harness.py`` fails while a build registers an op this table
 does not know.
@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
+
+import torch
+import torch.nn.functional as F
 
 
 @dataclass(frozen=True)
@@ -38,16 +41,12 @@ class OpSpec:
 
 
 def _elu_reference(x, alpha: float):
-    import torch.nn.functional as F
-
     return F.elu(x, alpha)
 
 
 def _elu_backward_reference(grad_output, x, alpha: float):
     """aten elu_backward. Its CUDA kernel (and its scalar CPU path) computes ``x <= 0 ? ... : grad``, so a
     NaN x gives grad; its vectorized CPU path gives NaN there. The where() makes the CPU agree with CUDA."""
-    import torch
-
     result = torch.ops.aten.elu_backward(grad_output, alpha, 1, 1, False, x)
     return torch.where(torch.isnan(x), grad_output, result)
 

@@ -13,6 +13,7 @@ import time
 from typing import Callable
 
 import numpy as np
+from tqdm import tqdm
 
 SAMPLE_DECIMALS = 5  # 10 ns: far below event resolution, keeps the record small
 
@@ -55,7 +56,7 @@ class NvmlSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         try:
-            import pynvml
+            import pynvml  # lazy: NVML is optional (no driver, no readings)
 
             pynvml.nvmlInit()
             self._nvml = pynvml
@@ -124,7 +125,7 @@ class NvmlSampler:
 def decode_reasons(mask: int, nvml=None) -> list[str]:
     """Names of the set bits of an NVML clock-event ("throttle") reason mask."""
     if nvml is None:
-        import pynvml as nvml
+        import pynvml as nvml  # lazy: NVML is optional
     names = []
     for attr in sorted(dir(nvml)):
         for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
@@ -143,24 +144,18 @@ def time_interleaved(calls: dict[str, Callable[[], object]], rounds: int = 5, wa
     Returns, per call, the quantiles over all samples (``summarize``) and the NVML readings
     of each round (``nvml``: clocks, power, temperature, clock-event reasons).
     """
-    from triton.testing import do_bench
+    from triton.testing import do_bench  # lazy: triton is optional where nothing is timed
 
     samples: dict[str, list[list[float]]] = {name: [] for name in calls}
     nvml: dict[str, list[dict]] = {name: [] for name in calls}
     sampler = NvmlSampler()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=rounds * len(calls), desc="timing (interleaved rounds)", unit="entry")
+    bar = tqdm(total=rounds * len(calls), desc="timing (interleaved rounds)", unit="entry", disable=not progress)
     for _ in range(rounds):
         for name, fn in calls.items():
             with sampler:
                 times = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
             samples[name].append([float(t) for t in times])
             nvml[name].append(sampler.summary())
-            if bar is not None:
-                bar.update()
-    if bar is not None:
-        bar.close()
+            bar.update()
+    bar.close()
     return {name: {**summarize(samples[name]), "nvml": nvml[name]} for name in calls}

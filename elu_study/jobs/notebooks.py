@@ -1,6 +1,6 @@
 """Execute the study's notebooks in place, so that their committed outputs are a real run.
 
-``python -m elu_study.run_notebooks [NOTEBOOK ...]`` (default: all of notebooks/, in order).
+``python -m elu_study notebooks [NOTEBOOK ...]`` (default: all of notebooks/, in order).
 Run it on the GPU whose numbers the notebooks should carry.
 """
 
@@ -9,12 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import nbformat
+import nbformat  # the notebooks job's own dependencies: jupyter's, installed with the test extra
 from nbclient import NotebookClient
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from elu_study.core.paths import NOTEBOOKS_DIR
-
 
 
 def execute(path: Path, timeout_s: int = 1800) -> None:

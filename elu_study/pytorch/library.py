@@ -31,6 +31,8 @@ import functools
 
 import torch
 
+from elu_study.core.build import compile_variant
+
 DEFAULT_VARIANT = "2_float4"
 NAMESPACE = "elu_study"
 # PyTorch's own wording (aten elu_backward) for a result-based backward with a negative alpha.
@@ -44,8 +46,6 @@ NEGATIVE_SLOPE_IN_PLACE = (
 @functools.cache
 def module_for(variant: str):
     """The compiled module of a variant (built on first use, then cached on disk and here)."""
-    from elu_study.core.build import compile_variant
-
     return compile_variant(variant)
 
 

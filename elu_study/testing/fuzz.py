@@ -1,6 +1,6 @@
-"""Property-based fuzzing of a build's ops: what hypothesis draws, and what every call must keep.
+"""Property-based fuzzing of a build's ops: what every call must keep (strategies.py draws the calls).
 
-The properties, for every op in ``elu_study.ops.OPS`` and any case drawn here:
+The properties, for every op in ``elu_study.core.ops.OPS`` and any case ``strategies`` draws:
 
 - every element of the result equals PyTorch's reference within ``check.ATOL``/``RTOL`` (NaN where
   the reference is NaN), and none still holds the poison the output was filled with;
@@ -10,188 +10,25 @@ The properties, for every op in ``elu_study.ops.OPS`` and any case drawn here:
   raises the documented Python error, and the next call still works. For an op of several inputs
   (``elu_backward``), each input may break the rules, and they must agree in device and shape.
 
-Cases vary the length (0 to a few million, biased to tails and block and wave boundaries), the
-shape, the layout of each input (offset into a larger buffer, so misaligned; strided, permuted,
-channels-last, expanded), ``alpha`` (0 and negative included), the values (scaled randn with NaN,
-infinities, zeros, denormals and large magnitudes planted at the ends and inside), and the output
-(none, given at a misaligned offset, or in place).
-
 Nothing here needs a GPU: ``device`` is a parameter, so the harness itself is tested on the CPU
-against fakes with planted faults (tests/test_fuzz_harness.py). Needs ``hypothesis`` (the test extra).
+against fakes with planted faults (tests/test_fuzz_harness.py).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
-from hypothesis import strategies as st
 
+from elu_study.core.build import binding_features
 from elu_study.core.check import ATOL, RTOL
 from elu_study.core.ops import OPS, OpSpec
+from elu_study.testing.strategies import BadCall, Case, Layout, Values, extent, storage_index
 
 POISON = 0x7FA5A5A5  # the int32 bits of a signalling NaN that no kernel computes from these inputs
 GUARD = 4096  # poisoned elements on each side of every output, and random ones around every input
-MAX_NUMEL = 1 << 22  # "a few million": 16 MiB per float32 buffer
-MAX_OFFSET = 7  # storage offsets 0..7 elements: every alignment mod 16 bytes, twice
-SPECIALS = (
-    float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-40, -1e-40, 1e-30, -1e-30, -1e-7, -1e-3,
-    -88.0, -104.0, 88.0, 3.0e38, -3.0e38,
-)
-ALPHA_SPECIALS = (0.0, -0.0, 1.0, -1.0, 0.5, 2.5, 1e-3, -1e-3)
-
-
-# ---------------------------------------------------------------- what is drawn
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where an input's elements lie in its buffer: ``buffer.as_strided(shape, strides, GUARD + offset)``."""
-
-    kind: str  # contiguous | gaps | permuted | channels_last | expanded
-    offset: int
-    strides: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Values:
-    seed: int
-    scale: float  # randn times this
-    specials: tuple[tuple[int, float], ...]  # (flat index, negative from the end; value) planted over the randn
-
-
-@dataclass(frozen=True)
-class Case:
-    shape: tuple[int, ...]
-    layouts: tuple[Layout, ...]  # one per tensor input of the op
-    values: tuple[Values, ...]
-    alpha: float
-    out: str  # none | given | in_place
-    out_offset: int  # elements past the guard band where a given out starts
-    omit_out: bool  # with out "none": leave the argument out rather than pass None
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-
-def contiguous_strides(shape) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
-
-
-def extent(shape, strides) -> int:
-    """Elements of buffer a strided view spans (0 if it is empty)."""
-    if math.prod(shape) == 0:
-        return 0
-    return 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))
-
-
-def lengths(sm_count: int = 132, max_numel: int = MAX_NUMEL) -> st.SearchStrategy[int]:
-    """Element counts from 0 to max_numel, biased to tails (n mod 4 != 0) and to block, vector and
-    wave boundaries (k * 2^p and k * sm_count * 2^p, each +- 5), where launch shapes change."""
-
-    def near(base: st.SearchStrategy[int]) -> st.SearchStrategy[int]:
-        return st.tuples(base, st.integers(-5, 5)).map(lambda t: min(max(t[0] + t[1], 0), max_numel))
-
-    def multiples(unit: int, lowest_power: int) -> st.SearchStrategy[int]:
-        top = max(lowest_power, (max_numel // max(unit, 1)).bit_length() - 1)
-        return st.integers(lowest_power, top).flatmap(
-            lambda p: st.integers(1, max(1, min(12, max_numel // (unit << p)))).map(lambda k: k * (unit << p))
-        )
-
-    return st.one_of(
-        st.integers(0, 80),
-        near(multiples(1, 2)),
-        near(multiples(sm_count, 3)),
-        st.integers(0, max_numel),
-    )
-
-
-@st.composite
-def shapes(draw, length_strategy: st.SearchStrategy[int], max_numel: int = MAX_NUMEL):
-    """1-D half the time (the length strategy's tails exactly); else 2-D to 4-D with small leading dims."""
-    ndim = draw(st.sampled_from((1, 1, 1, 2, 3, 4)))
-    if ndim == 1:
-        return (draw(length_strategy),)
-    lead = draw(st.lists(st.integers(0, 7), min_size=ndim - 1, max_size=ndim - 1))
-    last = draw(length_strategy)
-    cap = max_numel // max(math.prod(lead), 1)
-    return (*lead, min(last, cap))
-
-
-@st.composite
-def layouts(draw, shape, contiguous_only: bool = False):
-    ndim = len(shape)
-    offset = draw(st.integers(0, MAX_OFFSET))
-    kinds = ["contiguous"]
-    if not contiguous_only:
-        kinds += ["gaps", "permuted", "expanded"] + (["channels_last"] if ndim == 4 else [])
-    kind = draw(st.sampled_from(kinds))
-    if kind == "contiguous":
-        strides = contiguous_strides(shape)
-    elif kind == "gaps":  # base[..., ::f] in every dimension: a strided view with holes
-        factors = draw(st.lists(st.integers(1, 3), min_size=ndim, max_size=ndim))
-        base = contiguous_strides([s * f for s, f in zip(shape, factors)])
-        strides = tuple(b * f for b, f in zip(base, factors))
-    elif kind == "permuted":  # base.permute(...): the same elements in another order
-        perm = draw(st.permutations(range(ndim)))
-        base = contiguous_strides([shape[p] for p in perm])
-        strides = [0] * ndim
-        for i, p in enumerate(perm):
-            strides[p] = base[i]
-        strides = tuple(strides)
-    elif kind == "channels_last":
-        n, c, h, w = shape
-        strides = (h * w * c, 1, w * c, c)
-    else:  # expanded: broadcast dimensions have stride 0 and share their elements
-        broadcast = draw(st.lists(st.booleans(), min_size=ndim, max_size=ndim))
-        base = contiguous_strides([1 if b else s for s, b in zip(shape, broadcast)])
-        strides = tuple(0 if b else s for s, b in zip(base, broadcast))
-    return Layout(kind, offset, tuple(strides))
-
-
-def values() -> st.SearchStrategy[Values]:
-    index = st.one_of(st.integers(-4, 3), st.integers(0, 2**31))
-    return st.builds(
-        Values,
-        seed=st.integers(0, 2**31 - 1),
-        scale=st.sampled_from((4.0, 4.0, 1.0, 1e-3, 30.0)),
-        specials=st.lists(st.tuples(index, st.sampled_from(SPECIALS)), max_size=6).map(tuple),
-    )
-
-
-def alphas() -> st.SearchStrategy[float]:
-    # float32-exact, so the kernel's float and PyTorch's scalar agree; |alpha| <= 8 keeps the
-    # exponential's few-ulp error times alpha inside atol.
-    return st.one_of(st.sampled_from(ALPHA_SPECIALS), st.floats(-8.0, 8.0, allow_nan=False, width=32))
-
-
-@st.composite
-def cases(draw, op: OpSpec, length_strategy: st.SearchStrategy[int] | None = None, max_numel: int = MAX_NUMEL):
-    if length_strategy is None:
-        length_strategy = lengths(max_numel=max_numel)
-    shape = draw(shapes(length_strategy, max_numel))
-    outs = ["none", "given", "in_place"] if op.in_place is not None else ["none", "given"]
-    out = draw(st.sampled_from(outs))
-    in_layouts = tuple(
-        draw(layouts(shape, contiguous_only=(out == "in_place" and i == op.in_place))) for i in range(len(op.inputs))
-    )
-    return Case(
-        shape=shape,
-        layouts=in_layouts,
-        values=tuple(draw(values()) for _ in op.inputs),
-        alpha=draw(alphas()),
-        out=out,
-        out_offset=draw(st.integers(0, MAX_OFFSET)),
-        omit_out=draw(st.booleans()),
-    )
 
 
 # ---------------------------------------------------------------- the forward property
@@ -211,14 +48,6 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.int32)
 
 
-def _storage_index(shape, strides, start: int, flat: int) -> int:
-    pos = start
-    for size, stride in zip(reversed(shape), reversed(strides)):
-        flat, i = divmod(flat, size)
-        pos += i * stride
-    return pos
-
-
 def make_input(shape, layout: Layout, vals: Values, device) -> tuple[torch.Tensor, torch.Tensor]:
     """(buffer, view): random values in a buffer GUARD larger on each side, the input a strided view of it."""
     numel = math.prod(shape)
@@ -227,7 +56,7 @@ def make_input(shape, layout: Layout, vals: Values, device) -> tuple[torch.Tenso
                          generator=_generator(torch.device(device), vals.seed)).mul_(vals.scale)
     for index, value in vals.specials:
         if numel:
-            buffer[_storage_index(shape, layout.strides, start, index % numel)] = value
+            buffer[storage_index(shape, layout.strides, start, index % numel)] = value
     return buffer, buffer.as_strided(shape, layout.strides, start)
 
 
@@ -315,35 +144,7 @@ def check_case(call: Callable, op: OpSpec, case: Case, device, compare: bool = T
             _check_bits(snapshot, now, f"input {name} (and its guard bands)")
 
 
-# ---------------------------------------------------------------- bad inputs
-
-
-OTHER_DTYPES = (torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64, torch.uint8, torch.bool,
-                torch.complex64)
-
-
-@dataclass(frozen=True)
-class OtherInput:
-    """A second (third, ...) tensor input of a bad call: its dtype, place and shape."""
-
-    dtype: torch.dtype
-    device: str
-    shape: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class BadCall:
-    shape: tuple[int, ...]
-    x_dtype: torch.dtype
-    x_device: str  # "device" (the kernels'), "foreign" (one they refuse: the CPU), "meta", "other" (a second GPU)
-    alpha: float
-    out: str  # none | alias | fresh | overlap
-    out_dtype: torch.dtype
-    out_device: str
-    out_shape: tuple[int, ...]
-    out_contiguous: bool
-    seed: int
-    others: tuple[OtherInput, ...] = ()  # the op's inputs after the first (none for elu)
+# ---------------------------------------------------------------- bad calls
 
 
 def rules_for(op: OpSpec) -> dict[str, tuple[type, str]]:
@@ -372,44 +173,6 @@ def rules_for(op: OpSpec) -> dict[str, tuple[type, str]]:
 RULES = rules_for(OPS["elu"])  # elu's
 
 
-@st.composite
-def bad_calls(draw, devices=("device", "foreign"), op: OpSpec | None = None):
-    """A call that may break any rule; ``op`` (default elu) says how many tensor inputs it has."""
-    n_inputs = len(op.inputs) if op is not None else 1
-    shape = draw(st.one_of(st.tuples(st.integers(0, 300)), st.tuples(st.integers(0, 6), st.integers(0, 50))))
-    dtypes = st.one_of(st.just(torch.float32), st.sampled_from(OTHER_DTYPES))
-    out = draw(st.sampled_from(("none", "alias", "fresh", "fresh", "fresh", "overlap")))
-    out_shape = shape
-    if draw(st.booleans()):  # another shape: one more or one fewer element, or transposed
-        out_shape = draw(st.sampled_from((
-            (*shape[:-1], shape[-1] + 1), (*shape[:-1], max(shape[-1] - 1, 0)), tuple(reversed(shape)), (math.prod(shape),),
-        )))
-    return BadCall(
-        shape=shape,
-        x_dtype=draw(dtypes),
-        x_device=draw(st.sampled_from(devices)),
-        alpha=draw(st.one_of(alphas(), st.sampled_from((float("nan"), float("inf"), float("-inf"))))),
-        out=out,
-        out_dtype=draw(dtypes),
-        out_device=draw(st.sampled_from(devices)),
-        out_shape=out_shape,
-        out_contiguous=draw(st.booleans()),
-        seed=draw(st.integers(0, 2**31 - 1)),
-        others=tuple(draw(_other_inputs(shape, devices)) for _ in range(n_inputs - 1)),
-    )
-
-
-@st.composite
-def _other_inputs(draw, shape, devices):
-    """Mostly a good partner of the first input (float32, the kernels' device, the same shape): a rule at a time."""
-    dtype = draw(st.one_of(st.just(torch.float32), st.just(torch.float32), st.sampled_from(OTHER_DTYPES)))
-    device = draw(st.one_of(st.just("device"), st.sampled_from(devices)))
-    other_shape = shape
-    if draw(st.integers(0, 3)) == 0:
-        other_shape = draw(st.sampled_from(((*shape[:-1], shape[-1] + 1), tuple(reversed(shape)), (math.prod(shape),))))
-    return OtherInput(dtype, device, other_shape)
-
-
 def _span(t: torch.Tensor) -> tuple[int, int]:
     return t.data_ptr(), t.data_ptr() + extent(t.shape, t.stride()) * t.element_size()
 
@@ -417,8 +180,6 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
 def accepted_dtypes(module, op: OpSpec) -> tuple[torch.dtype, ...]:
     """The dtypes an op of a build takes: float32, and for ``elu`` of a file with
     ``// elu-study: binding = storage16`` (step 6) float16 and bfloat16 too (out must then match the input)."""
-    from elu_study.core.build import binding_features
-
     spec = getattr(module, "spec", None)
     if op.name == "elu" and spec is not None and "storage16" in binding_features(spec.cuda_source()):
         return (torch.float32, torch.float16, torch.bfloat16)
@@ -530,12 +291,6 @@ def check_bad_call(call: Callable, bad: BadCall, device, foreign, other=None, co
         assert result.data_ptr() == out.data_ptr(), "out= given but not returned"
     assert tuple(result.shape) == bad.shape
     _check_values(result, expected, compare)
-
-
-def F_elu_reference(x: torch.Tensor, alpha: float) -> torch.Tensor:  # noqa: N802 - named after F.elu
-    import torch.nn.functional as F
-
-    return F.elu(x.clone(), alpha)
 
 
 def check_still_works(call: Callable, device, seed: int, compare: bool = True, op: OpSpec | None = None) -> None:

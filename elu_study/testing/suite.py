@@ -9,14 +9,16 @@ last ran, what passed, the sanitizer's verdicts and the seed that reproduces the
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import json
 import os
 import secrets
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+import pytest
+
+from elu_study.core import record
 
 DEFAULT_FUZZ_EXAMPLES = 60  # per fuzz test: every kernel file fuzzes in well under a minute on an H200
 EXAMPLES_ENV = "ELU_FUZZ_EXAMPLES"
@@ -68,21 +70,16 @@ def fuzz_settings(examples: int | None = None, seed: str | int | None = None, bu
     return FuzzSettings(examples, seed, builds, source)
 
 
+SETTINGS_KEY = pytest.StashKey[FuzzSettings]()  # where a run's FuzzSettings live in pytest's config.stash
+
+
 def settings_from_config(config) -> FuzzSettings:
     """The run's FuzzSettings, from pytest's options (tests/conftest.py adds them), made once per run."""
-    key = _stash_key()
-    if key not in config.stash:
-        config.stash[key] = fuzz_settings(config.getoption("fuzz_examples", default=None),
-                                          config.getoption("hypothesis_seed", default=None),
-                                          config.getoption("fuzz_builds", default=None))
-    return config.stash[key]
-
-
-@functools.cache
-def _stash_key():
-    import pytest
-
-    return pytest.StashKey[FuzzSettings]()
+    if SETTINGS_KEY not in config.stash:
+        config.stash[SETTINGS_KEY] = fuzz_settings(config.getoption("fuzz_examples", default=None),
+                                                   config.getoption("hypothesis_seed", default=None),
+                                                   config.getoption("fuzz_builds", default=None))
+    return config.stash[SETTINGS_KEY]
 
 
 def _skip_reason(report) -> str | None:
@@ -132,8 +129,9 @@ def sanitize_verdicts(stats: dict[str, list]) -> dict | None:
     return None
 
 
-def record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, provenance: dict, args: list[str],
-           duration_s: float | None = None) -> dict:
+def run_record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, provenance: dict, args: list[str],
+               duration_s: float | None = None) -> dict:
+    """The record of a test run (job "tests"): when, the command, the outcome, the fuzzing and the provenance."""
     return {
         "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m pytest " + " ".join(args),
@@ -145,24 +143,12 @@ def record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, provenan
     }
 
 
-def record_path(results_dir: Path, gpu_name: str) -> Path:
-    from elu_study.core.hardware import slug
-
-    return Path(results_dir) / f"{slug(gpu_name)}-tests.json"
-
-
-def save(data: dict, results_dir: Path) -> Path:
-    path = record_path(results_dir, data["provenance"]["gpu"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    return path
-
-
-def write_record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, args: list[str], results_dir: Path,
-                 gpu_available: Callable[[], bool], provenance: Callable[[], dict],
+def write_record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, args: list[str],
+                 results_dir: Path | None, gpu_available: Callable[[], bool], provenance: Callable[[], dict],
                  duration_s: float | None = None) -> Path | None:
-    """Save the run's record if GPU tests ran on a GPU here; else write nothing (a CPU run, CI's, leaves the
-    tree as it was). Returns the path written, or None."""
+    """Save the run's record, results/<gpu>-tests.json (``results_dir`` None: the repository's results/), if
+    GPU tests ran on a GPU here; else write nothing (a CPU run, CI's, leaves the tree as it was).
+    Returns the path written, or None."""
     if not ran_on_gpu(stats) or not gpu_available():
         return None
-    return save(record(stats, exitstatus, fuzz, provenance(), args, duration_s), results_dir)
+    return record.save(run_record(stats, exitstatus, fuzz, provenance(), args, duration_s), "tests", results_dir)

@@ -1,0 +1,55 @@
+"""``python -m elu_study [study]``: the main study. On a GPU, compile, check and time every step,
+ablation, baseline and peer once, then write results/<gpu>.json, its figures and the README block.
+Without a GPU, compile every step, show what its SASS shows, and print the recorded results."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from elu_study.core import record
+from elu_study.core.build import build_all, compile_variant
+from elu_study.core.entries import KINDS, STEPS, builds, study_entries
+from elu_study.core.harness import measure
+from elu_study.core.sass import inspect_variant
+from elu_study.core.tables import markdown
+from elu_study.jobs.study.report import caption, frame, write_report
+
+__all__ = ["main", "write_report"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m elu_study [study]")
+    parser.add_argument("--trials", type=int, default=3, help="correctness trials per entry (fresh inputs each)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
+    parser.add_argument("--jobs", type=int, default=None, help="parallel builds (default: half the cores)")
+    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's results block")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    live = torch.cuda.is_available()
+    build_all(builds() if live else builds(STEPS), workers=args.jobs)
+    for entry in STEPS:
+        print(f"\n[{entry.name}] {entry.what}")
+        print(inspect_variant(compile_variant(entry.variant, extra_cuda_cflags=list(entry.flags))).summary())
+    if live:
+        rec = measure(study_entries(), trials=args.trials, rounds=args.rounds, progress=True)
+        path = record.save(rec)
+        written = write_report(rec["provenance"]["gpu"], readme=not args.no_readme)
+        print(f"\nwrote {path} and " + ", ".join(str(p) for p in written))
+    else:
+        rec = record.load()
+        print("\nNO GPU HERE: the kernels above were compiled and inspected; the table below is the recorded run.")
+    print()
+    print(markdown(frame(rec, kinds=KINDS)))
+    print()
+    print(caption(rec))
+    failed = [r["name"] for r in rec["rows"] if r["check"] and not r["check"]["passed"]]
+    if failed:
+        print(f"\nFAILED correctness: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0

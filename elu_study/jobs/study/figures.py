@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
@@ -178,10 +176,3 @@ def near_zero_figure(record: dict, names):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
-
-
-def save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

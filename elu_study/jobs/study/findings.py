@@ -8,7 +8,7 @@ new run can never silently keep an old conclusion.
 
 from __future__ import annotations
 
-from elu_study.core import record as results
+from elu_study.core.record import noise, row
 
 
 def claim(holds: bool, text: str) -> str:
@@ -16,14 +16,14 @@ def claim(holds: bool, text: str) -> str:
 
 
 def _r(record, name):
-    return results.row(record, name)
+    return row(record, name)
 
 
 def _x(record, name) -> float:
     return _r(record, name)["x_copy"]
 
 
-_noise = results.noise
+_noise = noise
 
 
 def _c(counters, name, key):

@@ -15,23 +15,22 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+import torch
 from IPython.display import Markdown, display
 
-from elu_study.jobs.study import findings
-from elu_study.jobs import profile
-from elu_study.jobs.study import report
-from elu_study.core import record as results
-from elu_study.core.build import configure_toolchain, build_spec, compile_variant
+from elu_study.core import record
+from elu_study.core.build import build_spec, compile_variant, configure_toolchain
 from elu_study.core.check import describe
-from elu_study.core.hardware import slug
-from elu_study.core.sass import KernelReport, inspect_variant
 from elu_study.core.entries import ENTRIES, KINDS
+from elu_study.core.ncu import counter_frame
+from elu_study.core.sass import KernelReport, inspect_variant
+from elu_study.core.tables import markdown
 from elu_study.core.timing import noise_ms
+from elu_study.jobs.study import findings, report
 
 
 def gpu_available() -> bool:
-    import torch
-
     return torch.cuda.is_available()
 
 
@@ -65,39 +64,32 @@ class Prediction:
 class Study:
     """One notebook's view of the study: the record of a run, and the kernels behind it."""
 
-    def __init__(self, reference_gpu: str = results.REFERENCE_GPU, job: str = "study"):
+    def __init__(self, reference_gpu: str = record.REFERENCE_GPU, job: str = "study"):
         """job: whose record to show: the main study's, or "beyond" (step 6's attempts, with their counters)."""
         self.live = gpu_available()
         self.can_compile = toolkit_available()
-        gpu = reference_gpu
-        here = None
-        if self.live:
-            import torch
+        gpu, _ = record.source(job, reference=reference_gpu)
+        self.record = record.load(gpu, job)
+        self.counters = record.load(gpu, "ncu", required=False) if job == "study" else self.record.get("counters")
+        print(f"Data source: {self._source(job)}.")
 
-            here = torch.cuda.get_device_name()
-            if results.record_path(here).exists():
-                gpu = slug(here)
-        if job == "study":
-            self.record = results.load(gpu)
-            self.counters = profile.load(gpu)
-        else:
-            import importlib
-
-            self.record = importlib.import_module(f"elu_study.{job}").load(gpu)
-            self.counters = self.record.get("counters")
-        suffix, command = ("", "") if job == "study" else (f"-{job}", f" {job}")
+    def _source(self, job: str) -> str:
+        """Which record, measured where, shown where: the "Data source:" line (masked by nbval's sanitizer)."""
+        here = torch.cuda.get_device_name() if self.live else None
         p = self.record["provenance"]
-        source = (f"results/{slug(p['gpu'])}{suffix}.json, measured by `python -m elu_study{command}` on {p['gpu']} "
+        command = "" if job == "study" else f" {job}"
+        path = record.record_path(p["gpu"], job)
+        source = (f"results/{path.name}, measured by `python -m elu_study{command}` on {p['gpu']} "
                   f"({p['date_utc'][:10]}, commit {p.get('commit')})")
-        where = f"this GPU ({here})" if here and slug(here) == gpu else ("NO GPU HERE" if not here else
-                                                                          f"{here}, which has no record yet")
+        where = f"this GPU ({here})" if here and record.slug(here) == record.slug(p["gpu"]) else (
+            "NO GPU HERE" if not here else f"{here}, which has no record yet")
         kernels = "kernels compiled and inspected live" if self.can_compile else (
             "NO CUDA TOOLKIT HERE: the SASS facts shown are those recorded with the run")
-        print(f"Data source: {source}; running on {where}; {kernels}.")
+        return f"{source}; running on {where}; {kernels}"
 
     # -- records -----------------------------------------------------------------------------
     def row(self, name: str) -> dict:
-        return results.row(self.record, name)
+        return record.row(self.record, name)
 
     def ms(self, name: str) -> float:
         return self.row(name)["timing"]["median_ms"]
@@ -108,7 +100,7 @@ class Study:
 
     def noise(self, *names: str) -> float:
         """The largest round-to-round spread of these entries' medians, over copy_'s time."""
-        return results.noise(self.record, *names)
+        return record.noise(self.record, *names)
 
     def counter(self, name: str, key: str):
         if not self.counters:
@@ -142,7 +134,7 @@ class Study:
         return sub
 
     def table(self, *names: str) -> None:
-        display(Markdown(results.markdown(results.frame(self._subset(names), (*KINDS, "attempt")))))
+        display(Markdown(markdown(report.frame(self._subset(names), (*KINDS, "attempt")))))
 
     def verdicts(self, *names: str) -> None:
         """Correctness of each checked entry, in words."""
@@ -179,9 +171,9 @@ class Study:
         if not self.counters:
             print("no counter record for this GPU: run `python -m elu_study profile` on it")
             return
-        display(Markdown(results.markdown(profile.counter_frame(self.counters, list(names)),
-                                          {"regs": "{:.0f}", "DRAM % of peak": "{:.1f}", "L2 hit %": "{:.1f}",
-                                           "occupancy %": "{:.1f}", "inst/elem": "{:.1f}"})))
+        display(Markdown(markdown(counter_frame(self.counters, list(names)),
+                                  {"regs": "{:.0f}", "DRAM % of peak": "{:.1f}", "L2 hit %": "{:.1f}",
+                                   "occupancy %": "{:.1f}", "inst/elem": "{:.1f}"})))
 
     @staticmethod
     def md(text: str):
@@ -194,8 +186,6 @@ class Study:
 
     def figure(self, name: str):
         """A figure of the record (the same the README shows): times, xcopy, distributions, waves, ablations, counters."""
-        import matplotlib.pyplot as plt
-
         fig = report.figures(self.record, self.counters, only=name)[name]
         plt.close(fig)  # shown once, as the cell's value, not again by the inline backend
         return fig

@@ -1,47 +1,83 @@
-"""Everything a record regenerates without a GPU: the figures under results/ and the README block."""
+"""The main study's report, regenerated from its record with no GPU: the table, its caption, the
+figures under results/ and the README's results block."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from elu_study.jobs.study import findings
+import pandas as pd
+
+from elu_study.core import record
+from elu_study.core.entries import PEERS, STEPS, grid_stride_blocks, group
+from elu_study.core.tables import markdown
 from elu_study.jobs.study import figures as plots
-from elu_study.jobs import profile
-from elu_study.core import record as results
-from elu_study.core.hardware import slug
-from elu_study.core.entries import PEERS, STEPS, group, grid_stride_blocks
+from elu_study.jobs.study import findings
 
 ZOOM = ("copy_", "copy_kernel", "F.elu", "torch.compile(F.elu)", "F.elu_", *(e.name for e in STEPS),
         *(e.name for e in PEERS))
+WAVE_SWEEP = ("3_grid_stride_1_waves", "3_grid_stride_2_waves", "3_grid_stride_8_waves", "3_grid_stride_64_waves",
+              "3_grid_stride_512_waves", "3_grid_stride_one_shot")
+STEP5_ABLATIONS = ("2_float4", *(e.name for e in group("step5_one_change")), "5_streaming", "5_streaming_expf")
+README_BLOCK = "results-table"
 
 
-def _present(record: dict, names) -> list[str]:
+def frame(rec: dict, kinds=("step", "baseline", "peer")) -> pd.DataFrame:
+    """One line per entry: time, bandwidth, share of the datasheet peak, ratio to copy_, verdict."""
+    rows = [r for r in rec["rows"] if r["kind"] in kinds]
+    df = pd.DataFrame(
+        {
+            "entry": [r["name"] for r in rows],
+            "what": [r["what"] for r in rows],
+            "ms": [r["timing"]["median_ms"] for r in rows],
+            "TB/s": [r["tbps"] for r in rows],
+            "% of peak": [r["pct_of_peak"] for r in rows],
+            "x copy_": [r["x_copy"] for r in rows],
+            "p90/median": [r["timing"]["p90_ms"] / r["timing"]["median_ms"] for r in rows],
+            "correct": [("yes" if r["check"]["passed"] else "NO") if r["check"] else "n/a" for r in rows],
+            "max abs err vs fp64": [r["check"]["max_abs_err_vs_fp64"] if r["check"] else None for r in rows],
+        }
+    )
+    return df.set_index("entry")
+
+
+def caption(rec: dict) -> str:
+    """Where, with what and how the record was measured, in one sentence."""
+    p = rec["provenance"]
+    floor = (f"datasheet floor {rec['floor_ms']:.2f} ms ({rec['peak_source']})" if rec["floor_ms"]
+             else "no datasheet figure for this GPU")
+    if rec.get("stream_floor_ms"):
+        floor += f"; measured stream floor {rec['stream_floor_ms']:.2f} ms (read_only + write_only)"
+    method = rec.get("method", {})
+    rounds = f" in {method['rounds']} interleaved rounds" if method.get("rounds") else ""
+    runs = sorted({r["timing"]["runs"] for r in rec["rows"]})
+    runs_text = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
+    return (
+        f"{p['gpu']} ({p['sm_count']} SMs), driver {p['driver']}, CUDA {p['cuda_runtime']}, torch {p['torch']}, "
+        f"nvcc {p['nvcc']}, {p['date_utc'][:10]}; shape {tuple(rec['problem']['shape'])} float32; {floor}; "
+        f"median of {runs_text} CUDA-event-timed runs per entry{rounds}."
+    )
+
+
+def present(rec: dict, names) -> list[str]:
     """The names a record holds (a record made before an entry existed lacks its row)."""
-    held = {r["name"] for r in record["rows"]}
+    held = {r["name"] for r in rec["rows"]}
     return [n for n in names if n in held]
 
 
-WAVE_SWEEP = ("3_grid_stride_1_waves", "3_grid_stride_2_waves", "3_grid_stride_8_waves", "3_grid_stride_64_waves",
-              "3_grid_stride_512_waves", "3_grid_stride_one_shot")
-
-
-def wave_blocks(record: dict) -> dict[str, int]:
+def wave_blocks(rec: dict) -> dict[str, int]:
     """Grid size of every grid-stride entry at the record's size, on the record's GPU."""
-    sms, numel = record["provenance"]["sm_count"], record["problem"]["numel"]
+    sms, numel = rec["provenance"]["sm_count"], rec["problem"]["numel"]
     return {n: grid_stride_blocks(n, sms, numel) for n in (*WAVE_SWEEP, "3_grid_stride")}
 
 
-STEP5_ABLATIONS = ("2_float4", *(e.name for e in group("step5_one_change")), "5_streaming", "5_streaming_expf")
-
-
-def figures(record: dict, counters: dict | None, only: str | None = None) -> dict[str, object]:
+def figures(rec: dict, counters: dict | None, only: str | None = None) -> dict[str, object]:
     """name -> matplotlib figure, for every figure the README and notebooks show (or just ``only``)."""
     makers = {
-        "times": lambda: plots.times_figure(record),
-        "xcopy": lambda: plots.xcopy_figure(record, names=_present(record, ZOOM)),
-        "distributions": lambda: plots.distribution_figure(record, names=_present(record, ZOOM)),
-        "waves": lambda: plots.wave_sweep_figure(record, list(WAVE_SWEEP), wave_blocks(record)),
-        "ablations": lambda: plots.xcopy_figure(record, names=list(STEP5_ABLATIONS), kinds=None,
+        "times": lambda: plots.times_figure(rec),
+        "xcopy": lambda: plots.xcopy_figure(rec, names=present(rec, ZOOM)),
+        "distributions": lambda: plots.distribution_figure(rec, names=present(rec, ZOOM)),
+        "waves": lambda: plots.wave_sweep_figure(rec, list(WAVE_SWEEP), wave_blocks(rec)),
+        "ablations": lambda: plots.xcopy_figure(rec, names=list(STEP5_ABLATIONS), kinds=None,
                                                 title="Step 5's changes, one at a time, from step 2"),
     }
     if counters:
@@ -53,30 +89,19 @@ def figures(record: dict, counters: dict | None, only: str | None = None) -> dic
     return {name: make() for name, make in makers.items()}
 
 
-def write(gpu: str, readme: bool = True) -> list[Path]:
-    """Save every figure of a GPU's records under results/, and (for the reference GPU) the README block."""
-    record = results.load(gpu)
-    counters = profile.load(gpu)
-    paths = []
-    for name, fig in figures(record, counters).items():
-        suffix = "" if name == "times" else f"-{name}"
-        paths.append(plots.save(fig, results.RESULTS_DIR / f"{slug(record['provenance']['gpu'])}{suffix}.png"))
+def readme_block(rec: dict, counters: dict | None, figure_paths: list[Path]) -> str:
+    """The README's results block: the table, its caption, the findings and the figures."""
+    lines = [markdown(frame(rec)), "", caption(rec), "", *findings.readme_lines(rec, counters), "",
+             *(f"![{p.stem}]({record.readme_link(p)})" for p in figure_paths)]
+    return "\n".join(lines)
+
+
+def write_report(gpu: str, readme: bool = True) -> list[Path]:
+    """Save every figure of a GPU's study record under results/ and, with ``readme``, the README block."""
+    rec = record.load(gpu)
+    counters = record.load(gpu, "ncu", required=False)
+    paths = [record.save_figure(fig, record.figure_path(rec["provenance"]["gpu"], "" if name == "times" else name))
+             for name, fig in figures(rec, counters).items()]
     if readme:
-        rel = lambda p: p.relative_to(results.README.parent).as_posix()  # noqa: E731
-        extra = ["", *findings.readme_lines(record, counters), "",
-                 *(f"![{p.stem}]({rel(p)})" for p in paths)]
-        results.update_readme(record, extra)
-        paths.append(results.README)
-    from elu_study.jobs import sizes# the size sweep's figures and README block, where its record exists
-
-    swept = sizes.load(gpu)
-    if swept is not None:
-        paths += sizes.write(swept, readme=readme)
-    from elu_study.jobs import beyond# step 6's attempts: figures and README block, where its record exists
-
-    attempts = beyond.load(gpu)
-    if attempts is not None:
-        paths += beyond.figures(attempts)
-        if readme:
-            paths.append(beyond.update_readme(attempts))
+        paths.append(record.write_block(README_BLOCK, readme_block(rec, counters, paths)))
     return paths

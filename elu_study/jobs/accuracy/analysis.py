@@ -1,68 +1,35 @@
-"""Reading the accuracy record (results/<gpu>-accuracy.json): tables, figures and sentences for
+"""Reading the accuracy record (results/<gpu>-accuracy.json): the tables and the sentences of
 notebooks/07_accuracy.ipynb. Nothing here measures: ``python -m elu_study accuracy`` does, once per run.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
-import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
-from elu_study.jobs.accuracy.measure import DENORMAL_OUTPUT, REFERENCE_GPU, record_path
+from elu_study.core.record import record_path, this_gpu
+from elu_study.jobs.accuracy.definitions import DENORMAL_OUTPUT
 
-# Drawn in this order, with these styles; formulas that agree bit for bit draw on top of each other.
-STYLES = {
-    "1_naive": dict(color="tab:red", marker="o", ms=5, mfc="none"),
-    "4_fast_math": dict(color="tab:orange", marker="s", ms=3),
-    "5_streaming": dict(color="tab:blue", marker="^", ms=4),
-    "F.elu": dict(color="black", marker="x", ms=4),
-    "torch.compile(F.elu)": dict(color="tab:green", marker="+", ms=6),
-}
 BOUND_CONSTANT = {"expf": 2.0, "expm1f": 1.0}  # __expf's bound grows with |x|
-ZERO_FLOOR = 2.0**-4  # where a binade with no error at all is drawn on a log axis
 
 
 # -- the record ---------------------------------------------------------------------------------
-def load(gpu: str = REFERENCE_GPU, path: str | Path | None = None) -> dict:
-    path = Path(path) if path is not None else record_path(gpu)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"no accuracy record at {path}: `python -m elu_study accuracy` writes it (on a GPU); "
-            "the notebook shows that record and measures nothing itself"
-        )
-    return json.loads(path.read_text())
-
-
-def open_record(path: str | Path | None = None) -> dict:
-    """The record this notebook shows, after one line saying where it comes from.
-
-    On a GPU: the record `python -m elu_study accuracy` wrote for this GPU (run it first: measured
-    once per run, shown here). Without one: the committed record of the reference GPU.
-    """
-    import torch
-
-    if path is not None:
-        record = load(path=path)
-        print(f"Data source: {path} ({record['provenance']['gpu']}, {record['provenance']['date_utc'][:10]})")
-    elif torch.cuda.is_available():
-        gpu = torch.cuda.get_device_name()
-        path = record_path(gpu)
-        record = load(path=path)
-        print(f"Data source: results/{path.name}, written on this GPU ({gpu}) by `python -m elu_study accuracy` "
-              f"on {record['provenance']['date_utc'][:10]}")
-    else:
-        path = record_path(REFERENCE_GPU)
-        record = load(path=path)
-        p = record["provenance"]
-        print(f"Data source: NO GPU HERE. Every number below is the recorded run results/{path.name} "
-              f"({p['gpu']}, {p['date_utc'][:10]})")
-    return record
+def data_source(record: dict, measured_here: bool) -> str:
+    """The notebook's first line: which record it shows, and why (see core.record.source)."""
+    p = record["provenance"]
+    name, date = record_path(p["gpu"], "accuracy").name, p["date_utc"][:10]
+    if measured_here:
+        return (f"Data source: results/{name}, written on this GPU ({p['gpu']}) by `python -m elu_study accuracy` "
+                f"on {date}")
+    here = this_gpu()
+    where = "NO GPU HERE" if here is None else f"NO ACCURACY RECORD FOR THIS GPU ({here})"
+    return f"Data source: {where}. Every number below is the recorded run results/{name} ({p['gpu']}, {date})"
 
 
 def alphas(record: dict) -> list[str]:
+    """The runs' keys: alpha as the record writes it ("1.0", "1.5")."""
     return list(record["runs"])
 
 
@@ -76,10 +43,6 @@ def caption(record: dict) -> str:
     return (f"{p['gpu']}, driver {p['driver']}, CUDA {p['cuda_runtime']}, torch {p['torch']}, nvcc {p['nvcc']}, "
             f"{p['date_utc'][:10]}: {inputs}, alpha = {' and '.join(alphas(record))}, through "
             f"{len(record['formulas'])} formulas in {m['seconds']} s (peak GPU memory {m['peak_gpu_memory_gib']} GiB)")
-
-
-def markdown(df: pd.DataFrame, index: bool = True) -> str:
-    return df.to_markdown(index=index, disable_numparse=True)
 
 
 def pct(part: int, whole: int) -> str:
@@ -185,8 +148,6 @@ def specials_table(record: dict, alpha: str) -> pd.DataFrame:
 
 def _show_bits(hex_bits: str) -> str:
     """A float32 for reading: shortest digits; denormals as a multiple of 2^-149; NaN with its bits."""
-    import numpy as np
-
     v = np.array([int(hex_bits, 16)], dtype=np.uint32).view(np.float32)[0]
     if v != v:
         return f"nan {hex_bits}"
@@ -276,76 +237,6 @@ def same_as_lines(record: dict) -> list[str]:
             lines.append(f"alpha = {alpha}: {name} is {verdict} {d['as']} over all {record['method']['n_inputs']} inputs")
     return lines
 
-
-# -- figures ------------------------------------------------------------------------------------
-def _binade_x(e: int) -> float:
-    return math.ldexp(1.0, -149) if e == 0 else math.ldexp(1.0, e - 127)
-
-
-def binade_figure(record: dict):
-    """Max ulp error per binade of |x| (x < 0), one panel per alpha; dashed: the documented bound carried through."""
-    keys = alphas(record)
-    fig, axes = plt.subplots(1, len(keys), figsize=(6.2 * len(keys), 5.0), sharey=True, squeeze=False)
-    measured_max = 1.0
-    # Right end: two binades past the last one where any formula has any error.
-    last = max((e for run in record["runs"].values() for s in run["formulas"].values()
-                for e, v in enumerate(s["binades_negative"]["max_ulp"][:255]) if v > 0), default=127)
-    for ax, alpha in zip(axes[0], keys):
-        formulas = record["runs"][alpha]["formulas"]
-        drawn_bounds = set()
-        for name, s in formulas.items():
-            bn = s["binades_negative"]
-            es = list(range(255))  # 255: inf and NaN
-            xs = [_binade_x(e) for e in es]
-            ys = [max(bn["max_ulp"][e], ZERO_FLOOR) for e in es]
-            measured_max = max(measured_max, *ys)
-            style = STYLES.get(name, {})
-            ax.plot(xs[1:], ys[1:], lw=1, label=name, **style)
-            ax.plot(xs[:1], ys[:1], ls="none", **style)  # the denormals: not joined to the normal binades
-            key = (s["bound"]["exponential"], any(f["flushes_denormals"] for f in record["formulas"] if f["name"] == name))
-            if key not in drawn_bounds:
-                drawn_bounds.add(key)
-                pred = [max(bn["predicted_max_ulp"][e], ZERO_FLOOR) for e in es]
-                ax.plot(xs, pred, ls="--", lw=0.8, color=style.get("color", "gray"), alpha=0.7,
-                        label=f"carried bound of {s['bound']['documented']}")  # a label may not start with "_"
-        ax.axhline(0.5, color="gray", ls=":", lw=0.8, label="1/2 ulp: correctly rounded")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log", base=2)
-        ticks = [k for k in (-149, -126, -100, -75, -50, -25, 0, 25, 50, 75, 100, 127) if k <= last - 125]
-        ax.set_xticks([2.0**k for k in ticks], [f"$2^{{{k}}}$" for k in ticks])
-        ax.set_xlim(2.0**-151, 2.0 ** (last - 125))
-        ax.set_xlabel("|x| (x < 0), lower edge of its binade; leftmost point: the denormals")
-        ax.set_title(f"alpha = {alpha}")
-        ax.grid(True, which="major", alpha=0.3)
-    axes[0][0].set_ylabel(f"max ulp error in the binade (0 drawn at 2^{int(math.log2(ZERO_FLOOR))})")
-    axes[0][0].set_ylim(ZERO_FLOOR / 2, measured_max * 16)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    return fig
-
-
-def histogram_figure(record: dict, sign: str = "negative"):
-    """Inputs per ulp-error bin, one panel per alpha, one bar per formula (log scale)."""
-    keys = alphas(record)
-    fig, axes = plt.subplots(1, len(keys), figsize=(6.2 * len(keys), 4.4), sharey=True, squeeze=False)
-    for ax, alpha in zip(axes[0], keys):
-        df = histogram_table(record, alpha, sign)
-        width = 0.8 / max(1, len(df.columns))
-        for i, name in enumerate(df.columns):
-            pos = [j + (i - (len(df.columns) - 1) / 2) * width for j in range(len(df))]
-            ax.bar(pos, [max(v, 0.5) if v else 0 for v in df[name]], width, label=name,
-                   color=STYLES.get(name, {}).get("color"))
-        ax.set_xticks(range(len(df)))
-        ax.set_xticklabels(df.index, rotation=60, ha="right", fontsize=7)
-        ax.set_yscale("log")
-        ax.set_xlabel("ulp error")
-        ax.set_title(f"alpha = {alpha}, inputs with the sign bit set")
-    axes[0][0].set_ylabel("inputs")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return fig
 
 
 # -- sentences ----------------------------------------------------------------------------------

@@ -1,0 +1,257 @@
+"""Accumulating the sweep: one chunk of inputs with its reference (Chunk), and everything recorded for
+one formula at one alpha (Accumulator), kept on the device and summed chunk by chunk."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from elu_study.jobs.accuracy.definitions import (BINADE, CLASSES, DENORMAL_OUTPUT, FLAGS, MAX_DECIMAL, N_BINS,
+                                                 N_GROUPS, TOL, Formula)
+from elu_study.jobs.accuracy.reference import (bits32, bound_parts, classify, f32_str, hex_bits, histogram_bins,
+                                               patterns, predicted_ulp, reference, resolve, ulp_error)
+
+
+class Chunk:
+    """One range of inputs with everything that does not depend on the formula."""
+
+    def __init__(self, lo: int, hi: int, alpha: float, device, ref_stats: dict):
+        self.lo, self.n, self.alpha = lo, hi - lo, alpha
+        self.rows = self.n // BINADE
+        group0 = (lo % 2**32) >> 23  # (sign << 8) | exponent field of the chunk's first binade
+        self.groups = slice(group0, group0 + self.rows)
+        self.x = patterns(lo, hi, device)
+        self.xb = bits32(self.x)
+        ref = reference(self.x, alpha)
+        ref_stats["near_midpoint"] += int(ref.near.sum())
+        n_tie = int(ref.tie.sum())
+        ref_stats["exact_ties_tiny_x"] += n_tie
+        ref_stats["ties_corrected"] += int((ref.tie & (bits32(ref.ref32) != bits32(ref.ref64.float()))).sum())
+        if n_tie:  # sample the ties (the first of each binade) for an exact check
+            first = ref.tie.view(self.rows, BINADE).to(torch.uint8).argmax(1)
+            rows = ref.tie.view(self.rows, BINADE).any(1).nonzero().flatten()
+            ref_stats["tie_sample"] += (self.x[rows * BINADE + first[rows]]).cpu().tolist()
+        if ref.todo.any():
+            r = resolve(self.x, ref, alpha, MAX_DECIMAL - ref_stats["resolved"])
+            for key in ("resolved", "corrected", "unresolved"):
+                ref_stats[key] += r[key]
+            ref_stats["max_err_ulp64_resolved"] = max(ref_stats["max_err_ulp64_resolved"], r["max_err_ulp64"])
+        self.ref64, self.ref32 = ref.ref64, ref.ref32
+        del ref
+        self.r32b = bits32(self.ref32)
+        self.ref_nan = torch.isnan(self.ref64)
+        self.ref_pzero, self.ref_nzero = self.r32b == 0, self.r32b == -(2**31)
+        self.felu = F.elu(self.x, alpha)
+        self.felub = bits32(self.felu)
+        self.felu_nan = torch.isnan(self.felu)
+        self.parts = bound_parts(self.x, self.ref64)
+        self.finite = self.parts["finite"]
+        self.cls = classify(self.x)
+        self.present = [c for c, k in enumerate(torch.bincount(self.cls, minlength=len(CLASSES)).tolist()) if k]
+        r_exp = (self.r32b >> 23) & 0xFF
+        self.den_out = self.parts["neg_branch"] & (r_exp == 0) & ((self.r32b & 0x7FFFFF) != 0)
+        self.n_den_out = int(self.den_out.sum())
+
+    def location(self, i: int, y: torch.Tensor) -> dict:
+        xv, yv = self.x[i].item(), y[i].item()
+        return {"x": f32_str(xv), "x_bits": hex_bits(self.xb[i].item()), "y": f32_str(yv),
+                "y_bits": hex_bits(bits32(y)[i].item()), "reference": repr(self.ref64[i].item()),
+                "reference_f32": f32_str(self.ref32[i].item())}
+
+
+class Max:
+    """Running maximum over chunks, where it first occurs, and how many inputs reach it."""
+
+    def __init__(self):
+        self.value, self.count, self.at = None, 0, None
+
+    def update(self, value: float, count: int, at: Callable[[], dict]):
+        if self.value is None or value > self.value:
+            self.value, self.count, self.at = value, count, at()
+        elif value == self.value:
+            self.count += count
+
+    def to_dict(self) -> dict | None:
+        return None if self.value is None else {"ulp": self.value, "n_at_max": self.count, "at": self.at}
+
+
+@dataclass
+class Outcome:
+    """One formula's outputs over a chunk, judged input by input (tensors of the chunk's length)."""
+
+    y: torch.Tensor  # the outputs
+    yb: torch.Tensor  # their bits (int32)
+    y_nan: torch.Tensor
+    nan_mismatch: torch.Tensor  # NaN against a number, either way
+    err: torch.Tensor  # ulp error, infinite ones set to 0 (they are in inf_err)
+    inf_err: torch.Tensor  # an infinite error on a finite input
+    exceed: torch.Tensor  # above the documented bound carried through ELU
+    excess: torch.Tensor  # error minus that bound (-inf where x is not finite)
+    ratio: torch.Tensor  # |y - F.elu| / (atol + rtol |F.elu|)
+    fail: torch.Tensor  # fails the task's tolerance
+    cr: torch.Tensor  # correctly rounded
+    identical: torch.Tensor  # bit-identical to F.elu
+
+
+class Accumulator:
+    """Everything recorded for one formula at one alpha, accumulated chunk by chunk (on the device)."""
+
+    COUNTS = ("n", "correctly_rounded", "bit_identical_to_felu", "differ_from_felu_only_in_nan_bits",
+              "nan_mismatch", "zero_sign_mismatch", "inf_error_on_finite_input", "n_exceed_bound",
+              "n_exceed_bound_denormal", "tolerance_checked", "tolerance_failed")
+    BINADE_MAX = ("max_ulp", "predicted_max_ulp", "max_tol_ratio")
+    BINADE_COUNT = ("n_exceed_bound", "n_not_correctly_rounded", "n_differ_from_felu", "n_fail_tol")
+
+    def __init__(self, formula: Formula, device):
+        self.formula = formula
+        z = lambda *s, dt=torch.int64: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
+        self.counts = z(len(self.COUNTS))
+        self.hist = z(2 * N_BINS)
+        self.classes = z(len(CLASSES) * 64)
+        self.den_out = z(65)
+        self.binade = {k: z(N_GROUPS, dt=torch.float64) for k in self.BINADE_MAX}
+        self.binade.update({k: z(N_GROUPS) for k in self.BINADE_COUNT})
+        self.class_max = [0.0] * len(CLASSES)
+        self.den_out_max = 0.0
+        self.max = {"negative": Max(), "positive": Max()}
+        self.tol = Max()
+        self.excess = Max()
+
+    def update(self, y: torch.Tensor, c: Chunk):
+        """Add one chunk's outputs of this formula: counts, histogram, per-binade figures and maxima."""
+        o = self.judge(y, c)
+        self.add_counts(o, c)
+        self.add_binades(o, c)
+        self.add_maxima(o, c)
+
+    def judge(self, y: torch.Tensor, c: Chunk) -> Outcome:
+        """Each output against the reference, the carried bound and F.elu; adds the histogram and the
+        predicted maxima on the way (so that the bins and the prediction are freed before the rest)."""
+        y = y.contiguous()
+        yb = bits32(y)
+        err = ulp_error(y, c.ref64)
+        y_nan = torch.isnan(y)
+        nan_mismatch = y_nan ^ c.ref_nan
+        bins = histogram_bins(err, nan_mismatch)
+        self.hist += torch.bincount(bins + N_BINS * (c.xb < 0), minlength=2 * N_BINS)
+        del bins
+        inf_err = torch.isinf(err) & c.finite
+        err.masked_fill_(torch.isinf(err), 0.0)  # maxima are over finite errors; infinite ones are counted
+        g = c.groups
+        pred = predicted_ulp(c.x, c.ref64, c.alpha, self.formula, c.parts)
+        self.binade["predicted_max_ulp"][g] = torch.maximum(self.binade["predicted_max_ulp"][g],
+                                                            pred.view(c.rows, -1).amax(1))
+        exceed = ((err > pred * (1 + 1e-12) + 1e-9) & c.finite) | inf_err
+        excess = torch.where(c.finite, err - pred, -math.inf)
+        del pred
+        ratio = (y.double() - c.felu.double()).abs_().div_(c.felu.double().abs_().mul_(TOL).add_(TOL))
+        ratio = torch.where(c.finite, ratio.masked_fill_(torch.isnan(ratio), math.inf), 0.0)
+        return Outcome(
+            y=y, yb=yb, y_nan=y_nan, nan_mismatch=nan_mismatch, err=err, inf_err=inf_err, exceed=exceed,
+            excess=excess, ratio=ratio, fail=~torch.isclose(y, c.felu, rtol=TOL, atol=TOL) & c.finite,
+            cr=(yb == c.r32b) | (y_nan & c.ref_nan), identical=yb == c.felub,
+        )
+
+    def add_counts(self, o: Outcome, c: Chunk):
+        """The chunk's totals, and its inputs by class and by what came out (FLAGS, one bit each)."""
+        pzero, nzero = o.yb == 0, o.yb == -(2**31)
+        zero_sign = (pzero & c.ref_nzero) | (nzero & c.ref_pzero)
+        self.counts += torch.stack([
+            torch.tensor(c.n, device=o.y.device), o.cr.sum(), o.identical.sum(),
+            (~o.identical & o.y_nan & c.felu_nan).sum(), o.nan_mismatch.sum(), zero_sign.sum(), o.inf_err.sum(),
+            o.exceed.sum(), (o.exceed & c.parts["denormal_in_or_out"]).sum(), c.finite.sum(), o.fail.sum(),
+        ])
+        flags = (o.cr.to(torch.int32) | o.identical.to(torch.int32) << 1 | o.y_nan.to(torch.int32) << 2
+                 | pzero.to(torch.int32) << 3 | nzero.to(torch.int32) << 4 | (o.yb == c.xb).to(torch.int32) << 5)
+        self.classes += torch.bincount(c.cls * 64 + flags, minlength=len(CLASSES) * 64)
+        if c.n_den_out:
+            self.den_out += torch.bincount(flags.masked_fill(~c.den_out, 64), minlength=65)
+
+    def add_binades(self, o: Outcome, c: Chunk):
+        """Per binade of the chunk: the largest errors, and how many inputs miss each mark."""
+        g, rows = c.groups, c.rows
+        self.binade["max_ulp"][g] = torch.maximum(self.binade["max_ulp"][g], o.err.view(rows, -1).amax(1))
+        finite_ratio = o.ratio.masked_fill(torch.isinf(o.ratio), 0.0)
+        self.binade["max_tol_ratio"][g] = torch.maximum(self.binade["max_tol_ratio"][g],
+                                                        finite_ratio.view(rows, -1).amax(1))
+        self.binade["n_exceed_bound"][g] += o.exceed.view(rows, -1).sum(1)
+        self.binade["n_not_correctly_rounded"][g] += (~o.cr).view(rows, -1).sum(1)
+        self.binade["n_differ_from_felu"][g] += (~o.identical).view(rows, -1).sum(1)
+        self.binade["n_fail_tol"][g] += o.fail.view(rows, -1).sum(1)
+
+    def add_maxima(self, o: Outcome, c: Chunk):
+        """The running maxima (ulp error by sign, excess over the bound, tolerance ratio) and where they are."""
+        err, excess, ratio, y = o.err, o.excess, o.ratio, o.y
+        # One transfer for the values and where they first occur.
+        m_err = err.max()
+        m_exc = excess.max()
+        m_tol = ratio.max()
+        vals = torch.stack([
+            m_err, err.argmax().double(), (err == m_err).sum().double(),
+            m_exc, excess.argmax().double(), (excess == m_exc).sum().double(),
+            m_tol, ratio.argmax().double(), (ratio == m_tol).sum().double(),
+            o.exceed.sum().double(),
+        ]).tolist()
+        sign = "negative" if c.lo < 0 else "positive"
+        self.max[sign].update(vals[0], int(vals[2]), lambda: c.location(int(vals[1]), y))
+        if vals[9] > 0:
+            self.excess.update(vals[3], int(vals[5]), lambda: c.location(int(vals[4]), y))
+        if c.finite.any():
+            self.tol.update(vals[6], int(vals[8]), lambda: c.location(int(vals[7]), y))
+        if len(c.present) == 1:
+            self.class_max[c.present[0]] = max(self.class_max[c.present[0]], vals[0])
+        else:
+            per_class = torch.stack([torch.where(c.cls == k, err, -1.0).max() for k in c.present]).tolist()
+            for k, v in zip(c.present, per_class):
+                self.class_max[k] = max(self.class_max[k], v)
+        if c.n_den_out:
+            self.den_out_max = max(self.den_out_max, torch.where(c.den_out, err, -1.0).max().item())
+
+    def to_dict(self, negative_groups: slice = slice(256, 512)) -> dict:
+        counts = dict(zip(self.COUNTS, self.counts.tolist()))
+        hist = self.hist.view(2, N_BINS).tolist()
+        classes = self.classes.view(len(CLASSES), 64).tolist()
+
+        def flag_counts(row64: list[int]) -> dict:
+            d = {"n": sum(row64)}
+            for bit, name in enumerate(FLAGS):
+                d[name] = sum(v for combo, v in enumerate(row64) if combo >> bit & 1)
+            return d
+
+        class_stats = {}
+        for k, label in enumerate(CLASSES):
+            d = flag_counts(classes[k])
+            if d["n"]:
+                d["max_ulp"] = self.class_max[k]
+                class_stats[label] = d
+        den = flag_counts(self.den_out.tolist()[:64])
+        if den["n"]:
+            den["max_ulp"] = self.den_out_max
+        class_stats[DENORMAL_OUTPUT] = den
+        binades = {k: [short(v) for v in t[negative_groups].tolist()] for k, t in self.binade.items()}
+        return {
+            "n": counts["n"],
+            "max_ulp": {sign: m.to_dict() for sign, m in self.max.items()},
+            "histogram": {"negative": hist[1], "positive": hist[0]},
+            **{k: counts[k] for k in self.COUNTS
+               if k not in ("n", "n_exceed_bound", "n_exceed_bound_denormal", "tolerance_checked", "tolerance_failed")},
+            "tolerance": {"n_checked": counts["tolerance_checked"], "n_fail": counts["tolerance_failed"],
+                          "max_ratio": self.tol.value, "max_ratio_at": self.tol.at},
+            "bound": {"exponential": self.formula.exponential, "documented": self.formula.documented_bound,
+                      "n_exceed": counts["n_exceed_bound"],
+                      "n_exceed_denormal_in_or_out": counts["n_exceed_bound_denormal"],
+                      "max_excess_ulp": self.excess.value,
+                      "max_excess_at": self.excess.at},
+            "classes": class_stats,
+            "binades_negative": binades,
+        }
+
+
+def short(v: float) -> float | int:
+    if isinstance(v, int) or v == 0:
+        return v
+    return float(f"{v:.5g}")

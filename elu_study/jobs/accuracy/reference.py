@@ -1,0 +1,281 @@
+"""The arithmetic of the accuracy job: bit patterns, ulps, the documented bounds carried through ELU,
+and the correctly rounded reference. All of it runs on CPU tensors too (the tests use that).
+
+Definitions (also written into the record, see ``definitions.METHOD``):
+
+* ulp: the float32 spacing in the binade of the float64 reference value ``v``:
+  ``2^(max(floor(log2|v|), -126) - 23)``, so ``2^-149`` for denormals and zero.
+* ulp error of an output ``y``: ``|y - v| / ulp(v)``, with ``v`` the float64 value (not its
+  float32 rounding), so a correctly rounded output has error <= 1/2. Both NaN counts as 0 (the
+  payload is compared separately); an output equal to the reference counts as 0 even where the
+  sign of a zero differs (counted separately); NaN against a number, or a wrong infinity, is inf.
+* reference: ``F.elu(x.double(), alpha)`` (CUDA's double ``expm1``), rounded to float32. That is
+  the correctly rounded ELU unless the float64 value lies within a few float64 ulps of a float32
+  rounding midpoint; those inputs are found and resolved exactly (see ``reference``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Context, Decimal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from elu_study.jobs.accuracy.definitions import HIST_EDGES, MAX_DECIMAL, MIDPOINT_MARGIN_ULP64, N_BINS, Formula
+
+_EXACT = Context(prec=200)  # enough digits for exp(x) - 1 at x = -2^-149 and 150 digits more
+
+
+# -- bits and ulps ------------------------------------------------------------------------------
+def patterns(lo: int, hi: int, device="cpu") -> torch.Tensor:
+    """The float32 values whose bit patterns, read as int32, are lo .. hi - 1.
+
+    -2^31 <= lo < hi <= 2^31: -2^31 is -0.0, -1 the last negative NaN, 0 is +0.0.
+    """
+    if not -(2**31) <= lo < hi <= 2**31:
+        raise ValueError(f"pattern range [{lo}, {hi}) is not inside [-2^31, 2^31)")
+    return torch.arange(lo, hi, dtype=torch.int64, device=device).to(torch.int32).view(torch.float32)
+
+
+def from_bits(bits, device="cpu") -> torch.Tensor:
+    """float32 tensor from unsigned 32-bit patterns (Python ints)."""
+    signed = [b - (1 << 32) if b >= 1 << 31 else b for b in bits]
+    return torch.tensor(signed, dtype=torch.int32, device=device).view(torch.float32)
+
+
+def bits32(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.int32)
+
+
+def hex_bits(b: int) -> str:
+    return f"0x{b & 0xFFFFFFFF:08x}"
+
+
+def f32_str(v: float) -> str:
+    """The shortest text that reads back as this float32 ('-1e-45', '-0.0', 'nan')."""
+    return str(np.float32(v))
+
+
+def _pow2(k: torch.Tensor) -> torch.Tensor:
+    """2^k as float64, exactly, for integer k >= -1022 (built from the bits)."""
+    return ((k + 1023) << 52).view(torch.float64)
+
+
+def ulp32(v: torch.Tensor) -> torch.Tensor:
+    """float32 ulp in the binade of |v| (float64 in and out): 2^(max(floor(log2|v|), -126) - 23).
+
+    Zero and denormals get 2^-149; the sign is ignored; inf and NaN get a large finite power of 2.
+    """
+    e = (v.double().contiguous().view(torch.int64) >> 52) & 0x7FF
+    return _pow2(torch.clamp(e - 1023, min=-126) - 23)
+
+
+def ulp64(v: torch.Tensor) -> torch.Tensor:
+    """float64 ulp in the binade of |v| (at least 2^-1022: ELU's values never come near that)."""
+    e = (v.double().contiguous().view(torch.int64) >> 52) & 0x7FF
+    return _pow2(torch.clamp(e - 1075, min=-1022))
+
+
+def exponent_field(x: torch.Tensor) -> torch.Tensor:
+    """The float32 exponent field (0: zero and denormals, 255: inf and NaN): x's binade."""
+    return (bits32(x) >> 23) & 0xFF
+
+
+def binade_low(e: int) -> float:
+    """Smallest |x| in binade e (the exponent field); 0 for the binade of zero and denormals."""
+    return 0.0 if e == 0 else math.ldexp(1.0, e - 127)
+
+
+def classify(x: torch.Tensor) -> torch.Tensor:
+    """Index into CLASSES for each input (int32)."""
+    b = bits32(x)
+    e, m = (b >> 23) & 0xFF, b & 0x7FFFFF
+    cls = (b < 0).to(torch.int32)
+    cls += 2 * ((e == 0) & (m != 0)).to(torch.int32) + 4 * ((e == 0) & (m == 0)).to(torch.int32)
+    cls += 6 * ((e == 255) & (m == 0)).to(torch.int32)
+    return cls.masked_fill_((e == 255) & (m != 0), 8)
+
+
+def is_denormal(x: torch.Tensor) -> torch.Tensor:
+    b = bits32(x)
+    return (((b >> 23) & 0xFF) == 0) & ((b & 0x7FFFFF) != 0)
+
+
+def ulp_error(y: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor:
+    """|y - ref64| in float32 ulps of ref64's binade (float64); see the module's definitions."""
+    yd = y.double()
+    err = (yd - ref64).abs_().div_(ulp32(ref64))
+    same = (yd == ref64) | (torch.isnan(yd) & torch.isnan(ref64))
+    err.masked_fill_(same, 0.0)
+    return err.masked_fill_(torch.isnan(err), math.inf)
+
+
+def histogram_bins(err: torch.Tensor, nan_mismatch: torch.Tensor | None = None) -> torch.Tensor:
+    """Index into HIST_LABELS for each ulp error (int64)."""
+    edges = torch.tensor(HIST_EDGES, dtype=torch.float64, device=err.device)
+    idx = torch.bucketize(err.double(), edges)  # edges[i-1] < err <= edges[i]; inf -> len(edges)
+    if nan_mismatch is not None:
+        idx.masked_fill_(nan_mismatch, N_BINS - 1)
+    return idx
+
+
+def predicted_ulp(x, ref64, alpha: float, formula: Formula, parts: dict | None = None) -> torch.Tensor:
+    """The ulp error the documented bound of the formula's exponential allows for ELU (METHOD['bound_model']).
+
+    parts: the formula-independent tensors ("ulp_v", "ulp_e", "ulp_d", "sub", "neg_branch", "finite",
+    "denormal_in_or_out"), computed here when not given.
+    """
+    p = parts if parts is not None else bound_parts(x, ref64)
+    if formula.exponential == "expm1f":
+        core = 1.5 * p["ulp_d"]
+    else:
+        if formula.exponential == "expf":
+            core = 2.5 * p["ulp_e"]
+        elif formula.exponential == "__expf":
+            core = (2.5 + torch.floor((1.173 * x.double()).abs_())) * p["ulp_e"]
+        else:
+            raise ValueError(f"no documented bound for {formula.exponential!r}")
+        core = core + 0.5 * p["ulp_d"] * p["sub"]
+    pred = abs(alpha) * core / p["ulp_v"] + (0.0 if alpha == 1.0 else 0.5)
+    pred = torch.where(p["neg_branch"], pred, 0.0)
+    if formula.flushes_denormals:
+        lost = ref64.abs() / p["ulp_v"]
+        pred = torch.where(p["denormal_in_or_out"], torch.maximum(pred, lost), pred)
+    return torch.where(p["finite"], pred, 0.0)
+
+
+def bound_parts(x: torch.Tensor, ref64: torch.Tensor) -> dict:
+    xd = x.double()
+    e = torch.exp(xd)
+    edge = 1 + 2.0**-15  # a result a few hundred ulps from a binade edge may lie past it: take the larger ulp
+    return {
+        "ulp_v": ulp32(ref64),
+        "ulp_e": ulp32(e * edge),
+        "ulp_d": ulp32(torch.expm1(xd) * edge),
+        "sub": e < 0.5 * edge,  # exp(x) - 1 is exact (Sterbenz) for exp(x) >= 1/2, else it rounds
+        "neg_branch": (x <= 0) & torch.isfinite(x),
+        "finite": torch.isfinite(x),
+        "denormal_in_or_out": is_denormal(x) | ((ref64.abs() < 2.0**-126) & (ref64 != 0)),
+    }
+
+
+# -- the reference ------------------------------------------------------------------------------
+def exact_elu(x: float, alpha: float) -> Decimal:
+    """ELU(x) with 200 significant decimal digits (x and alpha exactly as given)."""
+    if math.isnan(x):
+        raise ValueError("ELU(NaN) has no exact value")
+    if x > 0:
+        return Decimal(x)
+    if math.isinf(x):  # x = -inf
+        return -Decimal(alpha)
+    return _EXACT.multiply(Decimal(alpha), _EXACT.subtract(_EXACT.exp(Decimal(x)), 1))
+
+
+def nearest_float32(d: Decimal) -> np.float32:
+    """The float32 nearest to d (ties to even): the correctly rounded result."""
+    f = np.float32(float(d))  # within one float32 step of the answer
+    candidates = [np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))]
+    # copy_abs: exact (abs() would round to the thread's 28 digits and see a tie where there is none)
+    return min(candidates, key=lambda c: (_EXACT.subtract(Decimal(float(c)), d).copy_abs(), int(c.view(np.uint32)) & 1))
+
+
+def correctly_rounded_elu(x: float, alpha: float) -> np.float32:
+    """ELU(x) correctly rounded to float32 (x > 0, +inf included, is its own result; -0.0 gives -0.0,
+    as expm1(-0.0) = -0.0 in IEEE arithmetic and in float64 F.elu)."""
+    if x > 0:
+        return np.float32(x)
+    if x == 0:
+        return np.float32(alpha * x)
+    return nearest_float32(exact_elu(x, alpha))
+
+
+@dataclass
+class Reference:
+    """ELU in float64 and its float32 rounding, with the double-rounding cases marked."""
+
+    ref64: torch.Tensor  # float64
+    ref32: torch.Tensor  # float32: ties at tiny |x| already resolved; `todo` still to resolve
+    near: torch.Tensor  # bool: the float64 value is within the margin of a float32 midpoint
+    tie: torch.Tensor  # bool: an exact tie alpha * x, resolved toward zero
+    todo: torch.Tensor  # bool: near a midpoint, not such a tie: to be resolved exactly
+
+
+def _alpha_times_float32_exact(alpha: float) -> bool:
+    """alpha * x is exact in float64 for every float32 x: alpha has at most 29 significant bits."""
+    if not math.isfinite(alpha) or alpha == 0:
+        return False
+    m, _ = math.frexp(alpha)
+    return float(m * 2**29).is_integer()
+
+
+def reference(x: torch.Tensor, alpha: float, margin: float = MIDPOINT_MARGIN_ULP64) -> Reference:
+    """F.elu in float64, rounded to float32, with the double-rounding cases found.
+
+    Rounding the float64 value to float32 gives the correctly rounded ELU unless the exact value
+    and the float64 one lie on different sides of a float32 midpoint; with the float64 value
+    within a few of its ulps of the exact one, that needs it within `margin` float64 ulps of a
+    midpoint. Those inputs are marked `near`. For tiny |x|, the float64 value is alpha * x
+    itself, and with alpha = 1.5 that is a midpoint for every other x: the exact value
+    alpha * (x + x^2/2 + ...) lies just on the zero side of it (exp(x) - 1 > x), so the tie is
+    resolved toward zero here (`tie`). The rest (`todo`) is resolved with decimal arithmetic by
+    `resolve`.
+    """
+    ref64 = F.elu(x.double(), alpha)
+    r32 = ref64.float()
+    r32d = r32.double()
+    toward = torch.full_like(r32, math.inf).masked_fill_(ref64 < r32d, -math.inf)
+    other = torch.nextafter(r32, toward)  # the float32 on ref64's other side
+    mid = (r32d + other.double()) * 0.5  # exact in float64
+    near = (ref64 != r32d) & torch.isfinite(ref64) & ((ref64 - mid).abs() <= margin * ulp64(ref64))
+    if _alpha_times_float32_exact(alpha):
+        tie = near & (x.double() * alpha == mid) & (x < 0)
+    else:
+        tie = torch.zeros_like(near)
+    toward_zero = torch.where(r32.abs() <= other.abs(), r32, other)
+    ref32 = torch.where(tie, toward_zero, r32)
+    return Reference(ref64, ref32, near, tie, near & ~tie)
+
+
+def resolve(x: torch.Tensor, ref: Reference, alpha: float, limit: int = MAX_DECIMAL) -> dict:
+    """Round the `todo` inputs' exact ELU to float32 with decimal arithmetic, in place in ref.ref32."""
+    idx = ref.todo.nonzero().flatten()
+    n_todo = idx.numel()
+    idx = idx[:limit]
+    out = {"resolved": int(idx.numel()), "corrected": 0, "unresolved": n_todo - int(idx.numel()), "max_err_ulp64": 0.0}
+    if idx.numel() == 0:
+        return out
+    xs = x[idx].cpu().tolist()
+    r64 = ref.ref64[idx].cpu().tolist()
+    old = ref.ref32[idx].cpu().numpy()
+    new = np.empty_like(old)
+    for i, (xi, ri) in enumerate(zip(xs, r64)):
+        exact = exact_elu(xi, alpha)
+        new[i] = nearest_float32(exact)
+        err = abs(_EXACT.subtract(Decimal(ri), exact)) / Decimal(math.ulp(ri))
+        out["max_err_ulp64"] = max(out["max_err_ulp64"], float(err))
+    out["corrected"] = int((old.view(np.int32) != new.view(np.int32)).sum())
+    ref.ref32[idx] = torch.from_numpy(new).to(ref.ref32.device)
+    return out
+
+
+def check_reference(x: torch.Tensor, alpha: float) -> dict:
+    """How far the float64 values are from the exact ELU, in float64 ulps, on these inputs."""
+    ref = reference(x, alpha)
+    worst, at = 0.0, None
+    for xi, ri in zip(x.cpu().tolist(), ref.ref64.cpu().tolist()):
+        if not math.isfinite(xi) or ri == 0:
+            continue
+        err = float(abs(_EXACT.subtract(Decimal(ri), exact_elu(xi, alpha))) / Decimal(math.ulp(ri)))
+        if err > worst:
+            worst, at = err, xi
+    return {"n": x.numel(), "max_err_ulp64": worst, "max_err_at": None if at is None else f32_str(at)}
+
+
+def reference_sample(n: int = 4096, seed: int = 0, device="cpu") -> torch.Tensor:
+    """Negative finite float32 inputs spread over every binade (random bit patterns)."""
+    g = torch.Generator().manual_seed(seed)
+    b = torch.randint(0, 0x7F800000, (n,), generator=g, dtype=torch.int64) | (1 << 31)
+    return from_bits(b.tolist(), device)

@@ -1,0 +1,202 @@
+"""The record in words and tables: the cells' table, a summary, the study's own launches beside their cells,
+the predictions' verdicts, the in-flight correlation, the grid-stride knee and the slowest cell. No GPU needed."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from elu_study.core.record import record_path
+from elu_study.core.tables import markdown
+from elu_study.jobs.launch.analysis import cell, gridstride_knee, row_of
+from elu_study.jobs.launch.shapes import plan
+
+# The study's own builds of launches that are cells of this sweep: (record, entry, cell, how the build differs).
+# "study" is results/<gpu>.json, "beyond" results/<gpu>-beyond.json; each entry's x copy_ is over its own run's copy_.
+STEP_BUILDS = (
+    ("study", "2_float4", "256x1", "step 2 itself"),
+    ("study", "2+128_threads", "128x1", "step 5's one-change ablation"),
+    ("study", "2+2_vectors", "256x2", "step 5's one-change ablation"),
+    ("study", "2+4_vectors", "256x4", "step 5's one-change ablation"),
+    ("study", "2+hints", "256x1+hints", "step 5's one-change ablation"),
+    ("study", "5_streaming", "128x2+hints", "step 5 itself: expm1f, not expf (a different formula)"),
+    ("study", "5_streaming_expf", "128x2+hints", "step 5 with expf: the same formula"),
+    ("study", "3_grid_stride_1_waves", "gs 4x512", "step 3's file, 1 wave of 512-thread blocks"),
+    ("study", "6_beyond_copy", "128x1", "step 6 itself (its own file)"),
+    ("beyond", "6_base", "128x1", "step 6's file"),
+    ("beyond", "6_64_threads", "64x1", "step 6's file"),
+    ("beyond", "6_256_threads", "256x1", "step 6's file"),
+    ("beyond", "6_2_vectors", "128x2", "step 6's file"),
+)
+# Predictions 2-4 as written in the notebook (typed before the sweep ran: predictions, not measurements).
+# Prediction 3's "about 2 %" is read as +0.01 to +0.03 x copy_.
+PREDICTIONS = {2: (1.02, 1.05), 3: (0.01, 0.03), 4: (1.05, 1.10)}
+NEEDED_KIB = 26  # the prediction's Little's-law estimate (assumed 0.8 us latency): a prediction, not a measurement
+
+
+def table(record: dict, cells: list[dict] | None = None, achieved: dict | None = None) -> str:
+    """The cells as a pipe table, fastest first. Threads per SM, occupancy and KiB in flight are *theoretical*
+    (from the registers and the occupancy rules); ``achieved`` ({cell: (pct, entry)}, see
+    analysis.achieved_occupancy) adds ncu's achieved occupancy where a profiled build ran the same launch shape."""
+    achieved = achieved or {}
+    rows = sorted(cells if cells is not None else record["cells"], key=lambda c: c["timing"]["median_ms"])
+    df = pd.DataFrame({
+        "cell": [c["name"] for c in rows],
+        "ms": [c["timing"]["median_ms"] for c in rows],
+        "x copy_": [c["x_copy"] for c in rows],
+        "p10": [c["timing"]["p10_ms"] / record["roof_ms"] for c in rows],
+        "p90": [c["timing"]["p90_ms"] / record["roof_ms"] for c in rows],
+        "noise (% of copy_)": [100 * c["noise_ms"] / record["roof_ms"] for c in rows],
+        "regs": [str(c["occupancy"]["registers"]) for c in rows],
+        "threads/SM (theor.)": [str(c["occupancy"]["resident_threads_per_sm"]) for c in rows],
+        "occupancy % (theor.)": [c["occupancy"]["occupancy_pct"] for c in rows],
+        "achieved occ. % (ncu)": [f"{achieved[c['name']][0]:.1f} ({achieved[c['name']][1]})" if c["name"] in achieved
+                                  else "" for c in rows],
+        "KiB in flight/SM (theor.)": [c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024 for c in rows],
+        "correct": ["yes" if c["correct"] else "NO" for c in rows],
+    }).set_index("cell")
+    return markdown(df, {"p10": "{:.3f}", "p90": "{:.3f}", "noise (% of copy_)": "{:.2f}",
+                         "occupancy % (theor.)": "{:.1f}", "KiB in flight/SM (theor.)": "{:.0f}"})
+
+
+def summary(record: dict) -> str:
+    b, p = record["best"], record["provenance"]
+    ref = record["references"]
+    verdict = (f"a tie: the margin is inside the noise; tied within the noise: {', '.join(b['tied'])}" if b["tie"]
+               else f"{b['margin_over_noise']:.1f}x the noise")
+    return "\n".join([
+        f"{p['gpu']} ({p['sm_count']} SMs), {p['date_utc'][:10]}, commit {p.get('commit')}; shape "
+        f"{tuple(record['problem']['shape'])} float32; {record['method']['rounds']} interleaved rounds.",
+        f"copy_ {record['roof_ms']:.3f} ms; 2_float4 {ref['2_float4']['x_copy']:.3f}x copy_.",
+        f"best cell: {b['name']}, {b['x_copy']:.3f}x copy_ ({b['median_ms']:.3f} ms); runner-up {b['runner_up']} by "
+        f"{b['margin_ms'] * 1e3:.1f} us, noise {b['noise_ms'] * 1e3:.1f} us: {verdict}.",
+        f"correct: {sum(c['correct'] for c in record['cells'])} of {len(record['cells'])} cells.",
+    ])
+
+
+def steps_table(record: dict, others: dict) -> str:
+    """Each step's launch as a cell of this sweep beside that step's own build (its own record and run)."""
+    gpu = record["provenance"]["gpu"]
+    lines = ["| launch (own build) | record | own build x copy_ (its run) | cell here | cell x copy_ (this sweep) "
+             "| own build / cell | how the build differs |", "|---|---|---|---|---|---|---|"]
+    ref, step2_cell = record["references"]["2_float4"], cell(record, "256x1")["x_copy"]
+    lines.append(f"| 2_float4 (timed in this sweep's rounds) | {record_path(gpu, 'launch').name} | "
+                 f"{ref['x_copy']:.3f} | 256x1 | {step2_cell:.3f} | "
+                 f"{ref['x_copy'] / step2_cell:.3f} | step 2 itself, same rounds |")
+    for which, entry, name, note in STEP_BUILDS:
+        row, here = row_of(others.get(which), entry), cell(record, name)["x_copy"]
+        own = f"{row['x_copy']:.3f}" if row else "not recorded"
+        ratio = f"{row['x_copy'] / here:.3f}" if row else ""
+        lines.append(f"| {entry} | {record_path(gpu, which).name} | {own} | {name} | {here:.3f} | {ratio} | {note} |")
+    return "\n".join(lines)
+
+
+def range_verdict(label: str, values: dict[str, float], lo: float, hi: float) -> str:
+    """Rule: a prediction stated for every cell of a group HOLDS only if every cell is inside [lo, hi];
+    otherwise it is MISSED, with the count inside and the cells outside."""
+    inside = {n: v for n, v in values.items() if lo <= v <= hi}
+    outside = {n: v for n, v in values.items() if n not in inside}
+    word = "HELD" if not outside else "MISSED"
+    out = ", ".join(f"{n} {v:+.3f}" if lo < 0.5 else f"{n} {v:.3f}" for n, v in outside.items())
+    return (f"{label}: {len(inside)} of {len(values)} cells inside [{lo:.2f}, {hi:.2f}] (measured "
+            f"{min(values.values()):.3f} to {max(values.values()):.3f}) -> {word}"
+            + (f"; outside: {out}" if outside else ""))
+
+
+def prediction_verdicts(record: dict) -> str:
+    one_shot = [c for c in plan() if not c.grid_stride]
+    x = lambda n: cell(record, n)["x_copy"]  # noqa: E731
+    two = {c.name: x(c.name) for c in one_shot if c.vectors >= 4 and not c.hints}
+    three = {c.name: x(c.name + "+hints") - x(c.name) for c in one_shot if not c.hints}
+    four = {c.name: x(c.name) for c in plan() if c.grid_stride}
+    return "\n".join([
+        "Rule: each prediction is stated for every cell of its group, so it HOLDS only if every cell is inside its "
+        "range; otherwise MISSED.",
+        range_verdict("2. 4 and 8 vectors, no hints, x copy_", two, *PREDICTIONS[2]),
+        range_verdict("3. hints minus no hints, same cell, x copy_", three, *PREDICTIONS[3]),
+        range_verdict("4. grid-stride, x copy_", four, *PREDICTIONS[4]),
+    ])
+
+
+def correlation_text(cor: dict) -> str:
+    f = lambda k: f"r = {cor[k]['r']:+.2f} (n = {cor[k]['n']}, permutation p = {cor[k]['p']:.3f})"  # noqa: E731
+    outl = ", ".join(f"{n} ({x:.3f}x)" for n, x in cor["outliers"]) or "none"
+    verdict = (f"all three agree and are significant: **{cor['direction']}**." if cor["supported"] else
+               "they do not all agree in sign and significance, so **the record supports no direction**: theoretical "
+               "bytes in flight do not order these cells.")
+    w = cor["without_outliers"]
+    if not cor["supported"] and w["p"] < 0.05:
+        verdict += (f" Only without the outliers is the correlation significant ("
+                    f"{'more in flight, slower' if w['r'] > 0 else 'more in flight, faster'}), so that holds for the "
+                    f"cells near copy_ only, and is a hypothesis, not a finding.")
+    return (f"No-hints one-shot cells: theoretical load bytes in flight per SM {cor['kib_min']:.0f} to "
+            f"{cor['kib_max']:.0f} KiB. Correlation of x copy_ with them: all cells {f('all')}; without the outliers "
+            f"of x copy_ (Tukey: beyond 1.5 IQR from the quartiles: {outl}) {f('without_outliers')}; Spearman "
+            f"(ranks, all cells) {f('spearman')}. Rule: a direction is claimed only if the three agree in sign and "
+            f"each p < 0.05; {verdict}")
+
+
+def knee_table(knee: dict) -> str:
+    lines = ["| KiB in flight/SM (theor.) | threads/SM (theor.) | cells | x copy_ | x copy_ x KiB | flat? "
+             "| implied latency (ns, Little) |", "|---|---|---|---|---|---|---|"]
+    for lv in knee["levels"]:
+        lines.append(f"| {lv['kib']:.0f} | {lv['threads_per_sm']} | {', '.join(lv['cells'])} | {lv['x_lo']:.3f} to "
+                     f"{lv['x_hi']:.3f} | {lv['x_times_kib']:.2f} | {'yes' if lv['flat'] else 'no'} | "
+                     f"{lv['implied_latency_ns']:.0f}" + ("" if not lv["flat"] else " (not latency-bound)") + " |")
+    return "\n".join(lines)
+
+
+def knee_text(knee: dict) -> str:
+    lo, hi = knee["knee_above_kib"], knee["knee_at_most_kib"]
+    if lo is None or hi is None:
+        return "The grid-stride cells show no knee (all flat or none flat) within this sweep."
+    held = lo < NEEDED_KIB <= hi
+    b = [lv for lv in knee["levels"] if not lv["flat"]]
+    n_lo, n_hi = knee["needed_kib_range"]
+    return (f"**What the grid-stride cells show.** Time is flat (every cell within "
+            f"{100 * knee['flat_within']:.0f} % of the fastest grid-stride cell) from {hi:.0f} KiB of theoretical "
+            f"loads in flight per SM up, and grows as the in-flight bytes shrink below that: the knee lies between "
+            f"{lo:.0f} and {hi:.0f} KiB per SM. Below it, from {b[0]['kib']:.0f} to {b[-1]['kib']:.0f} KiB (x"
+            f"{b[-1]['kib'] / b[0]['kib']:.0f} in flight), x copy_ falls from {b[0]['x_hi']:.3f} to {b[-1]['x_hi']:.3f} "
+            f"(/{b[0]['x_hi'] / b[-1]['x_hi']:.2f}; exactly 1/in-flight would be /{b[-1]['kib'] / b[0]['kib']:.0f}), "
+            f"and x copy_ x KiB grows from {b[0]['x_times_kib']:.2f} to {b[-1]['x_times_kib']:.2f}: time falls "
+            f"nearly as 1/in-flight at the fewest bytes and less steeply toward the knee, as if the latency grew with "
+            f"the load (the table's last column: the latency Little's law implies, "
+            f"{b[0]['implied_latency_ns']:.0f} to {b[-1]['implied_latency_ns']:.0f} ns). With those implied latencies and copy_'s read bandwidth, "
+            f"Little's law asks for {n_lo:.0f} to {n_hi:.0f} KiB per SM.\n\n"
+            f"**Little's-law prediction** (written before the sweep: ~{NEEDED_KIB} KiB per SM needed, from an assumed "
+            f"0.8 us latency): the measured knee is between {lo:.0f} and {hi:.0f} KiB -> "
+            f"{'HELD' if held else 'MISSED'}" + ("" if held else
+            f" ({NEEDED_KIB} KiB is not in that interval: cells with {hi:.0f} KiB are already as fast as those "
+            f"with more)") + ". Caveat: these KiB count one float4 in flight per resident thread; if nvcc unrolled "
+            "the grid-stride loop (not checked here), each thread has a multiple of that in flight, and the knee in "
+            "KiB moves up by that factor (the knee in resident threads per SM, the table's second column, does not).")
+
+
+def slow_cell_text(record: dict, achieved: dict, others: dict) -> str:
+    """The slowest no-hints one-shot cell: theoretical and achieved occupancy, and a labelled hypothesis."""
+    one = [c for c in record["cells"] if not c["grid_stride"] and not c["hints"]]
+    slow = max(one, key=lambda c: c["x_copy"])
+    sms = record["provenance"]["sm_count"]
+    blocks = lambda c: -(-record["problem"]["numel"] // (4 * c["threads"] * c["vectors"]))  # noqa: E731
+    most = max(blocks(c) for c in one if c is not slow)
+    text = (f"The slowest no-hints one-shot cell is **{slow['name']}** ({slow['x_copy']:.3f}x copy_), with a "
+            f"*theoretical* occupancy of {slow['occupancy']['occupancy_pct']:.0f} %. ")
+    if slow["name"] in achieved:
+        pct, entry = achieved[slow["name"]]
+        fast = [f"{n} {p:.0f} % ({e})" for n, (p, e) in achieved.items() if n != slow["name"]]
+        row = row_of(others.get("beyond"), entry)
+        its = f", itself {row['x_copy']:.3f}x copy_ in its run" if row else ""
+        text += (f"ncu measured an *achieved* occupancy of {pct:.0f} % for {entry}, step 6's build with the same "
+                 f"launch shape (expf, no hints){its}; the other profiled shapes: {', '.join(fast)}. ")
+        text += (f"At {pct:.0f} % achieved, about {pct / 100 * slow['occupancy']['resident_threads_per_sm']:.0f} "
+                 f"threads per SM are resident on average, below the grid-stride knee's "
+                 f"{next((lv['threads_per_sm'] for lv in gridstride_knee(record)['levels'] if lv['flat']), 0)} "
+                 f"threads per SM (a hypothesis for the time, not a measurement of this cell). ")
+    text += (f"**Why the SM stays that empty is not explained by this record.** *Hypothesis* (not tested here): the "
+             f"block launch rate. {slow['name']} launches {blocks(slow):,} blocks ({blocks(slow) / sms:,.0f} per SM), "
+             f"every other no-hints one-shot cell at most {most:,} ({most / sms:,.0f} per SM); if an SM can start only "
+             f"so many blocks per microsecond, short 64-thread blocks finish faster than they are replaced. "
+             f"Cells with the same block size but more vectors (fewer blocks) are fast: "
+             + ", ".join(f"{c['name']} {c['x_copy']:.3f}x ({blocks(c):,} blocks)" for c in one
+                         if c["threads"] == slow["threads"] and c is not slow) + ".")
+    return text

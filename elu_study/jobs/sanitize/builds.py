@@ -1,0 +1,47 @@
+"""Which builds the sanitizer runs over, and what its child needs to load each one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from elu_study.core.build import compile_variant, resolve_variant
+from elu_study.core.entries import build_id, computes_elu, fuzz_builds
+
+
+@dataclass(frozen=True)
+class Build:
+    id: str
+    variant: str
+    flags: tuple[str, ...] = ()
+    computes_elu: bool = True  # False: a copy kernel, whose results are read but not compared with ELU
+
+
+def build_of(variant: str, flags=()) -> Build:
+    """The Build of a step's file (with these extra flags), or of a .cu file of one's own."""
+    if str(variant).endswith(".cu"):
+        return Build(build_id(Path(variant).name, tuple(flags)), str(variant), tuple(flags))
+    return Build(build_id(variant, tuple(flags)), str(variant), tuple(flags), computes_elu(variant, flags))
+
+
+def select_builds(names: list[str] | None = None, which: str = "all") -> list[Build]:
+    """The builds named (a step's name, number or label: all its builds; or a .cu file), else every
+    build of the study ("all") or one default build per kernel file ("files")."""
+    every = fuzz_builds("all")
+    if not names:
+        return [build_of(v, f) for v, f in fuzz_builds(which)]
+    chosen: list[Build] = []
+    for name in names:
+        if str(name).endswith(".cu"):
+            chosen.append(build_of(str(resolve_variant(name))))
+            continue
+        stem = resolve_variant(name).stem  # raises ValueError listing the known steps
+        matching = [build_of(v, f) for v, f in every if v == stem] or [build_of(stem)]
+        chosen += [b for b in matching if b not in chosen]
+    return chosen
+
+
+def library_entry(b: Build) -> dict:
+    """What the child needs to load a build: its module name and shared library (compiled here if need be)."""
+    module = compile_variant(b.variant, extra_cuda_cflags=list(b.flags))
+    return {"id": b.id, "module": module.__name__, "library": module.__file__, "computes_elu": b.computes_elu}

@@ -1,0 +1,233 @@
+"""Measuring the sweep on a GPU: every entry checked, then timed cold, warm and on the host, at every length.
+
+GPU timings are enqueued behind a sleep kernel that outlasts the host's loop, so that no event pair
+brackets time the GPU spent waiting for the host; host timings run while a sleep kernel holds the GPU
+busy, so that no call waits for the GPU.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from elu_study.core.check import ATOL, INPUT_SCALE, RTOL
+from elu_study.core.entries import ALPHA
+from elu_study.core.hardware import gpu_spec, provenance
+from elu_study.core.harness import elu_fn, quiet, timed_call
+from elu_study.core.timing import summarize
+from elu_study.jobs.sizes.analysis import derive
+from elu_study.jobs.sizes.plan import (BYTES_PER_ELEMENT, CHECK_CHUNK, COLD_MS, FLUSH_BYTES, HOST_GPU_MS,
+                                       HOST_REPEATS, MAX_RUNS, MIN_RUNS, WARM_MS, fmt_n, runs)
+
+
+class Gpu:
+    """The L2 flush buffer and a calibrated sleep kernel that holds the GPU busy while the host enqueues."""
+
+    def __init__(self):
+        self.cache = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+        cycles = 10_000_000
+        torch.cuda._sleep(cycles // 10)  # first use outside the measurement
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        torch.cuda.synchronize()
+        self.cycles_per_ms = cycles / start.elapsed_time(end)
+
+    def flush(self):
+        self.cache.zero_()
+
+    def sleep(self, ms: float):
+        torch.cuda._sleep(max(1, int(ms * self.cycles_per_ms)))
+
+
+def host_times(call, calls: int, gpu: Gpu, repeats: int = HOST_REPEATS) -> tuple[list[float], int]:
+    """Per-call wall time (ms) of ``calls`` back-to-back calls, ``repeats`` times, each loop enqueued while a
+    sleep kernel holds the GPU; returns the per-loop means and in how many loops the sleep outlasted the loop
+    (launches are asynchronous, so an idle GPU does not stop the clock; this is a diagnostic)."""
+    means, busy_loops, guess_ms = [], 0, 0.05
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        gpu.sleep(calls * guess_ms * 2 + 0.2)
+        asleep = torch.cuda.Event()
+        asleep.record()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        t1 = time.perf_counter()
+        busy_loops += not asleep.query()
+        torch.cuda.synchronize()
+        means.append((t1 - t0) * 1e3 / calls)
+        guess_ms = means[-1]
+    return means, busy_loops
+
+
+def event_times(call, runs_: int, gpu: Gpu, flush: bool, host_ms: float, warmup: int = 3) -> tuple[list[float], int]:
+    """GPU time (ms) of each of ``runs_`` calls between CUDA events, enqueued behind a sleep that outlasts
+    the host's loop; with ``flush`` each call follows a write of FLUSH_BYTES (L2 cold)."""
+    per_iter = host_ms + 0.02 + (0.01 if flush else 0.0)  # the call, two event records, the flush launch
+    retries = 0
+    for attempt in range(3):
+        n = max(MIN_RUNS, runs_ >> attempt)  # a full launch queue would block the host: fewer at a time
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        torch.cuda.synchronize()
+        for _ in range(warmup):
+            call()
+        gpu.sleep(n * per_iter * 2 * 4**attempt + 0.2)
+        asleep = torch.cuda.Event()
+        asleep.record()
+        for i in range(n):
+            if flush:
+                gpu.flush()
+            starts[i].record()
+            call()
+            ends[i].record()
+        busy = not asleep.query()
+        torch.cuda.synchronize()
+        if busy:
+            break
+        retries += 1
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)], retries if busy else -1
+
+
+def summary(samples: list[float]) -> dict:
+    """Quantiles of one (entry, length, mode) point, as timing.summarize gives them (without the samples)."""
+    s = summarize([samples])
+    return {k: s[k] for k in ("median_ms", "p10_ms", "p90_ms", "p99_ms", "mean_ms", "min_ms", "max_ms", "runs")}
+
+
+def compare(y, ref) -> dict:
+    """Every element of y against F.elu's: within atol/rtol, and none left NaN (poisoned, never written)."""
+    yf, rf = y.reshape(-1), ref.reshape(-1)
+    unwritten, max_abs, passed = 0, 0.0, True
+    for s in range(0, yf.numel(), CHECK_CHUNK):
+        yc, rc = yf[s : s + CHECK_CHUNK], rf[s : s + CHECK_CHUNK]
+        nan = torch.isnan(yc)
+        unwritten += int(nan.sum().item())
+        d = (yc - rc).abs()
+        passed &= bool((d <= ATOL + RTOL * rc.abs()).all().item())
+        max_abs = max(max_abs, float(torch.where(nan, 0.0, d).max().item()))
+    return {"passed": passed and unwritten == 0, "unwritten": unwritten, "max_abs_err_vs_torch": max_abs,
+            "elements_compared": int(yf.numel())}
+
+
+def dynamo_graphs() -> int | None:
+    """Graphs torch.compile has compiled in this process so far (a diagnostic; None where torch hides it)."""
+    try:
+        # lazy and guarded: a private part of torch, loaded only when a GPU sweep asks for this diagnostic
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
+    except Exception:  # noqa: BLE001 - only a diagnostic
+        return None
+
+
+def time_point(call, n: int, gpu: Gpu) -> dict:
+    """Host, cold and warm times of one call at length n (see the module's docstring)."""
+    r = runs(n)
+    call()  # compiles, autotunes and allocates before any timing
+    torch.cuda.synchronize()
+    host, host_busy = host_times(call, r["host_calls"], gpu)
+    host_ms = float(np.median(host))
+    cold, cold_retries = event_times(call, r["cold"], gpu, flush=True, host_ms=host_ms)
+    warm, warm_retries = event_times(call, r["warm"], gpu, flush=False, host_ms=host_ms)
+    return {
+        "cold": summary(cold), "warm": summary(warm), "host": summary(host),
+        "host_calls_per_loop": r["host_calls"],
+        # GPU timings redone with a longer sleep; -1: even the longest ran out before the host's
+        # loop did (those samples may hold host time)
+        "sleep_retries": {"cold": cold_retries, "warm": warm_retries},
+        "host_loops_gpu_busy": host_busy,
+    }
+
+
+def measure_point(entry, n: int, x, ref, y, check_fn, gpu: Gpu, errors: list[str]) -> dict:
+    """One (entry, length) point: checked (if the entry computes ELU) and timed; a failure is recorded in it."""
+    point = {"entry": entry.name, "kind": entry.kind, "n": n, "bytes": BYTES_PER_ELEMENT * n, "check": None}
+    try:
+        if entry.checked:
+            y.fill_(float("nan"))
+            out = check_fn(x, ALPHA, y)
+            torch.cuda.synchronize()
+            point["check"] = compare(out, ref)
+        call = timed_call(entry, x, y)
+        point.update(time_point(call, n, gpu))
+        del call
+    except Exception as err:  # noqa: BLE001 - recorded, reported, and the run goes on
+        point["error"] = f"{type(err).__name__}: {err}"
+        errors.append(f"{entry.name} @ n={n}: {point['error']}")
+        torch.cuda.synchronize()
+    return point
+
+
+def sweep(entries, sizes, gpu: Gpu, bar) -> tuple[list[dict], list[str]]:
+    """Every point, length by length (one input per length, seeded by it); and the errors met."""
+    points, errors = [], []
+    check_fns = {e.name: elu_fn(e) for e in entries if e.checked}
+    for n in sizes:
+        gen = torch.Generator(device="cuda").manual_seed(n)
+        x = torch.randn(n, device="cuda", generator=gen).mul_(INPUT_SCALE)
+        ref = F.elu(x, ALPHA)
+        y = torch.empty_like(x)
+        for entry in entries:
+            bar.set_postfix_str(f"{entry.name} @ {fmt_n(n)}")
+            points.append(measure_point(entry, n, x, ref, y, check_fns.get(entry.name), gpu, errors))
+            bar.update()
+        del x, ref, y
+        if n >= 2**27:
+            torch.cuda.empty_cache()
+    return points, errors
+
+
+def method(gpu: Gpu) -> dict:
+    """How each number of the record was measured, in words (saved in the record)."""
+    return {
+        "cold": f"CUDA events around each call, each after a {FLUSH_BYTES // 2**20} MiB write that flushes the L2 "
+                "(do_bench's method); enqueued behind a sleep kernel so no event pair holds host time",
+        "warm": "CUDA events around each call, calls back to back with no flush (x just read, y just written: "
+                "L2-resident where 8 bytes per element fit), behind a sleep kernel likewise",
+        "host": "wall-clock per call of the timed Python call in a tight loop while a sleep kernel keeps the GPU "
+                f"busy (checked), so no call waits for the GPU: the CPU-side cost a caller pays; {HOST_REPEATS} "
+                "loops, their per-call means summarized",
+        "check": "output NaN-poisoned, every element compared with F.elu (atol = rtol = 1e-4), NaN left = unwritten",
+        "runs": {"min": MIN_RUNS, "max": MAX_RUNS, "cold_ms": COLD_MS, "warm_ms": WARM_MS,
+                 "host_gpu_ms": HOST_GPU_MS, "host_repeats": HOST_REPEATS},
+        "sleep_cycles_per_ms": gpu.cycles_per_ms,
+    }
+
+
+def measure(entries, sizes, progress: bool = True) -> dict:
+    """Check and time every entry at every length; return the sizes record."""
+    entries = list(entries)
+    graphs_before = dynamo_graphs()
+    bar = tqdm(total=len(entries) * len(sizes), desc="sizes (entry x length)", unit="point", disable=not progress)
+    with quiet():
+        gpu = Gpu()
+        points, errors = sweep(entries, sizes, gpu, bar)
+    bar.close()
+    prov = provenance()
+    spec = gpu_spec(prov["gpu"])
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    graphs_after = dynamo_graphs()
+    record = {
+        "job": "sizes",
+        "provenance": prov,
+        "problem": {"dtype": "float32", "alpha": ALPHA, "bytes_per_element": BYTES_PER_ELEMENT,
+                    "input": f"randn(n) x {INPUT_SCALE:g}, seeded by n"},
+        "l2_bytes": int(getattr(props, "L2_cache_size", 0)),
+        "peak_bytes_per_s": spec.peak_bytes_per_s if spec else None,
+        "peak_source": f"{spec.label} {spec.source}" if spec else None,
+        "sizes": list(sizes),
+        "entries": [{"name": e.name, "kind": e.kind, "what": e.what, "checked": e.checked} for e in entries],
+        "method": method(gpu),
+        "torch_compile_graphs": None if graphs_before is None or graphs_after is None else graphs_after - graphs_before,
+        "errors": errors,
+        "points": points,
+    }
+    return derive(record)

@@ -1,0 +1,96 @@
+"""The sweep's plan: which lengths and entries, how many timed calls per point, and how long it takes.
+
+Also how a length (2^20, 4,097) and a byte count (8 KiB) are written everywhere the sweep is shown.
+"""
+
+from __future__ import annotations
+
+from elu_study.core.entries import ENTRIES, resolve
+
+MIN_EXP, MAX_EXP = 10, 31
+# Lengths that are not powers of two: odd ones (the float4 kernels' scalar tail) and round decimal ones.
+ODD = (4_097, 1_048_579, 33_554_433)
+DECIMAL = tuple(10**k for k in range(4, 10))
+BYTES_PER_ELEMENT = 8  # 4 read + 4 written: the least an elementwise float32 op moves
+BASELINE_NAMES = ("F.elu", "torch.compile(F.elu)", "F.elu_", "copy_", "read_only", "write_only")
+STREAMS = ("read_only", "write_only")  # shown as their sum (the measured floor), not as lines of their own
+MODES = ("cold", "warm", "host")
+
+# Timing budget per (entry, length); see runs() and the plan printed by main().
+FLUSH_BYTES = 256 * 2**20  # do_bench's L2 flush buffer
+COLD_MS = WARM_MS = 10.0  # GPU time aimed at per mode, in runs of one call
+MIN_RUNS, MAX_RUNS = 10, 100  # MAX_RUNS bounds the launches queued behind one sleep
+HOST_GPU_MS = 10.0  # GPU work queued per host-timing loop
+HOST_MIN_CALLS, HOST_MAX_CALLS = 3, 50
+HOST_REPEATS = 5  # host-timing loops per point: the spread of their per-call means
+MODEL_TBPS = 3.5  # for planning only: the time a call is expected to take
+MODEL_LAUNCH_MS = 0.003
+CHECK_CHUNK = 1 << 27
+BUDGET_S = 240
+
+
+def plan(max_exp: int = MAX_EXP, min_exp: int = MIN_EXP, extra: bool = True) -> list[int]:
+    """Every power of two from 2^min_exp to 2^max_exp, plus the odd and decimal lengths in that range."""
+    sizes = {2**k for k in range(min_exp, max_exp + 1)}
+    if extra:
+        sizes |= {n for n in (*ODD, *DECIMAL) if 2**min_exp <= n <= 2**max_exp}
+    return sorted(sizes)
+
+
+def sweep_entries(names=None) -> list:
+    """Every entry of kind "step" (so a step added later is swept too), the peers, and the baselines."""
+    if names:
+        return resolve(names)
+    steps = [e for e in ENTRIES.values() if e.kind == "step" and not e.mode]
+    peers = [e for e in ENTRIES.values() if e.kind == "peer"]
+    return [*steps, *peers, *(ENTRIES[n] for n in BASELINE_NAMES if n in ENTRIES)]
+
+
+def model_ms(n: int) -> float:
+    """The time a call is expected to take (planning only: run counts and the budget)."""
+    return MODEL_LAUNCH_MS + BYTES_PER_ELEMENT * n / (MODEL_TBPS * 1e12) * 1e3
+
+
+def runs(n: int) -> dict[str, int]:
+    """Timed calls per mode at length n: enough for a spread, few at large n."""
+    est = model_ms(n)
+    clamp = lambda v, lo, hi: int(max(lo, min(hi, v)))  # noqa: E731
+    return {
+        "cold": clamp(COLD_MS / (est + 0.07), MIN_RUNS, MAX_RUNS),  # + the flush
+        "warm": clamp(WARM_MS / est, MIN_RUNS, MAX_RUNS),
+        "host_calls": clamp(HOST_GPU_MS / est, HOST_MIN_CALLS, HOST_MAX_CALLS),
+    }
+
+
+def estimate_s(sizes, n_entries: int, compile_s: float = 40.0) -> float:
+    """The planned wall time: the model's GPU time per call over every call made, plus fixed costs."""
+    total = compile_s  # torch.compile's dynamic graph, Triton's autotuning per size class, module loads
+    for n in sizes:
+        r, est = runs(n), model_ms(n)
+        calls = 3 + HOST_REPEATS * r["host_calls"] + r["cold"] + 2 + r["warm"] + 3
+        gpu_ms = calls * est + r["cold"] * 0.07
+        host_ms = HOST_REPEATS * r["host_calls"] * 0.03 + (r["cold"] + r["warm"]) * 0.05 + 8  # sleeps, checks
+        total += n_entries * (gpu_ms + host_ms) / 1e3 + BYTES_PER_ELEMENT * n / 1e12 * 3  # inputs, reference
+    return total
+
+
+def fmt_n(n: int) -> str:
+    """2^20 for powers of two, else the number with thousands separators."""
+    return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 else f"{n:,}"
+
+
+def fmt_bytes(b: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= scale:
+            v = b / scale
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{b:.0f} B"
+
+
+def describe_plan(sizes, entries) -> str:
+    r_small, r_big = runs(sizes[0]), runs(sizes[-1])
+    return (f"plan: {len(entries)} entries ({', '.join(e.name for e in entries)}) x {len(sizes)} lengths "
+            f"({fmt_n(sizes[0])} .. {fmt_n(sizes[-1])}: {', '.join(fmt_n(n) for n in sizes)}); per point: a full check, "
+            f"host time ({HOST_REPEATS} loops of {r_small['host_calls']}..{r_big['host_calls']} calls), cold and warm GPU "
+            f"time ({r_small['cold']}..{r_big['cold']} and {r_small['warm']}..{r_big['warm']} runs); "
+            f"estimated {estimate_s(sizes, len(entries)):.0f} s (budget {BUDGET_S} s)")
