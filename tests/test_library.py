@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from elu_study.pytorch import library
 from elu_study.core.check import ATOL, RTOL
+from elu_study.pytorch import library, routing
 from elu_study.pytorch.nn import ELU, swap_elu
 
 def gpu(test):
@@ -240,8 +240,10 @@ class _TorchModule:
 
 @pytest.fixture
 def on_cpu(monkeypatch):
+    """The kernels stood in for on the CPU: CPU tensors route to "the kernel", which is _TorchModule."""
     fake = _TorchModule()
     monkeypatch.setattr(library, "module_for", lambda variant: fake)
+    monkeypatch.setattr(routing, "KERNEL_DEVICE", "cpu")
     return fake
 
 
@@ -254,12 +256,13 @@ def test_opcheck_passes_with_the_kernels_stood_in_for(on_cpu):
     assert {"elu", "elu_backward"} <= set(on_cpu.calls)
 
 
-def test_autograd_and_fullgraph_compile_go_through_the_op(on_cpu):
+def test_strict_keeps_the_op_under_fullgraph_compile_with_autograd(on_cpu):
+    """strict=True: the kernel under torch.compile too, as the opaque op (forward and backward through it)."""
     from torch._dynamo.utils import counters
 
     torch.manual_seed(0)
     ref = nn.Sequential(nn.Linear(8, 16), nn.ELU(0.5), nn.Linear(16, 4), nn.ELU(inplace=True))
-    ours = swap_elu(copy.deepcopy(ref))
+    ours = swap_elu(copy.deepcopy(ref), strict=True)
     xb = torch.randn(32, 8)
     torch._dynamo.reset()
     counters.clear()
@@ -272,8 +275,73 @@ def test_autograd_and_fullgraph_compile_go_through_the_op(on_cpu):
     torch.testing.assert_close(out, expected)
     for a, b in zip(ours.parameters(), ref.parameters()):
         torch.testing.assert_close(a.grad, b.grad)
-    explained = torch._dynamo.explain(lambda t: library.elu(t, 0.5) * 2 + 1)(xb)
+    explained = torch._dynamo.explain(lambda t: library.elu(t, 0.5, strict=True) * 2 + 1)(xb)
     assert explained.graph_count == 1 and explained.graph_break_count == 0
+
+
+def dynamo_graph(fn, *args):
+    """The FX graph Dynamo captures of ``fn`` (fullgraph) and the compiled function's result."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    out = torch.compile(fn, fullgraph=True, backend=backend)(*args)
+    (gm,) = graphs
+    return gm, out
+
+
+def test_compile_takes_the_fusing_route_and_eager_the_kernel(on_cpu):
+    """By default, what Dynamo traces is F.elu (Inductor can fuse it); strict=True traces the op; eager runs
+    the kernel either way; the compiled model's values and gradients are nn.ELU's."""
+    x = torch.randn(6, 5)
+    gm, out = dynamo_graph(lambda t: library.elu(t, 0.5) * 2 + 1, x)
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert F.elu in targets and not any("elu_study" in str(t) for t in targets)
+    torch.testing.assert_close(out, F.elu(x, 0.5) * 2 + 1, rtol=0, atol=0)
+    assert on_cpu.calls == []  # neither tracing nor the compiled function ran the kernel
+    gm, out = dynamo_graph(lambda t: library.elu(t, 0.5, strict=True) * 2 + 1, x)
+    targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+    assert "elu_study.elu.default" in targets and F.elu not in targets
+    assert on_cpu.calls == ["elu"]  # the compiled function ran the op: the kernel
+    torch.testing.assert_close(out, F.elu(x, 0.5) * 2 + 1, rtol=0, atol=0)
+    library.elu(x, 0.5)
+    assert on_cpu.calls == ["elu", "elu"]  # eager: the kernel
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(8, 16), nn.ELU(0.5), nn.Linear(16, 4), nn.ELU(inplace=True))
+    ours = swap_elu(copy.deepcopy(ref))
+    xb = torch.randn(32, 8)
+    torch._dynamo.reset()
+    out = torch.compile(ours, fullgraph=True, backend="aot_eager")(xb)
+    out.sum().backward()
+    expected = ref(xb)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(ours.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+    assert on_cpu.calls == ["elu", "elu"]  # the compiled model ran F.elu and aten's backward
+
+
+def test_eager_calls_skip_the_dispatcher(on_cpu, monkeypatch):
+    """A plain eager call goes to the binding (no gradient) or KernelELU (a gradient): never the custom op."""
+    def dispatched(*args):
+        raise LookupError("dispatched")
+
+    monkeypatch.setattr(library, "elu_op", dispatched)
+    x = torch.randn(50)
+    torch.testing.assert_close(library.elu(x, 0.3), F.elu(x, 0.3), rtol=0, atol=0)
+    xg = x.clone().requires_grad_()
+    library.elu(xg, 0.3).sum().backward()
+    torch.testing.assert_close(xg.grad, torch.autograd.grad(F.elu(x.requires_grad_(), 0.3).sum(), x)[0])
+    assert on_cpu.calls == ["elu", "elu", "elu_backward"]
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():  # a fake tensor is not eager: the op (and its fake)
+        assert not library.eager_only(torch.randn(3))
+        with pytest.raises(LookupError, match="dispatched"):
+            library.elu(torch.randn(3))
 
 
 def test_in_place_keeps_nn_elus_semantics(on_cpu):
@@ -345,17 +413,17 @@ def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, mo
 def test_the_sanitizer_and_the_fuzzer_know_the_backward_op():
     """elu_study.ops lists elu_backward, so the sanitizer's child and the fuzz tests call it on every build;
     the child's workload runs it here against a stand-in and checks every result against aten."""
-    from elu_study.jobs import sanitize
     from elu_study.core.ops import OPS, ops_of
+    from elu_study.jobs.sanitize import child
 
     fake = _TorchModule()
     assert [op.name for op in ops_of(fake)] == ["elu", "elu_backward"]
-    calls = sanitize.exercise(fake.elu_backward, OPS["elu_backward"], "cpu")
-    assert calls == fake.calls.count("elu_backward") and calls >= 8 * len(sanitize.SMALL_LENGTHS)
+    calls = child.exercise(fake.elu_backward, OPS["elu_backward"], "cpu")
+    assert calls == fake.calls.count("elu_backward") and calls >= 8 * len(child.SMALL_LENGTHS)
     wrong = _TorchModule()
     wrong.elu_backward = lambda g, x, alpha=1.0, out=None: _TorchModule.elu_backward(wrong, g, x, 1.0, out=out)
     with pytest.raises(AssertionError, match="wrong result"):
-        sanitize.exercise(wrong.elu_backward, OPS["elu_backward"], "cpu")
+        child.exercise(wrong.elu_backward, OPS["elu_backward"], "cpu")
 
 
 def test_the_kernelbench_example_pairs_model_and_model_new(on_cpu):
@@ -376,3 +444,161 @@ def test_the_kernelbench_example_pairs_model_and_model_new(on_cpu):
     torch.testing.assert_close(y_new, y_ref)
     g = torch.randn_like(y_ref)
     torch.testing.assert_close(torch.autograd.grad(y_new, x, g)[0], torch.autograd.grad(y_ref, x, g)[0])
+
+
+# ---------------------------------------------------------------- double backward (CPU: PyTorch's route and the stand-in)
+
+ALPHAS = (1.0, 0.5, 0.0, -0.7, 2.5)
+SPECIALS = (0.0, -0.0, 1e-30, -1e-30, 1e-45, -1e-45, -1e-7, -88.0, -104.0, -1e30, 3e38, -3e38, 1.0, -1.0, float("nan"))
+
+
+def special_inputs(dtype=torch.float32, n=300, seed=0, device="cpu"):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.cat([torch.tensor(SPECIALS, dtype=torch.float64), torch.randn(n, generator=gen, dtype=torch.float64) * 4])
+    return x.to(dtype=dtype, device=device)
+
+
+def second_derivatives(fn, x, g, gg):
+    """d/dx and d/dg of <gg, grad_x <g, fn(x)>>: what a gradient penalty or a Hessian-vector product needs."""
+    x = x.detach().clone().requires_grad_()
+    g = g.detach().clone().requires_grad_()
+    (gx,) = torch.autograd.grad(fn(x), x, g, create_graph=True)
+    return gx.detach(), *torch.autograd.grad(gx, (x, g), gg)
+
+
+def equal_bits(got, want):
+    """Equal as PyTorch compares with rtol=atol=0, NaN equal to NaN."""
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("alpha", [a for a in ALPHAS if a >= 0])
+def test_gradgradcheck_in_float64_through_the_ops(alpha):
+    """float64 goes to PyTorch inside the ops, so gradgradcheck tests the autograd formulas themselves:
+    the op's, elu_backward's (double backward) and elu_backward's again (triple)."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(40, generator=gen, dtype=torch.float64) * 3
+    x = torch.where(x.abs() < 0.05, x + 0.2, x).requires_grad_()  # away from the kink at 0
+    g = torch.randn(40, generator=gen, dtype=torch.float64, requires_grad=True)
+    for save_result in (False, True):
+        assert torch.autograd.gradgradcheck(lambda t: torch.ops.elu_study.elu(t, alpha, V, save_result), (x,))
+    assert torch.autograd.gradgradcheck(lambda a, b: torch.ops.elu_study.elu_backward(a, b, alpha, False, V), (g, x))
+    if alpha > 0:  # (alpha = 0 puts every negative x's result on the kink y = 0, where no derivative exists)
+        y = F.elu(x.detach(), alpha).requires_grad_()
+        assert torch.autograd.gradgradcheck(lambda a, b: torch.ops.elu_study.elu_backward(a, b, alpha, True, V), (g, y))
+    assert torch.autograd.gradgradcheck(lambda t: library.elu(t, alpha), (x,))
+
+
+@pytest.mark.parametrize("alpha", [-0.7, -2.0])
+def test_gradgradcheck_with_a_negative_alpha(alpha):
+    gen = torch.Generator().manual_seed(2)
+    x = (torch.randn(30, generator=gen, dtype=torch.float64) * 3 + 0.01).requires_grad_()
+    g = torch.randn(30, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda t: torch.ops.elu_study.elu(t, alpha, V, False), (x,))
+    assert torch.autograd.gradgradcheck(lambda a, b: torch.ops.elu_study.elu_backward(a, b, alpha, False, V), (g, x))
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_double_backward_equals_felus_on_special_inputs(alpha, on_cpu):
+    """float32, through the stand-in kernels (the eager route, KernelELU, and the op's route): gradients
+    and second derivatives equal F.elu's bit for bit, NaN and signed zeros included."""
+    x, g, gg = special_inputs(), special_inputs(seed=1).nan_to_num(0.0), special_inputs(seed=2).nan_to_num(0.0)
+    want = second_derivatives(lambda t: F.elu(t, alpha), x, g, gg)
+    for fn in (lambda t: library.elu(t, alpha), lambda t: torch.ops.elu_study.elu(t, alpha, V, False)):
+        for got, expected in zip(second_derivatives(fn, x, g, gg), want):
+            equal_bits(got, expected)
+    if alpha >= 0:  # in place: autograd keeps the result (is_result)
+        def in_place(t):
+            return F.elu(t * 1.0, alpha, inplace=True)
+
+        want = second_derivatives(in_place, x, g, gg)
+        for got, expected in zip(second_derivatives(lambda t: library.elu(t * 1.0, alpha, inplace=True), x, g, gg), want):
+            equal_bits(got, expected)
+    assert "elu_backward" in on_cpu.calls
+
+
+def test_second_order_through_a_model_equals_nn_elus(on_cpu):
+    """A gradient penalty (the norm of d loss / d input, differentiated again) through swap_elu."""
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(6, 12), nn.ELU(0.8), nn.Linear(12, 1))
+    ours = swap_elu(copy.deepcopy(ref))
+    xb = torch.randn(16, 6)
+    for model in (ref, ours):
+        xi = xb.clone().requires_grad_()
+        (gx,) = torch.autograd.grad(model(xi).sum(), xi, create_graph=True)
+        gx.square().sum().backward()
+    for a, b in zip(ours.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=0, atol=0)
+    assert on_cpu.calls.count("elu_backward") >= 2
+
+
+# ---------------------------------------------------------------- routes: which computes what (CPU)
+
+
+def test_the_routing_rule_on_fake_cuda_tensors():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        def route(dtype, alpha=1.0, variant=V, variant16=None, device="cuda"):
+            return routing.route_name(torch.empty(3, dtype=dtype, device=device), alpha, variant, variant16)
+
+        assert route(torch.float32) == V and route(torch.float32, variant="5_streaming") == "5_streaming"
+        assert route(torch.bfloat16) == route(torch.float16) == routing.DEFAULT_VARIANT16 == "6_beyond_copy"
+        assert route(torch.bfloat16, variant16="6_beyond_copy") == "6_beyond_copy"
+        assert route(torch.bfloat16, variant16="5_streaming") == "PyTorch (F.elu)"  # no 16-bit path in its file
+        for dtype in (torch.float64, torch.int32, torch.complex64):
+            assert route(dtype) == "PyTorch (F.elu)"
+        assert route(torch.float32, alpha=float("nan")) == route(torch.float32, alpha=float("inf")) == "PyTorch (F.elu)"
+        assert route(torch.float32, device="cpu") == route(torch.float32, device="meta") == "PyTorch (F.elu)"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("alpha", [1.0, -0.7, 0.0])
+def test_what_no_kernel_computes_is_pytorchs_result(dtype, alpha):
+    """CPU tensors: F.elu's values, gradients and in-place behaviour, module or function."""
+    x = special_inputs(dtype)
+    equal_bits(library.elu(x, alpha), F.elu(x, alpha))
+    equal_bits(ELU(alpha)(x), nn.ELU(alpha)(x))
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    g = special_inputs(dtype, seed=1)
+    library.elu(a, alpha).backward(g)
+    F.elu(b, alpha).backward(g)
+    equal_bits(a.grad, b.grad)
+    c, d = x.clone(), x.clone()
+    assert ELU(alpha, inplace=True)(c) is c
+    nn.ELU(alpha, inplace=True)(d)
+    equal_bits(c, d)
+
+
+@pytest.mark.parametrize("make, error, words", [
+    (lambda: torch.randn(4), ValueError, "on cpu"),
+    (lambda: torch.randn(4, dtype=torch.float64, device="meta"), ValueError, "on meta"),
+])
+def test_strict_refuses_what_no_kernel_computes_and_leaves_the_input(make, error, words):
+    x = make()
+    before = x.clone()
+    for call in (lambda: library.elu(x, strict=True), lambda: ELU(strict=True, inplace=True)(x),
+                 lambda: swap_elu(nn.Sequential(nn.ELU()), strict=True)(x)):
+        with pytest.raises(error, match=words):
+            call()
+        if x.device.type != "meta":
+            equal_bits(x, before)
+    if x.device.type != "meta":
+        equal_bits(library.elu(x), F.elu(before))  # and the next call works
+
+
+def test_strict_names_the_dtype_alpha_and_16_bit_build():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        with pytest.raises(TypeError, match="no study kernel computes torch.float64"):
+            library.elu(torch.empty(3, dtype=torch.float64, device="cuda"), strict=True)
+        with pytest.raises(TypeError, match="no study kernel computes torch.int64"):
+            library.elu(torch.empty(3, dtype=torch.int64, device="cuda"), strict=True)
+        with pytest.raises(ValueError, match="alpha must be finite"):
+            library.elu(torch.empty(3, device="cuda"), float("nan"), strict=True)
+        with pytest.raises(TypeError, match="'5_streaming' chosen for torch.bfloat16 has no 16-bit path"):
+            library.elu(torch.empty(3, dtype=torch.bfloat16, device="cuda"), strict=True, variant16="5_streaming")
+        y = library.elu(torch.empty(3, dtype=torch.bfloat16, device="cuda"), strict=True)  # the op's fake
+        assert y.dtype == torch.bfloat16 and y.device.type == "cuda"
+    with pytest.raises(TypeError, match="alpha must be a real number"):
+        library.elu(torch.randn(3), "1.0")

@@ -143,6 +143,20 @@ def source(job: str, results_dir: Path | None = None, reference: str = REFERENCE
     return reference, False
 
 
+def open_record(job: str, results_dir: Path | None = None, reference: str = REFERENCE_GPU) -> dict:
+    """For a notebook: this GPU's record of ``job`` if it has one, else the reference GPU's, after one
+    "Data source:" line saying which, measured where (notebooks/sanitize.cfg masks that line, so a run
+    on any machine compares equal)."""
+    gpu, measured_here = source(job, results_dir, reference)
+    rec = load(gpu, job, results_dir)
+    p, here = rec["provenance"], this_gpu()
+    command = "" if job == "study" else f" {job}"
+    where = "NO GPU HERE" if here is None else f"this GPU ({here})" if measured_here else f"{here}, which has no record"
+    print(f"Data source: results/{record_path(p['gpu'], job).name}, measured by `python -m elu_study{command}` on "
+          f"{p['gpu']} ({p['date_utc'][:10]}, commit {p.get('commit')}); running on {where}.")
+    return rec
+
+
 def row(record: dict, name: str) -> dict:
     """A row of a record that holds rows (the study, step 6's attempts), by entry name."""
     for r in record["rows"]:

@@ -59,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def write_report(gpu: str = record.REFERENCE_GPU) -> list[Path]:
+def write_report(gpu: str = record.REFERENCE_GPU, readme: bool = True) -> list[Path]:
     """Nothing to write: this job has no figure under results/ and no README block (notebook 07 draws its
-    figures from the record). Checks that the GPU's record, if there is one, is one this code reads."""
+    figures from the record), so ``readme`` (the report loop's switch) changes nothing. Checks that the
+    GPU's record, if there is one, is one this code reads."""
     record.load(gpu, job=JOB, required=False)
     return []

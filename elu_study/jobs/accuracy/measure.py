@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars: tqdm.auto warns on stderr in a notebook without ipywidgets
 
 from elu_study.core.build import compile_variant
 from elu_study.core.harness import quiet

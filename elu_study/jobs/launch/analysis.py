@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from elu_study.core.record import load, record_path, source, this_gpu
+from elu_study.core.record import load
 from elu_study.core.timing import noise_ms
 from elu_study.jobs.launch.shapes import BLOCKS_PER_SM, GRID_THREADS, MAX_THREADS_PER_SM, THREADS, VECTORS
 
@@ -75,17 +75,6 @@ def grid(record: dict, hints: bool | None = None, grid_stride: bool = False, key
 
 
 # -- this record and the same GPU's other records ---------------------------------------------------
-def open_record() -> dict:
-    """For the notebook: this GPU's record if there is one, else the reference GPU's; says which on a
-    "Data source:" line (masked by notebooks/sanitize.cfg, so a run anywhere compares equal)."""
-    gpu, _ = source("launch")
-    record = load(gpu, "launch")
-    p = record["provenance"]
-    print(f"Data source: results/{record_path(p['gpu'], 'launch').name}, measured by `python -m elu_study launch` "
-          f"on {p['gpu']} ({p['date_utc'][:10]}, commit {p.get('commit')}); running on {this_gpu() or 'NO GPU HERE'}.")
-    return record
-
-
 def companions(record: dict) -> dict:
     """The same GPU's main-study and step-6 records, or None where there is none."""
     gpu = record["provenance"]["gpu"]

@@ -120,8 +120,7 @@ def compare(y, ref) -> dict:
 def dynamo_graphs() -> int | None:
     """Graphs torch.compile has compiled in this process so far (a diagnostic; None where torch hides it)."""
     try:
-        # lazy and guarded: a private part of torch, loaded only when a GPU sweep asks for this diagnostic
-        from torch._dynamo.utils import counters
+        from torch._dynamo.utils import counters  # lazy, guarded: private torch, only for this diagnostic
 
         return int(counters["stats"]["unique_graphs"])
     except Exception:  # noqa: BLE001 - only a diagnostic

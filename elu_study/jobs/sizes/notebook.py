@@ -3,29 +3,14 @@ figures, the table and the words (each a cell's value or printout). No GPU neede
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
+from IPython.display import Markdown
 
-from elu_study.core.record import REFERENCE_GPU, load, record_path, source, this_gpu
 from elu_study.core.tables import markdown
 from elu_study.jobs.sizes.analysis import FORMATS, frame, host_median_us, ok, point, small_sizes, us
 from elu_study.jobs.sizes.figures import figures
 from elu_study.jobs.sizes.plan import STREAMS, fmt_bytes, fmt_n
 from elu_study.jobs.sizes.readme import summary_lines
-
-
-def open_record(reference: str = REFERENCE_GPU, results_dir: Path | None = None) -> dict:
-    """This GPU's sweep if it has one, else the reference GPU's; says which (the "Data source:" line)."""
-    gpu, measured_here = source("sizes", results_dir, reference)
-    here = this_gpu()
-    record = load(gpu, "sizes", results_dir)
-    p = record["provenance"]
-    where = "NO GPU HERE" if here is None else (f"this GPU ({here})" if measured_here else
-                                                 f"{here}, which has no sweep recorded")
-    print(f"Data source: results/{record_path(p['gpu'], 'sizes').name}, measured by `python -m elu_study sizes` on "
-          f"{p['gpu']} ({p['date_utc'][:10]}, commit {p.get('commit')}); running on {where}.")
-    return record
 
 
 def check_inputs(record: dict, empty_kernel_us: tuple[float, float], host_us: float, l2_mib: float) -> None:
@@ -86,7 +71,6 @@ def check_prediction(record: dict, quantity: str, bounds: tuple[float, float], w
 
 def table(record: dict, sizes=None, entries=None, columns=None):
     """The sweep as a Markdown table (a notebook cell's value)."""
-    from IPython.display import Markdown  # lazy: IPython is optional, there only where a notebook runs
 
     df = frame(record, sizes, entries)
     if columns is not None:
@@ -103,6 +87,5 @@ def figure(record: dict, name: str):
 
 def prose(record: dict):
     """The sweep in words (the README's sizes block), as Markdown."""
-    from IPython.display import Markdown  # lazy: IPython is optional, there only where a notebook runs
 
     return Markdown("\n".join(summary_lines(record)))

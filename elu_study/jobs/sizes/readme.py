@@ -102,14 +102,25 @@ def gpu_time_lines(record: dict) -> list[str]:
             + ", ".join(f"`{c}` {us(record, c, 4097, 'warm'):.2f} vs {us(record, c, 4096, 'warm'):.2f}" for c in pairs)
             + ". The float4 steps send the n % 4 tail to a second, scalar launch (kernels/common/elu.cuh); "
             "CUB and Triton handle it inside their one kernel.")
-    if fit is not None and str(fit) in reg["warm_gain"]:
-        beyond = [n for n in sizes if BYTES_PER_ELEMENT * n >= 4 * record["l2_bytes"] and str(n) in reg["warm_gain"]]
-        lines.append(
-            f"- **The L2** ({fmt_bytes(record['l2_bytes'])}) holds x and y up to {fmt_n(fit)} elements: there {ref}'s cold "
-            f"time is {reg['warm_gain'][str(fit)]:.2f}x its warm time"
-            + (f"; from {fmt_n(beyond[0])} ({fmt_bytes(BYTES_PER_ELEMENT * beyond[0])}) on, {reg['warm_gain'][str(beyond[0])]:.2f}x."
-               if beyond else "."))
+    lines += l2_lines(record)
     return lines
+
+
+def l2_lines(record: dict) -> list[str]:
+    """What the L2 gains: the reference's cold over warm time where x and y fit, and at most how much from four
+    times the L2 on (with the value at the first and the last such length)."""
+    reg, sizes = record["regimes"], record["sizes"]
+    ref, fit, gain = reg["reference"], reg["l2_fit_max_n"], reg["warm_gain"]
+    if fit is None or str(fit) not in gain:
+        return []
+    beyond = [n for n in sizes if BYTES_PER_ELEMENT * n >= 4 * record["l2_bytes"] and str(n) in gain]
+    tail = "."
+    if beyond:
+        top = max(gain[str(n)] for n in beyond)
+        tail = (f"; from {fmt_n(beyond[0])} ({fmt_bytes(BYTES_PER_ELEMENT * beyond[0])}) on, at most {top:.3f}x "
+                f"({gain[str(beyond[0])]:.3f}x at {fmt_n(beyond[0])}, {gain[str(beyond[-1])]:.3f}x at {fmt_n(beyond[-1])}).")
+    return [f"- **The L2** ({fmt_bytes(record['l2_bytes'])}) holds x and y up to {fmt_n(fit)} elements: there {ref}'s "
+            f"cold time is {gain[str(fit)]:.2f}x its warm time" + tail]
 
 
 def summary_lines(record: dict, main: dict | None = None) -> list[str]:

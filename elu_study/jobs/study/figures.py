@@ -57,35 +57,40 @@ def times_figure(record: dict, kinds=MAIN_KINDS, names=None):
     return fig
 
 
-def xcopy_figure(record: dict, names=None, kinds=MAIN_KINDS, title: str | None = None):
-    """The zoomed view: time over copy_'s, median with p10-p90 whiskers, labels clear of the whiskers."""
+def xcopy_figure(record: dict, names=None, kinds=MAIN_KINDS, title: str | None = None, max_x: float = 1.25):
+    """The zoomed view: time over copy_'s, median with p10-p90 whiskers, labels clear of the whiskers. The x axis
+    holds every line the legend names (copy_, and a floor near the entries); an entry slower than ``max_x`` is
+    drawn at the right edge with an arrow and its value, so that it does not squeeze the rest."""
     rows = _rows(record, names, kinds)[::-1]
     roof = record["roof_ms"]
     fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 1.6))
-    y = np.arange(len(rows))
-    med = np.array([r["timing"]["median_ms"] for r in rows]) / roof
-    p10 = np.array([r["timing"]["p10_ms"] for r in rows]) / roof
-    p90 = np.array([r["timing"]["p90_ms"] for r in rows]) / roof
+    med, p10, p90 = (np.array([r["timing"][q] for r in rows]) / roof for q in ("median_ms", "p10_ms", "p90_ms"))
+    lines = [ax.axvline(1.0, color="tab:green", ls="--", label="copy_ (the roof) = 1")]
+    floors = (("floor_ms", FLOOR_STYLE, "datasheet floor"),
+              ("stream_floor_ms", STREAM_STYLE, "measured floor (read_only + write_only)"))
+    for key, style, label in floors:
+        if record.get(key) and record[key] / roof > min(p10) - 0.05:
+            x = record[key] / roof
+            lines.append(ax.axvline(x, **style, label=f"{label}: {x:.3f}"))
+    drawn = [line.get_xdata()[0] for line in lines]
+    left = min(min(p10), *drawn) - 0.01
+    right = max(p90[med <= max_x], default=1.0)
+    right += (right - left) * 0.15
     for i, r in enumerate(rows):
-        ax.plot([p10[i], p90[i]], [i, i], color=COLORS[r["kind"]], lw=2, alpha=0.5)
-        ax.plot(med[i], i, "o", color=COLORS[r["kind"]])
+        color = COLORS[r["kind"]]
+        if med[i] > max_x:  # off scale: an arrow at the edge, with the value
+            ax.plot(right, i, ">", color=color, clip_on=False)
+            ax.text(right, i, f"{med[i]:.3f}, off scale  ", va="center", ha="right", fontsize=8)
+            continue
+        ax.plot([p10[i], p90[i]], [i, i], color=color, lw=2, alpha=0.5)
+        ax.plot(med[i], i, "o", color=color)
         ax.text(p90[i], i, f"  {med[i]:.3f}", va="center", fontsize=8)
-    ax.set_yticks(y, [r["name"] for r in rows])
-    extra = [ax.axvline(1.0, color="tab:green", ls="--", label="copy_ (the roof) = 1")]
-    if record.get("floor_ms"):
-        floor = record["floor_ms"] / roof
-        if floor > min(p10) - 0.05:
-            extra.append(ax.axvline(floor, color="tab:red", ls=":", label="datasheet floor"))
-    if record.get("stream_floor_ms"):
-        stream = record["stream_floor_ms"] / roof
-        if stream > min(p10) - 0.05:
-            extra.append(ax.axvline(stream, **STREAM_STYLE, label="measured floor (read_only + write_only)"))
-    extra.append(plt.Line2D([], [], color="k", marker="o", lw=2, alpha=0.5, label="median, p10-p90"))
-    left = min(min(p10), 1.0) - 0.01
-    ax.set_xlim(left, max(p90) + (max(p90) - left) * 0.15)
+    ax.set_yticks(np.arange(len(rows)), [r["name"] for r in rows])
+    lines.append(plt.Line2D([], [], color="k", marker="o", lw=2, alpha=0.5, label="median, p10-p90"))
+    ax.set_xlim(left, right)
     ax.set_xlabel("time over copy_'s (median; lower is better)")
     ax.set_title(title or f"Against the roof: {record['provenance']['gpu']}")
-    _kind_legend(ax, rows, extra)
+    _kind_legend(ax, rows, lines)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

@@ -1,6 +1,7 @@
 """The study's findings, each written once, as text generated from the records.
 
-The README block and the summary notebook print all of them; each step notebook prints its own.
+The summary notebook (06) prints all of them (``readme_lines``); each step notebook prints its own. The
+README's first screen states each in one line (``elu_study.jobs.report.front``) and links the notebook.
 A finding states a direction only where the record bears it out: ``claim`` passes a statement
 through when its condition holds in the record and flags it when the record contradicts it, so a
 new run can never silently keep an old conclusion.
@@ -8,7 +9,7 @@ new run can never silently keep an old conclusion.
 
 from __future__ import annotations
 
-from elu_study.core.record import noise, row
+from elu_study.core.record import load, noise, row
 
 
 def claim(holds: bool, text: str) -> str:
@@ -51,6 +52,15 @@ def bytes_in_flight(record: dict, counters: dict | None = None) -> str:
     return claim(n > 1.3 and f < 1.02, text)
 
 
+def one_shot_threads(gpu: str, threads=(256, 512, 1024)) -> dict[int, float]:
+    """x copy_ of step 2's kernel in one-shot grids (one float4 per thread, no hints) at these block sizes, from
+    the launch-shape sweep's record (``python -m elu_study launch``); {} where that GPU has none."""
+    launch = load(gpu, "launch", required=False)
+    cells = {c["threads"]: c["x_copy"] for c in (launch or {}).get("cells", [])
+             if not c["grid_stride"] and not c["hints"] and c["vectors"] == 1}
+    return {t: cells[t] for t in threads if t in cells}
+
+
 def grid_stride(record: dict, counters: dict | None = None) -> str:
     seed, two, one_shot = _x(record, "3_grid_stride"), _x(record, "3_grid_stride_2_waves"), _x(record, "3_grid_stride_one_shot")
     unroll, t256, f = _x(record, "3_grid_stride_2_waves_unroll_1"), _x(record, "3_grid_stride_2_waves_256t"), _x(record, "2_float4")
@@ -60,11 +70,17 @@ def grid_stride(record: dict, counters: dict | None = None) -> str:
     text = (f"**The grid-stride loss.** The seed's launch takes {seed:.3f}x copy_'s time and two whole waves {two:.3f}x, "
             f"against step 2's {f:.3f}x. Ablations that change one thing each leave the loss in place: no unrolling "
             f"({unroll:.3f}x), 256-thread blocks ({t256:.3f}x), and even the same kernel with no loop at all, one vector "
-            f"per thread ({one_shot:.3f}x). So it is neither the partial wave, the loop, the unroll nor the block size alone.")
+            f"per thread ({one_shot:.3f}x). So it is neither the partial wave, the loop nor the unroll.")
+    sweep = one_shot_threads(record["provenance"]["gpu"])
+    if sweep:
+        text += (" The block size is not ruled out: step 2's kernel in one-shot grids takes "
+                 + ", ".join(f"{v:.3f}x" for v in sweep.values()) + " copy_'s time at "
+                 + ", ".join(str(t) for t in sweep) + " threads per block (notebook 10's sweep).")
     if counters:
-        text += (f" The counters agree that the bytes are the same (DRAM read {_c(counters, '3_grid_stride_2_waves', 'dram_read_bytes') / 1e9:.2f} GB "
+        text += (f" The counters agree that the bytes are the same (DRAM read {_c(counters, '3_grid_stride', 'dram_read_bytes') / 1e9:.2f} GB "
                  f"vs {_c(counters, '2_float4', 'dram_read_bytes') / 1e9:.2f} GB) while DRAM is busy "
-                 f"{_c(counters, '3_grid_stride_2_waves', 'dram_active_pct'):.1f} % of the time against "
+                 f"{_c(counters, '3_grid_stride', 'dram_active_pct'):.1f} % of the time in the seed's launch "
+                 f"({_c(counters, '3_grid_stride_2_waves', 'dram_active_pct'):.1f} % at two waves) against "
                  f"{_c(counters, '2_float4', 'dram_active_pct'):.1f} %. What makes the DRAM idle more stays unexplained.")
     return claim(two > f + 3 * noise and same(unroll, two) and same(t256, two) and same(one_shot, two), text)
 

@@ -19,6 +19,7 @@ WAVE_SWEEP = ("3_grid_stride_1_waves", "3_grid_stride_2_waves", "3_grid_stride_8
               "3_grid_stride_512_waves", "3_grid_stride_one_shot")
 STEP5_ABLATIONS = ("2_float4", *(e.name for e in group("step5_one_change")), "5_streaming", "5_streaming_expf")
 README_BLOCK = "results-table"
+KINDS_SHOWN = ("step", "baseline", "peer")  # the README table's rows
 
 
 def frame(rec: dict, kinds=("step", "baseline", "peer")) -> pd.DataFrame:
@@ -40,8 +41,14 @@ def frame(rec: dict, kinds=("step", "baseline", "peer")) -> pd.DataFrame:
     return df.set_index("entry")
 
 
+def readme_frame(rec: dict) -> pd.DataFrame:
+    """The README's table: the main entries, fastest first, with time, x copy_ and share of the datasheet peak."""
+    df = frame(rec)[["ms", "x copy_", "% of peak"]]
+    return df.sort_values("x copy_", kind="stable")
+
+
 def caption(rec: dict) -> str:
-    """Where, with what and how the record was measured, in one sentence."""
+    """Where, with what and how the record was measured, in three short sentences."""
     p = rec["provenance"]
     floor = (f"datasheet floor {rec['floor_ms']:.2f} ms ({rec['peak_source']})" if rec["floor_ms"]
              else "no datasheet figure for this GPU")
@@ -53,8 +60,8 @@ def caption(rec: dict) -> str:
     runs_text = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
     return (
         f"{p['gpu']} ({p['sm_count']} SMs), driver {p['driver']}, CUDA {p['cuda_runtime']}, torch {p['torch']}, "
-        f"nvcc {p['nvcc']}, {p['date_utc'][:10]}; shape {tuple(rec['problem']['shape'])} float32; {floor}; "
-        f"median of {runs_text} CUDA-event-timed runs per entry{rounds}."
+        f"nvcc {p['nvcc']}, {p['date_utc'][:10]}. Shape {tuple(rec['problem']['shape'])} float32; {floor}. "
+        f"Median of {runs_text} CUDA-event-timed runs per entry{rounds}."
     )
 
 
@@ -62,6 +69,11 @@ def present(rec: dict, names) -> list[str]:
     """The names a record holds (a record made before an entry existed lacks its row)."""
     held = {r["name"] for r in rec["rows"]}
     return [n for n in names if n in held]
+
+
+def by_speed(rec: dict, names) -> list[str]:
+    """The names, fastest first (by x copy_)."""
+    return sorted(names, key=lambda n: record.row(rec, n)["x_copy"])
 
 
 def wave_blocks(rec: dict) -> dict[str, int]:
@@ -74,7 +86,7 @@ def figures(rec: dict, counters: dict | None, only: str | None = None) -> dict[s
     """name -> matplotlib figure, for every figure the README and notebooks show (or just ``only``)."""
     makers = {
         "times": lambda: plots.times_figure(rec),
-        "xcopy": lambda: plots.xcopy_figure(rec, names=present(rec, ZOOM)),
+        "xcopy": lambda: plots.xcopy_figure(rec, names=by_speed(rec, present(rec, ZOOM))),
         "distributions": lambda: plots.distribution_figure(rec, names=present(rec, ZOOM)),
         "waves": lambda: plots.wave_sweep_figure(rec, list(WAVE_SWEEP), wave_blocks(rec)),
         "ablations": lambda: plots.xcopy_figure(rec, names=list(STEP5_ABLATIONS), kinds=None,
@@ -89,10 +101,28 @@ def figures(rec: dict, counters: dict | None, only: str | None = None) -> dict[s
     return {name: make() for name, make in makers.items()}
 
 
-def readme_block(rec: dict, counters: dict | None, figure_paths: list[Path]) -> str:
-    """The README's results block: the table, its caption, the findings and the figures."""
-    lines = [markdown(frame(rec)), "", caption(rec), "", *findings.readme_lines(rec, counters), "",
-             *(f"![{p.stem}]({record.readme_link(p)})" for p in figure_paths)]
+def figure_names(counters: dict | None) -> list[str]:
+    """The figures ``figures`` draws, by the name each is saved under (results/<gpu>[-<name>].png)."""
+    return ["", "xcopy", "distributions", "waves", "ablations", *(["counters"] if counters else [])]
+
+
+def checked_line(rec: dict) -> str:
+    """Whether every checked entry passed its check, naming any that did not."""
+    checked = [r for r in rec["rows"] if r["kind"] in KINDS_SHOWN and r["check"]]
+    failed = [r["name"] for r in checked if not r["check"]["passed"]]
+    if failed:
+        return f"Correctness checks FAILED for {', '.join(f'`{n}`' for n in failed)}."
+    return (f"Every one of the {len(checked)} entries that computes ELU passed its check against float64 "
+            "(NaN-poisoned output, atol = rtol = 1e-4).")
+
+
+def readme_block(rec: dict, counters: dict | None, figure_paths: list[Path] | None = None) -> str:
+    """The README's results block: the table (fastest first), its caption and checks, and the figures."""
+    gpu = rec["provenance"]["gpu"]
+    paths = figure_paths or [record.figure_path(gpu, name) for name in figure_names(counters)]
+    lines = [markdown(readme_frame(rec)), "", caption(rec), checked_line(rec), "",
+             "The findings are on the first screen; [06_summary](notebooks/06_summary.ipynb) gives each in full.", "",
+             *(f"![{p.stem}]({record.readme_link(p)})" for p in paths)]
     return "\n".join(lines)
 
 

@@ -1,0 +1,194 @@
+"""Each step's launch as it runs at full size, from the kernel file's knobs and the entry's flags: threads per
+block, vectors per thread, blocks, resident blocks per SM and waves on the record's GPU; and which bytes
+each thread touches. Pure arithmetic, no GPU: the notebooks' diagrams (``diagrams.py``) draw it, and
+tests/test_notebook_helpers.py checks it against the grids Nsight Compute recorded for every launch.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from elu_study.core.build import resolve_variant
+from elu_study.core.entries import BYTES_PER_ELEMENT, ENTRIES, grid_stride_blocks
+
+WARP = 32
+# What one SM of a Hopper GPU (compute capability 9.0) holds at most. These kernels use few registers and no
+# shared memory, so the thread and block limits decide how many blocks are resident.
+MAX_THREADS_PER_SM = 2048
+MAX_BLOCKS_PER_SM = 32
+VECTOR_BYTES = 16
+LINE_BYTES = 128  # an L2 cache line: four 32-byte sectors
+
+# The macro of each kernel file that sets its block size, and the one that sets vectors per thread (None: one).
+KNOBS = {
+    "1_naive": ("threads", None),
+    "2_float4": ("threads", None),
+    "4_fast_math": ("threads", None),
+    "3_grid_stride": ("ELU_GRID_THREADS", None),
+    "5_streaming": ("ELU_STREAMING_THREADS", "ELU_STREAMING_VECS"),
+    "6_beyond_copy": ("ELU6_THREADS", "ELU6_VECS"),
+}
+ORDERS = {0: "address order", 1: "reversed", 2: "two streams", 3: "persistent runs"}
+
+
+def kernel_knobs(variant: str, flags=()) -> dict[str, str]:
+    """A kernel file's compile-time knobs: its ``#define ELU...`` defaults and ``constexpr int x = N;``
+    constants, overridden by ``-DNAME=value`` flags."""
+    text = resolve_variant(variant).read_text()
+    knobs = dict(re.findall(r"^#define (ELU\w+) (\S+)", text, re.M))
+    knobs.update(re.findall(r"^\s*constexpr int (\w+) = (\d+);", text, re.M))
+    for flag in flags:
+        match = re.fullmatch(r"-D(\w+)=(\S+)", flag)
+        if match:
+            knobs[match.group(1)] = match.group(2)
+    return knobs
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One entry's full-size launch on a GPU of ``sm_count`` SMs."""
+
+    name: str
+    threads: int  # per block
+    vectors: int  # accesses a thread issues before its first store (one-shot), or per pass (grid-stride)
+    access_bytes: int  # bytes per access: 4 (one float) or 16 (one vector)
+    blocks: int
+    sm_count: int
+    accesses: int  # accesses in the whole tensor, each way
+    grid_stride: bool = False
+    order: int = 0  # step 6's tile order (ELU6_ORDER); 3 is a persistent grid
+    unroll: int = 1  # loads a grid-stride thread keeps in flight (nvcc unrolls step 3's loop by two)
+
+    @property
+    def per_sm(self) -> int:
+        """Blocks resident on one SM at most."""
+        return min(MAX_THREADS_PER_SM // self.threads, MAX_BLOCKS_PER_SM)
+
+    @property
+    def wave_blocks(self) -> int:
+        """Blocks the whole GPU holds at once: one wave."""
+        return self.per_sm * self.sm_count
+
+    @property
+    def waves(self) -> float:
+        return self.blocks / self.wave_blocks
+
+    @property
+    def tile(self) -> int:
+        """Accesses one block covers in one go: a tile (one-shot) or its share of one pass (grid-stride)."""
+        return self.threads * self.vectors
+
+    @property
+    def tiles(self) -> int:
+        return math.ceil(self.accesses / self.tile)
+
+    @property
+    def passes(self) -> float:
+        """Grid-stride: how many times the grid walks over the tensor. Persistent: tiles per block."""
+        return self.accesses / (self.blocks * self.tile)
+
+    @property
+    def bytes_per_thread(self) -> int:
+        """Bytes of loads one thread keeps in flight."""
+        return self.vectors * self.unroll * self.access_bytes
+
+    @property
+    def resident_threads_per_sm(self) -> int:
+        return min(self.per_sm, math.ceil(self.blocks / self.sm_count)) * self.threads
+
+    @property
+    def bytes_in_flight_per_sm(self) -> int:
+        """Loads in flight on one SM when every resident thread has issued its loads (theoretical occupancy)."""
+        return self.resident_threads_per_sm * self.bytes_per_thread
+
+
+def launch(name: str, sm_count: int, numel: int) -> Launch:
+    """An entry's launch at ``numel`` elements on ``sm_count`` SMs: the launcher's rules, in Python."""
+    entry = ENTRIES[name]
+    if entry.variant not in KNOBS:
+        raise ValueError(f"{name}: no launch model for {entry.variant!r} (one of {', '.join(KNOBS)})")
+    knobs = kernel_knobs(entry.variant, entry.flags)
+    threads_key, vectors_key = KNOBS[entry.variant]
+    threads, vectors = int(knobs[threads_key]), int(knobs[vectors_key]) if vectors_key else 1
+    element = BYTES_PER_ELEMENT[entry.mode]
+    access = element if entry.variant == "1_naive" else VECTOR_BYTES
+    accesses = numel * element // access
+    order = int(knobs.get("ELU6_ORDER", 0))
+    grid_stride = entry.variant == "3_grid_stride"
+    tiles = math.ceil(accesses / (threads * vectors))
+    if grid_stride:
+        blocks = grid_stride_blocks(entry, sm_count, numel)
+    elif order == 3:
+        blocks = min(tiles, int(knobs["ELU6_BLOCKS_PER_SM"]) * sm_count)
+    else:
+        blocks = tiles
+    unroll = (1 if knobs.get("ELU_GRID_UNROLL") == "1" else 2) if grid_stride else 1
+    return Launch(name, threads, vectors, access, blocks, sm_count, accesses, grid_stride, order, unroll)
+
+
+def tile_of(order: int, block, tiles: int):
+    """Which tile a block takes in a one-shot launch (kernels/6_beyond_copy.cu's tile_of; numpy arrays too)."""
+    block = np.asarray(block)
+    if order == 1:
+        return tiles - 1 - block
+    if order == 2:
+        half = (tiles + 1) // 2
+        return np.where(block & 1, half + (block >> 1), block >> 1)
+    return block
+
+
+def persistent_runs(lau: Launch) -> tuple[np.ndarray, np.ndarray]:
+    """A persistent grid's contiguous runs of tiles: (first tile, one past the last) per block."""
+    per = math.ceil(lau.tiles / lau.blocks)
+    begin = np.arange(lau.blocks, dtype=np.int64) * per
+    return begin, np.minimum(begin + per, lau.tiles)
+
+
+def thread_accesses(lau: Launch, block: int = 0, first: int = 0, count: int = WARP, passes: int = 1) -> np.ndarray:
+    """Byte offsets of what threads ``first`` to ``first + count`` of a block read: one row per thread, one
+    column per access (a one-shot thread's vectors, or a grid-stride thread's first ``passes`` passes)."""
+    thread = first + np.arange(count, dtype=np.int64)[:, None]
+    if lau.grid_stride:
+        index = block * lau.threads + thread + np.arange(passes)[None, :] * (lau.blocks * lau.threads)
+    else:
+        tile = tile_of(lau.order, block, lau.tiles)
+        index = tile * lau.tile + thread + np.arange(lau.vectors)[None, :] * lau.threads
+    return index * lau.access_bytes
+
+
+def lines_per_instruction(lau: Launch) -> int:
+    """128-byte lines one warp instruction touches (lanes 0-31 of warp 0, first access)."""
+    return len(np.unique(thread_accesses(lau)[:, 0] // LINE_BYTES))
+
+
+def wave_sizes(lau: Launch) -> list[int]:
+    """Blocks in each wave, in launch order: whole waves, then the partial one."""
+    full, rest = divmod(lau.blocks, lau.wave_blocks)
+    return [lau.wave_blocks] * full + ([rest] if rest else [])
+
+
+def block_pass_map(lau: Launch) -> np.ndarray:
+    """Grid-stride: passes x blocks, each cell the wave (1, 2, ...) in which that block runs that pass; NaN where
+    the last pass leaves a block without work."""
+    rows = math.ceil(lau.passes)
+    blocks = np.arange(lau.blocks)
+    wave = (blocks // lau.wave_blocks + 1).astype(float)
+    start = np.arange(rows)[:, None] * (lau.blocks * lau.threads) + blocks[None, :] * lau.threads
+    return np.where(start < lau.accesses, wave[None, :], np.nan)
+
+
+def schedule(lau: Launch, samples: int = 4000) -> tuple[np.ndarray, np.ndarray]:
+    """One-shot launches: (tile, launch round) of a sample of blocks, where a block's round is its place in
+    launch order in units of one wave (a model: blocks start in order, each taking the same time)."""
+    block = np.unique(np.linspace(0, lau.blocks - 1, samples).astype(np.int64))
+    return tile_of(lau.order, block, lau.tiles), block / lau.wave_blocks
+
+
+def issue_ms(counter_row: dict, sm_count: int, per_cycle: int = 4) -> float:
+    """Time the SMs need just to issue a kernel's warp instructions: ``per_cycle`` per SM per cycle (four
+    schedulers), at the SM clock Nsight Compute measured."""
+    return counter_row["warp_instructions"] / (sm_count * per_cycle * counter_row["sm_cycles_per_s"]) * 1e3

@@ -1,0 +1,78 @@
+"""Notebook 08's prose and tables that read step 6's record (results/<gpu>-beyond.json) and nothing else:
+which attempts beat the defaults, the 16-bit prediction's premise against the counters, the attempts' launches.
+The beyond job's own text (its README block, verdicts and findings) stays in ``jobs/beyond``; this module only
+reads the record, as a job reads another job's data.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from elu_study.core.record import noise, row
+from elu_study.jobs.study.launches import issue_ms
+
+
+def one_change(record: dict, name: str) -> str:
+    """The flag by which an attempt differs from its base (``6_base``), as recorded with the run."""
+    r = row(record, name)
+    base = set(row(record, r["base"])["flags"]) if r.get("base") else set()
+    return " ".join(f for f in r["flags"] if f not in base)
+
+
+def faster_than_step6(record: dict) -> list[dict]:
+    """The one-change attempts faster than step 6's defaults by more than the round-to-round noise, fastest first."""
+    step6 = row(record, "6_beyond_copy")
+    return sorted((r for r in record["rows"] if r["kind"] == "attempt" and r.get("base") == "6_base" and not r["mode"]
+                   and step6["x_copy"] - r["x_copy"] > noise(record, r["name"], "6_beyond_copy")),
+                  key=lambda r: r["x_copy"])
+
+
+def beat_defaults(record: dict) -> str:
+    """Which attempts beat step 6's defaults, each with the one flag that makes it, and why they stay attempts."""
+    step6, faster = row(record, "6_beyond_copy"), faster_than_step6(record)
+    if not faster:
+        return "No attempt beat step 6's defaults by more than the round-to-round noise."
+    listed = ", ".join(f"`{r['name']}` ({r['x_copy']:.3f}x, `{one_change(record, r['name'])}`)" for r in faster)
+    confirmed = record.get("confirmation", {}).get("names", [])
+    evidence = (f", with the fresh-process runs of {', '.join(f'`{n}`' for n in confirmed)} below as evidence"
+                if confirmed else "")
+    return (f"Step 6's defaults ({step6['x_copy']:.3f}x) were fixed before this run. {len(faster)} "
+            f"attempt{'s' * (len(faster) > 1)} beat them by more than the noise: {listed}.\n\n"
+            f"Each is one flag away: `compile_variant(\"6_beyond_copy\", extra_cuda_cflags=[flag])`. Making one the "
+            f"default needs a new run of the main study, so that its table and the code agree. That is left for the "
+            f"next record{evidence}.")
+
+
+def issue_pct(record: dict, name: str) -> float | None:
+    """The share of a kernel's run time that issuing its warp instructions takes (ncu), or None."""
+    k = next((c for c in record.get("counters", {}).get("rows", []) if c["name"] == name), {})
+    if not k.get("warp_instructions") or not k.get("sm_cycles_per_s") or not k.get("duration_ns"):
+        return None
+    return 100 * issue_ms(k, record["provenance"]["sm_count"]) / (k["duration_ns"] / 1e6)
+
+
+def issue_premise(record: dict) -> str:
+    """The 16-bit prediction's premise ("expm1f already costs a third of the issue slots at float32"), against
+    the counters."""
+    with_expm1f, with_expf = issue_pct(record, "6_expm1f"), issue_pct(record, "6_beyond_copy")
+    if with_expm1f is None or with_expf is None:
+        return "No counters were recorded to check the premise."
+    return (f"**The premise, against the counters** (ncu, below): at float32, issuing `6_expm1f`'s instructions takes "
+            f"{with_expm1f:.0f} % of its run time, against {with_expf:.0f} % for `6_beyond_copy` (`expf - 1`). So "
+            f"`expm1f` adds {with_expm1f - with_expf:.0f} points, and the kernel is {with_expm1f:.0f} % issue-busy.")
+
+
+def grid_lines(launches) -> str:
+    """One line per launch: blocks, tiles per block, resident share of the GPU."""
+    return "\n".join(f"- `{lau.name}`: {lau.blocks:,} blocks of {lau.threads} threads, "
+                     + (f"{lau.passes:.0f} tiles each, all resident at once ({lau.blocks / lau.wave_blocks:.0%} of the "
+                        f"{lau.wave_blocks:,} block slots)" if lau.order == 3 else
+                        f"one tile each, {lau.waves:.1f} waves of {lau.wave_blocks:,}") for lau in launches)
+
+
+def sixteen_bit_frame(record: dict, names) -> pd.DataFrame:
+    """16-bit rows: time, x float32 copy_, x the 16-bit copy_ (copy_ of the bfloat16 tensor), issue %."""
+    roof16 = row(record, "copy_ bfloat16")["timing"]["median_ms"]
+    return pd.DataFrame([{"entry": n, "ms": row(record, n)["timing"]["median_ms"], "x copy_": row(record, n)["x_copy"],
+                          "x 16-bit copy_": row(record, n)["timing"]["median_ms"] / roof16,
+                          "issue % of run (ncu)": issue_pct(record, n)} for n in names]).set_index("entry")
