@@ -1,15 +1,23 @@
-"""elu-study: a custom CUDA ELU, step by step, measured against the memory floor."""
+"""elu-study: a custom CUDA ELU, step by step, measured against the memory floor.
 
-from elu_study.core.build import compile_variant, known_variants
+``from elu_study import compile_variant, known_variants, ELU, swap_elu``. The names load on first use
+(PEP 562), so ``import elu_study`` stays cheap: no torch, no op registration until one is asked for.
+"""
+
+import importlib
 
 __all__ = ["ELU", "compile_variant", "known_variants", "swap_elu"]
 
+# name -> the module that defines it
+_HOMES = {"compile_variant": "elu_study.core.build", "known_variants": "elu_study.core.build",
+          "ELU": "elu_study.pytorch.nn", "swap_elu": "elu_study.pytorch.nn"}
+
 
 def __getattr__(name: str):
-    # ELU and swap_elu need torch (and register the custom ops); import them only when asked for,
-    # so that importing elu_study stays cheap.
-    if name in ("ELU", "swap_elu"):
-        from elu_study.pytorch import nn  # lazy: importing it registers the torch.library ops
-
-        return getattr(nn, name)
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
     raise AttributeError(f"module 'elu_study' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *__all__])

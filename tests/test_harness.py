@@ -17,11 +17,8 @@ import numpy as np
 import pytest
 
 from elu_study.jobs.study import notebook
-from elu_study.jobs import profile
-from elu_study.core import record as results
 from elu_study.core import entries as study
-from elu_study.core import harness
-from elu_study.core import timing# notebook imports torch: once, here
+from elu_study.core import harness, ncu, record, timing
 from elu_study.core.sass import KernelReport
 from elu_study.core.entries import ENTRIES
 
@@ -49,14 +46,12 @@ def _by_name(record: dict) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def main_record() -> dict:
-    return results.load(results.REFERENCE_GPU)
+    return record.load(record.REFERENCE_GPU)
 
 
 @pytest.fixture(scope="module")
 def counter_record() -> dict:
-    record = profile.load(results.REFERENCE_GPU)
-    assert record is not None, "results/nvidia-h200-ncu.json is missing"
-    return record
+    return record.load(record.REFERENCE_GPU, "ncu")  # raises, naming the file, if it is missing
 
 
 # -- 1. ncu raw CSV -> counters --------------------------------------------------------------------
@@ -95,17 +90,17 @@ def _ncu_csv() -> str:
 
 @pytest.fixture
 def parsed_kernels() -> list[dict]:
-    return [profile.kernel_counters(r) for r in profile.parse_raw_csv(_ncu_csv())]
+    return [ncu.kernel_counters(r) for r in ncu.parse_raw_csv(_ncu_csv())]
 
 
 def test_parse_raw_csv_keeps_values_with_their_units():
-    rows = profile.parse_raw_csv(_ncu_csv())
+    rows = ncu.parse_raw_csv(_ncu_csv())
     assert len(rows) == len(_KERNELS)
     assert rows[1]["Kernel Name"] == ("elu_a(const float *, float *)", "")
     assert rows[1]["dram__bytes_read.sum"] == ("3,000,000", "byte")
     assert rows[1]["gpu__time_duration.sum"] == ("2,000,000", "nsecond")
     with pytest.raises(ValueError, match="ID"):
-        profile.parse_raw_csv("==PROF== nothing was profiled\n")
+        ncu.parse_raw_csv("==PROF== nothing was profiled\n")
 
 
 def test_kernel_counters_reads_thousands_separators_and_sorts_stalls(parsed_kernels):
@@ -123,21 +118,21 @@ def test_kernel_counters_reads_thousands_separators_and_sorts_stalls(parsed_kern
 
 
 def test_split_by_marker_opens_one_group_per_marker(parsed_kernels):
-    groups = profile.split_by_marker(parsed_kernels)
+    groups = ncu.split_by_marker(parsed_kernels)
     assert [[k["kernel"] for k in g] for g in groups] == [
         ["elu_a(const float *, float *)"],
         ["elu_b_piece(const float *, float *)", "elu_b_piece(const float *, float *)"],
     ]
     with pytest.raises(ValueError, match="before any marker"):
-        profile.split_by_marker(parsed_kernels[1:])  # elu_a with no marker before it
+        ncu.split_by_marker(parsed_kernels[1:])  # elu_a with no marker before it
 
 
 def test_combine_sums_counts_weights_rates_and_takes_the_largest_launch(parsed_kernels):
-    one, two = profile.split_by_marker(parsed_kernels)
-    a = profile.combine(one)
+    one, two = ncu.split_by_marker(parsed_kernels)
+    a = ncu.combine(one)
     assert a["kernels"] == 1 and a["duration_ns"] == 2_000_000.0
 
-    b = profile.combine(two)
+    b = ncu.combine(two)
     assert b["kernels"] == 2
     assert b["kernel"] == "elu_b_piece(const float *, float *)"
     assert b["duration_ns"] == 4_000_000.0
@@ -155,9 +150,9 @@ def test_combine_sums_counts_weights_rates_and_takes_the_largest_launch(parsed_k
 
 
 def test_derived_numbers_of_a_combined_entry(parsed_kernels):
-    b = profile.combine(profile.split_by_marker(parsed_kernels)[1])
+    b = ncu.combine(ncu.split_by_marker(parsed_kernels)[1])
     numel = 1_500_000  # 12e6 bytes = 8 * numel: exactly the least possible traffic
-    d = profile.derived(b, numel)
+    d = ncu.derived(b, numel)
     assert d["dram_tbps"] == pytest.approx((6e6 + 6e6) / 4e-3 / 1e12)
     assert d["dram_bytes_over_min"] == pytest.approx(1.0)
     assert d["thread_instructions_per_element"] == pytest.approx(375_000 * 32 / numel)
@@ -166,10 +161,10 @@ def test_derived_numbers_of_a_combined_entry(parsed_kernels):
 
 def test_an_entry_with_no_kernel_is_an_error(parsed_kernels):
     marker, a = parsed_kernels[0], parsed_kernels[1]
-    groups = profile.split_by_marker([marker, marker, a])
+    groups = ncu.split_by_marker([marker, marker, a])
     assert [len(g) for g in groups] == [0, 1]
     with pytest.raises(ValueError, match="no kernel"):
-        profile.combine(groups[0])
+        ncu.combine(groups[0])
 
 
 # -- 2. the committed counter record -----------------------------------------------------------------
@@ -289,7 +284,7 @@ def test_step5_ablations_change_one_streaming_flag_each():
 
 
 def test_grid_stride_blocks():
-    numel = results.load(results.REFERENCE_GPU)["problem"]["numel"]
+    numel = record.load(record.REFERENCE_GPU)["problem"]["numel"]
     assert study.grid_stride_blocks("3_grid_stride", 132, numel) == 1152  # the seed's launch
     assert study.grid_stride_blocks("3_grid_stride_2_waves", 132, numel) == 2 * 132 * 4  # 2048/512 blocks per SM
     assert study.grid_stride_blocks("3_grid_stride_2_waves_256t", 132, numel) == 2 * 132 * 8
@@ -352,7 +347,7 @@ def test_without_toolkit_inspect_shows_the_recorded_sass(tmp_path, monkeypatch, 
     got = s.inspect("2_float4")
     shown = capsys.readouterr().out
     assert "128-bit" in shown and "LDG.E.128" in shown
-    assert got == KernelReport.from_dict(results.row(s.record, "2_float4")["sass"])
+    assert got == KernelReport.from_dict(record.row(s.record, "2_float4")["sass"])
     assert shown.strip() == got.summary()
 
 

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from elu_study.core.check import ATOL, RTOL
+from elu_study.core.entries import STEPS
 from elu_study.pytorch import library, routing
 from elu_study.pytorch.nn import ELU, swap_elu
 
@@ -602,3 +603,116 @@ def test_strict_names_the_dtype_alpha_and_16_bit_build():
         assert y.dtype == torch.bfloat16 and y.device.type == "cuda"
     with pytest.raises(TypeError, match="alpha must be a real number"):
         library.elu(torch.randn(3), "1.0")
+
+
+# ---------------------------------------------------------------- GPU: double backward, dtypes, autocast, fusion
+
+STEP_VARIANTS = tuple(dict.fromkeys(e.variant for e in STEPS))
+
+
+@pytest.fixture
+def builds_used(monkeypatch):
+    """The builds whose kernels the calls ran (module_for, spied on)."""
+    used, real = [], library.module_for
+
+    def spy(variant):
+        used.append(variant)
+        return real(variant)
+
+    monkeypatch.setattr(library, "module_for", spy)
+    return used
+
+
+@gpu
+@pytest.mark.parametrize("variant", STEP_VARIANTS)
+def test_double_backward_on_the_gpu_equals_felus_for_every_step(variant, builds_used):
+    x = special_inputs(n=4099, device="cuda")
+    g, gg = (special_inputs(n=4099, seed=s, device="cuda").nan_to_num(0.0) for s in (1, 2))
+    for alpha in ALPHAS:
+        want = second_derivatives(lambda t: F.elu(t, alpha), x, g, gg)
+        for fn in (lambda t: library.elu(t, alpha, variant), lambda t: torch.ops.elu_study.elu(t, alpha, variant, False)):
+            for got, expected in zip(second_derivatives(fn, x, g, gg), want):
+                torch.testing.assert_close(got, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+    assert set(builds_used) == {variant}
+    x64 = (torch.randn(64, device="cuda", dtype=torch.float64) * 3 + 0.01).requires_grad_()
+    assert torch.autograd.gradgradcheck(lambda t: torch.ops.elu_study.elu(t, 0.7, variant, False), (x64,))
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_tensors_run_step_6_bit_for_bit(dtype, builds_used):
+    x = special_inputs(dtype, n=4099, device="cuda")
+    assert routing.route_name(x) == "6_beyond_copy"
+    for alpha in ALPHAS:
+        for t in (x, x[1:], x[:4000].view(40, 100).t()):  # aligned, misaligned, strided
+            equal_bits(library.elu(t, alpha), F.elu(t, alpha))
+            equal_bits(ELU(alpha, strict=True)(t), nn.ELU(alpha)(t))
+        g, gg = (special_inputs(dtype, n=4099, seed=s, device="cuda").nan_to_num(0.0) for s in (1, 2))
+        want = second_derivatives(lambda t: F.elu(t, alpha), x, g, gg)
+        for got, expected in zip(second_derivatives(lambda t: library.elu(t, alpha), x, g, gg), want):
+            equal_bits(got, expected)  # the forward by step 6, the backward by aten: PyTorch's bits
+    assert set(builds_used) == {"6_beyond_copy"}
+
+
+@gpu
+def test_what_no_kernel_computes_on_the_gpu_is_pytorchs(builds_used):
+    x = special_inputs(torch.float64, device="cuda")
+    before = x.clone()
+    equal_bits(library.elu(x, 0.5), F.elu(x, 0.5))
+    equal_bits(ELU(0.5)(x), nn.ELU(0.5)(x))
+    with pytest.raises(TypeError, match="no study kernel computes torch.float64"):
+        ELU(strict=True, inplace=True)(x)
+    equal_bits(x, before)
+    ints = torch.arange(-3, 3, device="cuda")
+    with pytest.raises(RuntimeError) as theirs:
+        F.elu(ints)
+    with pytest.raises(RuntimeError) as ours:
+        library.elu(ints)
+    assert str(ours.value) == str(theirs.value)  # PyTorch's own error
+    equal_bits(library.elu(x.float(), float("nan")), F.elu(x.float(), float("nan")))  # kernels take finite alphas
+    assert builds_used == []
+    equal_bits(library.elu(x.float(), strict=True), library.module_for(V).elu(x.float()))  # the next call works
+
+
+@gpu
+def test_a_bf16_autocast_model_trains_as_with_nn_elu(builds_used):
+    """The same model under torch.autocast(bfloat16), nn.ELU against swap_elu: forward bit for bit, and the
+    same losses step by step (the forward by step 6's 16-bit kernel, the backward by aten)."""
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(64, 256), nn.ELU(), nn.Linear(256, 256), nn.ELU(0.5), nn.Linear(256, 8)).cuda()
+    ours = swap_elu(copy.deepcopy(ref))
+    xb, target = torch.randn(512, 64, device="cuda"), torch.randn(512, 8, device="cuda")
+    losses = {}
+    for name, model in (("ref", ref), ("ours", ours)):
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        trace = []
+        for _ in range(5):
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = model(xb)
+                loss = F.mse_loss(out.float(), target)
+            loss.backward()
+            opt.step()
+            trace.append(loss.item())
+        losses[name] = trace
+        assert out.dtype == torch.bfloat16
+    assert losses["ours"] == losses["ref"]
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        equal_bits(ours(xb), ref(xb))
+    assert set(builds_used) == {"6_beyond_copy"}
+
+
+@gpu
+def test_inductor_fuses_the_drop_in_and_not_the_opaque_op():
+    from torch._inductor.utils import run_and_get_code
+
+    x = _x(1 << 16)
+    codes = {}
+    for name, strict in (("fusing", False), ("opaque", True)):
+        torch._dynamo.reset()
+        fn = torch.compile(lambda t, strict=strict: library.elu(t, 0.5, strict=strict) * 2 + 1, fullgraph=True)
+        out, code = run_and_get_code(fn, x)
+        torch.testing.assert_close(out, F.elu(x, 0.5) * 2 + 1, rtol=RTOL, atol=ATOL)
+        codes[name] = "\n".join(code)
+    assert "elu_study" not in codes["fusing"] and codes["fusing"].count("@triton.jit") == 1
+    assert "elu_study.elu" in codes["opaque"]

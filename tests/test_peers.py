@@ -56,7 +56,7 @@ def test_figures_draw_the_stream_floor_beside_the_datasheet_floor_and_the_roof()
     import matplotlib.pyplot as plt
 
     from elu_study.jobs.study import figures as plots
-    from elu_study.core import record as results
+    from elu_study.jobs.study.report import caption, frame
 
     rec = _record()
     times = plots.times_figure(rec)
@@ -68,12 +68,12 @@ def test_figures_draw_the_stream_floor_beside_the_datasheet_floor_and_the_roof()
         if fig is times:  # the zoomed view shows the datasheet floor only when it is near the entries
             assert any("datasheet" in lbl for lbl in labels)
         plt.close(fig)
-    table = results.frame(rec)
+    table = frame(rec)
     assert {"triton", "cub_transform", "read_only"} <= set(table.index)
-    assert "measured stream floor 2.88 ms" in results.caption({**rec, "floor_ms": 1.0, "peak_source": "x", "method": {},
-                                                              "provenance": {"gpu": "g", "sm_count": 1, "driver": "d",
-                                                                             "cuda_runtime": "c", "torch": "t",
-                                                                             "nvcc": "n", "date_utc": "2026-01-01"}})
+    assert "measured stream floor 2.88 ms" in caption({**rec, "floor_ms": 1.0, "peak_source": "x", "method": {},
+                                                      "provenance": {"gpu": "g", "sm_count": 1, "driver": "d",
+                                                                     "cuda_runtime": "c", "torch": "t",
+                                                                     "nvcc": "n", "date_utc": "2026-01-01"}})
 
 
 def test_triton_module_imports_without_a_gpu():

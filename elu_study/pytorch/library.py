@@ -82,7 +82,11 @@ def forward_impl(x: torch.Tensor, alpha: float, variant: str) -> torch.Tensor:
 
 
 def backward_impl(grad: torch.Tensor, saved: torch.Tensor, alpha: float, is_result: bool, variant: str):
-    """grad * dELU/dx: the shared backward kernel of ``variant``'s build for float32, else aten.elu_backward."""
+    """grad * dELU/dx: the shared backward kernel of ``variant``'s build for float32, else aten.elu_backward
+    (the shapes must be equal on either route: aten's would broadcast)."""
+    if grad.shape != saved.shape:
+        raise ValueError(f"elu_backward: {'result' if is_result else 'x'} has shape {tuple(saved.shape)} but "
+                         f"grad_output has shape {tuple(grad.shape)}")
     build = backward_build(grad, saved, alpha, variant)
     if build is None:
         return torch.ops.aten.elu_backward(grad, alpha, 1, 1, is_result, saved).contiguous()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from elu_study.core.build import resolve_variant
 from elu_study.pytorch.library import DEFAULT_VARIANT, elu
 
 
@@ -28,13 +29,17 @@ class ELU(nn.Module):
     """``nn.ELU(alpha, inplace)`` by the study's kernel ``variant`` (a step name or a .cu path).
 
     Its ``extra_repr`` is nn.ELU's, so a printed model reads the same; the kernel is named by
-    ``variant`` (and ``variant16``, ``strict``: attributes, not part of the repr)."""
+    ``variant`` (and ``variant16``, ``strict``: attributes, not part of the repr). The variants are
+    checked here, once (a ValueError names an unknown one; nothing is built until a kernel runs)."""
 
     __constants__ = ["alpha", "inplace", "variant", "variant16", "strict"]
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False, variant: str = DEFAULT_VARIANT, *,
                  strict: bool = False, variant16: str | None = None) -> None:
         super().__init__()
+        for name in (variant, variant16):
+            if name is not None:
+                resolve_variant(name)
         self.alpha = alpha
         self.inplace = inplace
         self.variant = str(variant)

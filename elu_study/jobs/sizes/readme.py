@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from elu_study.core.record import load, readme_link, record_path, slug
+from elu_study.core.record import figure_path, load, readme_link, record_path, slug
 from elu_study.core.paths import README
 from elu_study.jobs.sizes.analysis import (custom, host_median_us, names, ok, point, small_sizes, spread_us, us,
                                            versus)
+from elu_study.jobs.sizes.figures import FIGURES
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, STREAMS, fmt_bytes, fmt_n
 
 # Entries whose timed call allocates its output (harness.timed_call): F.elu as the model calls it, and torch.compile's.
@@ -201,9 +202,7 @@ def top_lines(record: dict, main: dict | None = None) -> list[str]:
         f"(in brackets: at {fmt_n(mid) if mid else '-'}, and in the {label or 'main study (no record)'}), every entry: "
         + ", ".join(show(c) for c in big)
         + (f"; the measured floor (read_only + write_only) is {1e3 * stream / roof:.3f}x." if stream else ".")]
-    notes = top_notes(record, big, mid, ref_main, main_numel)
-    if notes:
-        lines.append("- " + "; ".join(notes) + ".")
+    lines += [f"- {note}." for note in top_notes(record, big, mid, ref_main, main_numel)]
     return lines
 
 
@@ -216,28 +215,60 @@ def top_notes(record: dict, big: list[str], mid: int | None, ref_main: dict, mai
         numel = (main_numel or 0)
         below = [n for n in sizes if n <= numel and ok(point(record, "cub_transform", n))]
         above = [n for n in sizes if n >= numel and ok(point(record, "cub_transform", n))]
-        bracket = (f"; the sweep's lengths on either side of the main study's {numel:,} elements give "
-                   f"{ratio(record, 'cub_transform', below[-1]):.3f}x ({fmt_n(below[-1])}) and "
-                   f"{ratio(record, 'cub_transform', above[0]):.3f}x ({fmt_n(above[0])}), so the length alone does not "
-                   "explain it" if below and above else "")
+        around = (f"; the lengths on either side of the main study's give {ratio(record, 'cub_transform', below[-1]):.3f}x "
+                  f"and {ratio(record, 'cub_transform', above[0]):.3f}x" if below and above else "")
         notes.append(
-            f"`cub_transform` is {ratio(record, 'cub_transform', top):.3f}x copy_ here but {ref_main['cub_transform']:.3f}x "
-            f"in the main study{bracket}. HYPOTHESIS, not measured: CUB's DeviceTransform picks a different kernel or "
-            "configuration for this sweep's 1-D buffers than for the main study's tensor, or the two methods (single "
-            "calls behind a sleep kernel here, interleaved do_bench rounds there) treat it differently")
+            f"`cub_transform` takes {ratio(record, 'cub_transform', top):.3f}x copy_ at {fmt_n(top)} but "
+            f"{ref_main['cub_transform']:.3f}x in the main study{around}. HYPOTHESIS, not measured: CUB picks another "
+            "kernel for these 1-D buffers than for the main study's tensor, or the two timing methods differ")
     if "torch.compile(F.elu)" in big and mid and ok(point(record, "torch.compile(F.elu)", mid)):
         notes.append(
-            f"`torch.compile(F.elu)` is {ratio(record, 'torch.compile(F.elu)', top):.3f}x at {fmt_n(top)} against "
-            f"{ratio(record, 'torch.compile(F.elu)', mid):.3f}x at {fmt_n(mid)}: HYPOTHESIS, not measured: {fmt_n(top)} "
+            f"`torch.compile(F.elu)` takes {ratio(record, 'torch.compile(F.elu)', top):.3f}x copy_ at {fmt_n(top)} against "
+            f"{ratio(record, 'torch.compile(F.elu)', mid):.3f}x at {fmt_n(mid)}. HYPOTHESIS, not measured: {fmt_n(top)} "
             "elements do not fit 32-bit indices, so Inductor's kernel switches to 64-bit index arithmetic")
     return notes
 
 
-def block(record: dict, figure_paths, readme: Path = README) -> str:
-    """The README's sizes block: where it comes from, the sweep in words, and the figures (linked from ``readme``)."""
+def readme_header(record: dict) -> str:
+    """Where the README's sizes block comes from, in two short sentences."""
+    p, sizes = record["provenance"], record["sizes"]
+    checked = [q for q in record["points"] if q.get("check") is not None]
+    good = sum(q["check"]["passed"] for q in checked)
+    failed = f" {len(record['errors'])} points failed to run." if record["errors"] else ""
+    return (f"**Across sizes.** From `results/{record_path(p['gpu'], 'sizes').name}`, measured on an {p['gpu']} at "
+            f"commit {p.get('commit')} ({p['date_utc'][:10]}): {len(names(record))} entries at {len(sizes)} lengths, "
+            f"{fmt_n(sizes[0])} to {fmt_n(sizes[-1])} elements. {good} of {len(checked)} element-by-element checks "
+            f"pass.{failed} [09_sizes](notebooks/09_sizes.ipynb) gives every number.")
+
+
+def growth_line(record: dict) -> list[str]:
+    """Host time per call at the largest length against the launch-bound median: the reference's growth, the
+    custom kernels' largest, and the hypothesis (a short form of host_growth_lines)."""
+    ref, top, small = record["regimes"]["reference"], record["sizes"][-1], small_sizes(record)
+    if top in small or not ok(point(record, ref, top)):
+        return []
+    grow = lambda c: us(record, c, top, "host") / host_median_us(record, c, small)  # noqa: E731
+    kernels = [c for c in custom(record) if c in names(record) and ok(point(record, c, top))]
+    most = max(kernels, key=grow) if kernels else None
+    return [f"- **Host time per call grows** at {fmt_n(top)} elements: {ref} {host_median_us(record, ref, small):.1f} "
+            f"-> {us(record, ref, top, 'host'):.1f} µs ({grow(ref):.2f}x)"
+            + (f", the custom kernels at most {grow(most):.2f}x (`{most}`)" if most else "")
+            + f". HYPOTHESIS, not measured: part of it is the caching allocator handing {ref} {fmt_bytes(4 * top)} per "
+            "call; calls that allocate nothing grow too."]
+
+
+def readme_lines(record: dict) -> list[str]:
+    """The README's short form of the sweep: where it comes from, what the L2 gains, how host time grows. The
+    first screen states the launch-bound regime; notebook 09 prints ``summary_lines``, every number."""
+    lines = [readme_header(record), ""]
+    if record["regimes"]["reference"] not in names(record):
+        return lines
+    return lines + l2_lines(record) + growth_line(record)
+
+
+def block(record: dict, figure_paths=None, readme: Path = README) -> str:
+    """The README's sizes block: where it comes from, the sweep in short, and the figures (linked from ``readme``)."""
     gpu = record["provenance"]["gpu"]
-    body = ["**Across sizes.** Generated from `results/" + record_path(gpu, "sizes").name
-            + "` by `python -m elu_study sizes` (and `report`); do not edit by hand. Notebook "
-            "[09_sizes](notebooks/09_sizes.ipynb) gives the predictions and the evidence.", "",
-            *summary_lines(record), "", *(f"![{Path(p).stem}]({readme_link(p, readme)})" for p in figure_paths)]
+    paths = figure_paths or [figure_path(gpu, f"sizes-{name}") for name in FIGURES]
+    body = [*readme_lines(record), "", *(f"![{Path(p).stem}]({readme_link(p, readme)})" for p in paths)]
     return "\n".join(body)

@@ -54,12 +54,12 @@ COUNTER_FORMATS = {"regs": "{:.0f}", "DRAM % of peak": "{:.1f}", "L2 hit %": "{:
                    "inst/elem": "{:.1f}"}
 
 
-def excerpt(text: str, *functions: str) -> str:
-    """A kernel file's opening comment and the named functions (each with the comment and template lines above
-    it), "// ..." between them: the parts of a long file that a notebook discusses."""
+def excerpt(text: str, *functions: str, opening: bool = True) -> str:
+    """A kernel file's opening comment (unless ``opening`` is False) and the named functions (each with the
+    comment and template lines above it), "// ..." between them: the parts of a long file a notebook discusses."""
     lines = text.splitlines()
-    opening = next(i for i, line in enumerate(lines) if not line.startswith("//"))
-    parts = ["\n".join(lines[:opening])]
+    first = next(i for i, line in enumerate(lines) if not line.startswith("//"))
+    parts = ["\n".join(lines[:first])] if opening else []
     for name in functions:
         parts.append("\n".join(lines[slice(*definition(lines, name))]))
     return "\n// ...\n".join(parts) + "\n"
@@ -133,10 +133,14 @@ class Study:
         """The largest round-to-round spread of these entries' medians, over copy_'s time."""
         return record.noise(self.record, *names)
 
-    def counter(self, name: str, key: str):
+    def counter_row(self, name: str) -> dict:
+        """A kernel's Nsight Compute counters."""
         if not self.counters:
             raise LookupError("no counter record (results/<gpu>-ncu.json) for this GPU")
-        return next(r for r in self.counters["rows"] if r["name"] == name)[key]
+        return next(r for r in self.counters["rows"] if r["name"] == name)
+
+    def counter(self, name: str, key: str):
+        return self.counter_row(name)[key]
 
     def sm_count(self) -> int:
         return self.record["provenance"]["sm_count"]
@@ -151,12 +155,13 @@ class Study:
 
     # -- kernels -----------------------------------------------------------------------------
     @staticmethod
-    def show_kernel(name: str, *functions: str):
-        """The kernel file as it is in kernels/, never a pasted copy; with ``functions``, only its opening
-        comment and those functions."""
+    def show_kernel(name: str, *functions: str, opening: bool = True):
+        """The kernel file as it is in kernels/, never a pasted copy; with ``functions``, only those functions
+        and (with ``opening``) the file's opening comment."""
         path = build_spec(name).source_path
-        text = excerpt(path.read_text(), *functions) if functions else path.read_text()
-        shown = f" (its opening comment and {', '.join(f'`{f}`' for f in functions)})" if functions else ""
+        text = excerpt(path.read_text(), *functions, opening=opening) if functions else path.read_text()
+        shown = (f" ({'its opening comment and ' * opening}{', '.join(f'`{f}`' for f in functions)}; "
+                 f"`study.show_kernel(\"{name}\")` shows the whole file)") if functions else ""
         return Markdown(f"`kernels/{path.name}`{shown}\n```cuda\n{text}```")
 
     @staticmethod
@@ -189,13 +194,13 @@ class Study:
         """The full table of these entries (every column)."""
         return report.frame(self._subset(names), (*KINDS, "attempt"))
 
-    def table(self, *names: str, full: bool = False, sort: bool = False) -> None:
+    def table(self, *names: str, full: bool = False, sort: bool = False, columns=TABLE_COLUMNS) -> None:
         """These entries' times: the step notebook's columns (``full``: all, as ``frame``), in the order given
         or (``sort``) fastest first."""
         df = self.frame(*names)
         if sort:
             df = df.sort_values("x copy_")
-        display(Markdown(markdown(df if full else df[list(TABLE_COLUMNS)])))
+        display(Markdown(markdown(df if full else df[list(columns)])))
 
     def verdicts(self, *names: str) -> None:
         """Correctness of the checked entries, in one line: how they were checked, which failed, the worst error."""

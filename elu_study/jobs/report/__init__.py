@@ -1,6 +1,6 @@
 """``python -m elu_study report [gpu]``: every job's figures and README block again, from the committed
 records, with no GPU. A loop over each job's one ``write_report(gpu)``; a job without a record for
-that GPU is skipped."""
+that GPU is skipped. Then the README's first screen (``front``), which reads every job's record."""
 
 from __future__ import annotations
 
@@ -9,18 +9,37 @@ from pathlib import Path
 
 from elu_study.core import record
 from elu_study.jobs import beyond, launch, model, sizes, study
+from elu_study.jobs.beyond import analysis as beyond_analysis
+from elu_study.jobs.report import front
+from elu_study.jobs.sizes import readme as sizes_readme
+from elu_study.jobs.study import report as study_report
 
 # The jobs whose records make figures or README blocks, in the README's order.
 REPORTS = {"study": study, "sizes": sizes, "beyond": beyond, "launch": launch, "model": model}
 
 
 def write(gpu: str, readme: bool = True) -> list[Path]:
-    """Regenerate what every job with a record for ``gpu`` draws and writes."""
+    """Regenerate what every job with a record for ``gpu`` draws and writes, then the README's first screen."""
     paths = []
     for job, module in REPORTS.items():
         if record.record_path(gpu, job).is_file():
             paths += module.write_report(gpu, readme=readme)
+    if readme and record.slug(gpu) == record.REFERENCE_GPU:
+        paths.append(record.write_block(front.BLOCK, front.block(gpu)))
     return paths
+
+
+def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
+    """Every README block's text as ``write`` writes it, without drawing a figure: {block name: text}."""
+    out = {front.BLOCK: front.block(gpu)}
+    rec = record.load(gpu, required=False)
+    if rec is not None:
+        out[study_report.README_BLOCK] = study_report.readme_block(rec, record.load(gpu, "ncu", required=False))
+    for job, make in (("sizes", sizes_readme.block), ("beyond", beyond_analysis.readme_block)):
+        rec = record.load(gpu, job, required=False)
+        if rec is not None:
+            out[job] = make(rec)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,243 @@
+"""Property-based tests of the op layer (elu_study.pytorch.library, .routing, .nn): for any shape (0-d,
+empty, non-contiguous, channels-last), dtype, alpha, requires_grad, in place or not, through the function,
+the module and the op, the result and gradients are F.elu's; under torch.compile and autocast too; and bad
+inputs get an error that names the problem, leave the input as it was, and the next call works.
+
+On the CPU they run twice: PyTorch's route (what no study kernel computes goes to F.elu), and the kernel
+route with a stand-in for the compiled module (the Python logic of the eager, KernelELU and op routes). With
+CUDA, also on the GPU through the real kernels (float32: within the study's tolerance of F.elu; 16-bit:
+bit for bit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from unittest import mock
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from elu_study.core.check import ATOL, RTOL
+from elu_study.pytorch import library, routing
+from elu_study.pytorch.nn import ELU, swap_elu
+
+EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DEVICES = ["cpu", "stand-in"] + (["cuda"] if torch.cuda.is_available() else [])
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+LAYOUTS = ["contiguous", "transposed", "strided", "offset", "channels_last"]
+ALPHA = st.one_of(st.sampled_from([1.0, 0.5, 0.0, -0.7, 2.5, 1]),
+                  st.floats(-3, 3, allow_nan=False, allow_infinity=False, width=32))
+
+
+class StandIn:
+    """binding.cpp's elu and elu_backward in PyTorch, on the CPU (a fresh contiguous output, out= allowed)."""
+
+    def elu(self, x, alpha=1.0, out=None):
+        y = F.elu(x.contiguous(), alpha)
+        return out.copy_(y) if out is not None else y
+
+    def elu_backward(self, g, x, alpha=1.0, is_result=False, out=None):
+        r = torch.ops.aten.elu_backward(g.contiguous(), alpha, 1, 1, is_result, x.contiguous()).contiguous()
+        return out.copy_(r) if out is not None else r
+
+
+@contextlib.contextmanager
+def device_context(device: str):
+    """The device tensors are made on; "stand-in": the CPU, with the kernel route's Python logic run
+    against StandIn (CPU tensors route to "the kernel")."""
+    if device != "stand-in":
+        yield device
+        return
+    with mock.patch.object(routing, "KERNEL_DEVICE", "cpu"), mock.patch.object(library, "module_for",
+                                                                               lambda variant: StandIn()):
+        yield "cpu"
+
+
+@st.composite
+def tensors(draw, dtypes=DTYPES, max_dims=4):
+    """(a tensor of any of these layouts, its device name) made on ``device`` inside device_context."""
+    layout = draw(st.sampled_from(LAYOUTS))
+    dims = 4 if layout == "channels_last" else draw(st.integers(0, max_dims))
+    shape = tuple(draw(st.lists(st.integers(0, 5), min_size=dims, max_size=dims)))
+    dtype = draw(st.sampled_from(dtypes))
+    seed = draw(st.integers(0, 2**16))
+    specials = draw(st.booleans())
+    return layout, shape, dtype, seed, specials
+
+
+def make(spec, device: str) -> torch.Tensor:
+    layout, shape, dtype, seed, specials = spec
+    gen = torch.Generator().manual_seed(seed)
+    big = (2 * shape[0] + 1,) + shape[1:] if shape else ()
+    base = torch.randn(big if layout in ("strided", "offset") and shape else shape, generator=gen,
+                       dtype=torch.float64) * 4
+    if specials and base.numel():
+        flat = base.view(-1)
+        values = torch.tensor([0.0, -0.0, -1e-30, -104.0, 3e38, float("nan")], dtype=torch.float64)
+        flat[: min(len(values), flat.numel())] = values[: flat.numel()]
+    x = base.to(dtype=dtype, device=device)
+    if layout == "strided" and shape:
+        x = x[::2]
+    elif layout == "offset" and shape:
+        x = x[1: shape[0] + 1]
+    elif layout == "transposed" and x.dim() >= 2:
+        x = x.transpose(0, -1)
+    elif layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+def reference(x: torch.Tensor, alpha) -> torch.Tensor:
+    """F.elu(x), on the layout its route computes: a kernel (or the stand-in) computes x.contiguous().
+    (PyTorch's CPU ELU differs by an ulp between its vectorized and strided loops.)"""
+    on_kernel = routing.kernel_build(x, float(alpha), library.DEFAULT_VARIANT) is not None
+    return F.elu(x.contiguous() if on_kernel else x, alpha)
+
+
+def grad_reference(b: torch.Tensor, alpha) -> torch.Tensor:
+    """F.elu(b) for gradients, on the layout the backward's route computes: the float32 backward kernel
+    (or the stand-in) takes contiguous copies, aten.elu_backward (16-bit, PyTorch's route) b as it is.
+    (PyTorch's CPU elu_backward treats a NaN input differently in its two loops.)"""
+    on_kernel = routing.backward_build(b, b, float(alpha), library.DEFAULT_VARIANT) is not None
+    return F.elu(b.contiguous() if on_kernel else b, alpha)
+
+
+def kernel_float32(x: torch.Tensor) -> bool:
+    """Whether the real float32 kernel computed x (then within tolerance of F.elu, not bit for bit)."""
+    return x.is_cuda and x.dtype == torch.float32
+
+
+def same(got: torch.Tensor, want: torch.Tensor, approximate: bool) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype and got.device == want.device
+    tol = {"rtol": RTOL, "atol": ATOL} if approximate else {"rtol": 0, "atol": 0}
+    torch.testing.assert_close(got, want, equal_nan=True, **tol)
+
+
+CALLS = {
+    "function": lambda x, alpha, inplace: library.elu(x, alpha, inplace=inplace),
+    "module": lambda x, alpha, inplace: ELU(alpha, inplace)(x),
+    "op": lambda x, alpha, inplace: torch.ops.elu_study.elu(x, alpha, library.DEFAULT_VARIANT, False),
+}
+
+
+@EXAMPLES
+@given(spec=tensors(), alpha=ALPHA, device=st.sampled_from(DEVICES), call=st.sampled_from(sorted(CALLS)),
+       requires_grad=st.booleans())
+def test_any_tensor_gets_felus_values_and_gradients(spec, alpha, device, call, requires_grad):
+    with device_context(device) as dev:
+        x = make(spec, dev)
+        approx = kernel_float32(x)
+        want = reference(x, alpha)
+        a = x.detach().clone().requires_grad_(requires_grad)
+        got = CALLS[call](a, alpha, False)
+        same(got, want, approx)
+        assert got.requires_grad == requires_grad
+        equal_input = x.detach().clone()
+        if requires_grad and x.numel():
+            g = torch.randn(x.shape, dtype=torch.float64).to(x.dtype).to(dev)
+            b = x.detach().clone().requires_grad_()
+            got.backward(g)
+            grad_reference(b, alpha).backward(g)
+            same(a.grad, b.grad, approx)
+        same(x, equal_input, False)  # not written
+
+
+@EXAMPLES
+@given(spec=tensors(), alpha=ALPHA, device=st.sampled_from(DEVICES), module=st.booleans())
+def test_in_place_writes_the_input_as_f_elu_does(spec, alpha, device, module):
+    with device_context(device) as dev:
+        x = make(spec, dev)
+        approx = kernel_float32(x)
+        want = reference(x, alpha)
+        out = ELU(alpha, inplace=True)(x) if module else library.elu(x, alpha, inplace=True)
+        assert out is x
+        same(x, want, approx)
+        if alpha >= 0 and x.numel():  # with a gradient: a non-leaf, as nn.ELU(inplace=True) takes it
+            a = x.detach().clone().requires_grad_()
+            b = x.detach().clone().requires_grad_()
+            g = torch.ones(x.shape, dtype=x.dtype, device=dev)
+            library.elu(a * 1.0, alpha, inplace=True).backward(g)
+            on_kernel = routing.kernel_build(b, float(alpha), library.DEFAULT_VARIANT) is not None  # y contiguous
+            F.elu((b.contiguous() if on_kernel else b) * 1.0, alpha, inplace=True).backward(g)
+            same(a.grad, b.grad, approx)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=tensors(dtypes=[torch.float32, torch.float64], max_dims=2), alpha=ALPHA,
+       device=st.sampled_from(DEVICES), strict=st.booleans())
+def test_compiled_agrees_with_eager(spec, alpha, device, strict):
+    with device_context(device) as dev:
+        x = make(spec, dev)
+        if strict and routing.kernel_build(x, float(alpha), library.DEFAULT_VARIANT) is None:
+            return  # strict refuses it: test_bad_inputs
+        torch._dynamo.reset()
+        fn = torch.compile(lambda t: library.elu(t, alpha, strict=strict) * 2 + 1, backend="aot_eager", fullgraph=True)
+        same(fn(x), (reference(x, alpha) if strict else F.elu(x, alpha)) * 2 + 1, kernel_float32(x) and strict)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), alpha=ALPHA, device=st.sampled_from(DEVICES),
+       dtype=st.sampled_from([torch.bfloat16, torch.float16]))
+def test_autocast_needs_no_change(seed, alpha, device, dtype):
+    """Under autocast, the swapped model's ELU runs in its input's dtype as nn.ELU's does: the same outputs
+    and gradients (16-bit: bit for bit)."""
+    with device_context(device) as dev:
+        if dev == "cpu" and dtype == torch.float16:
+            dtype = torch.bfloat16  # CPU autocast's lower precision is bfloat16
+        torch.manual_seed(seed)
+        ref = nn.Sequential(nn.Linear(8, 16), nn.ELU(alpha), nn.Linear(16, 4)).to(dev)
+        ours = swap_elu(nn.Sequential(nn.Linear(8, 16), nn.ELU(alpha), nn.Linear(16, 4)).to(dev))
+        ours.load_state_dict(ref.state_dict())
+        xb = torch.randn(5, 8, device=dev)
+        outs = []
+        for model in (ref, ours):
+            with torch.autocast(dev, dtype=dtype):
+                out = model(xb)
+            out.float().square().sum().backward()
+            outs.append(out)
+        same(outs[1], outs[0], False)
+        for a, b in zip(ours.parameters(), ref.parameters()):
+            same(a.grad, b.grad, False)
+
+
+# ---------------------------------------------------------------- bad inputs
+
+
+def bad_calls(x: torch.Tensor):
+    """(name, call, the exception type, words the message must hold) of each bad call on x."""
+    on_kernel = routing.kernel_build(x, 1.0, library.DEFAULT_VARIANT) is not None
+    calls = [
+        ("alpha a string", lambda: library.elu(x, "1.0"), TypeError, "alpha must be a real number"),
+        ("alpha None, module", lambda: ELU(None)(x), TypeError, "alpha must be a real number"),
+        ("unknown variant, module", lambda: ELU(variant="no_such_step"), ValueError, "unknown variant 'no_such_step'"),
+        ("elu_backward shapes", lambda: library.elu_backward(x, x.new_ones(x.numel() + 1)), ValueError,
+         r"x has shape \(.*\) but grad_output has shape"),
+        ("elu_backward shapes, op", lambda: torch.ops.elu_study.elu_backward(x.new_ones(x.numel() + 1), x, 1.0, True,
+                                                                            library.DEFAULT_VARIANT),
+         ValueError, r"result has shape \(.*\) but grad_output has shape"),
+    ]
+    if not on_kernel:
+        calls.append(("strict without a kernel", lambda: ELU(strict=True, inplace=True)(x), (TypeError, ValueError),
+                      "no study kernel computes|alpha must be finite"))
+    if on_kernel and x.numel():
+        calls.append(("in place, negative alpha, a gradient",
+                      lambda: library.elu(x.detach().clone().requires_grad_() * 1.0, -0.5, inplace=True), RuntimeError,
+                      "negative slope"))
+    return calls
+
+
+@EXAMPLES
+@given(spec=tensors(), device=st.sampled_from(DEVICES))
+def test_bad_inputs_name_the_problem_and_leave_the_input(spec, device):
+    with device_context(device) as dev:
+        x = make(spec, dev)
+        before = x.clone()
+        for name, call, error, words in bad_calls(x):
+            with pytest.raises(error, match=words):
+                call()
+            same(x, before, False)  # intact
+            same(library.elu(x, 0.5), reference(before, 0.5), kernel_float32(x))  # and the next call works
