@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from elu_study.core import record
 from elu_study.core.tables import markdown
 from elu_study.jobs import accuracy
-from elu_study.jobs.accuracy import analysis, definitions, figures, measure, reference
+from elu_study.jobs.accuracy import analysis, definitions, figures, measure, notebook, reference
 
 INF = math.inf
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
@@ -211,6 +211,30 @@ def test_report_builds_every_table_and_figure(cpu_record):
         assert len(fig.axes) == 2
 
 
+def test_notebook_views_trim_the_tables(cpu_record):
+    over = notebook.overview(cpu_record)
+    assert list(over.index) == ["1_naive", "F.elu"] and "1.678e+07" not in over.loc["F.elu"].iloc[0]
+    ends, left_out = notebook.histogram_ends(cpu_record, "1.0", head=1, tail=1)
+    assert len(ends) == 2 and left_out == len(analysis.histogram_table(cpu_record, "1.0")) - 2
+    table, alike = notebook.classes_where_they_differ(cpu_record, "1.0")
+    assert "-denormal" in " ".join(table.index) and "+0.0 for 100 %" in table["1_naive"].iloc[0]
+    wrong = notebook.specials_where_wrong(cpu_record, "1.0")
+    assert "-0.0" in wrong.index and all(any(str(v).endswith("*") for v in row) for _, row in wrong.iterrows())
+    assert "correctly rounded = F.elu" in wrong.columns  # columns that agree on every row are shown once
+    assert list(notebook.bounds_both(cpu_record).index) == ["1_naive", "F.elu"]
+    assert notebook.same_as_line(cpu_record).startswith("`2_float4` is bit-identical to `1_naive`")
+    said = notebook.formulas_sentence(cpu_record)
+    assert "holds 2 formulas" in said and "`cub_transform`" in said and "`triton`" in said
+    assert "`2_float4`" not in notebook.not_in_record(cpu_record)
+
+
+def test_merge_identical_joins_equal_columns():
+    import pandas as pd
+
+    df = pd.DataFrame({"a": [1, 2], "b": [1, 2], "c": [1, 3]})
+    assert list(notebook.merge_identical(df).columns) == ["a = b", "c"]
+
+
 def test_record_json_is_strict_and_compact(cpu_record):
     text = record.dumps(cpu_record)
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
@@ -253,6 +277,22 @@ def test_committed_record_covers_every_input(committed):
             assert len(s["binades_negative"]["max_ulp"]) == 256
         assert run["reference"]["unresolved"] == 0
         assert len(committed["specials"]["outputs"][alpha]["F.elu"]) == len(definitions.SPECIAL_INPUTS)
+
+
+def test_predictions_are_graded_from_the_committed_record(committed):
+    """Notebook 07's predictions, each against the record's number (none typed): the issue-15 grades."""
+    df = notebook.graded(committed)
+    assert len(df) == len(notebook.PREDICTIONS)
+    for p, (_, row) in zip(notebook.PREDICTIONS, df.iterrows()):
+        v = p.measure(committed)
+        assert row["measured"] == p.show(v)
+        assert row["verdict"].startswith("HELD") == (p.bounds[0] <= v <= p.bounds[1]), p.quantity
+    first = df.iloc[0]
+    assert first["measured"] == analysis.ulps(committed["runs"]["1.0"]["formulas"]["5_streaming"]["max_ulp"]["negative"]["ulp"])
+    naive = committed["runs"]["1.0"]["formulas"]["1_naive"]["max_ulp"]["negative"]["ulp"]
+    assert df.iloc[5]["measured"].startswith(f"2^{math.log2(naive):.1f}")
+    assert notebook.not_in_record(committed) == [n for n in ("3_grid_stride_2_waves", "6_beyond_copy", "triton",
+                                                              "cub_transform") if n in notebook.ENTRIES]
 
 
 def test_write_report_writes_nothing_and_reads_the_record(committed):

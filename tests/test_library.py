@@ -368,8 +368,9 @@ def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, mo
     from elu_study.core import build
     from elu_study.core import hardware
     from elu_study.core.record import save, save_figure
-    from elu_study.jobs.model import analysis, figures, measure
     from elu_study.core import timing
+    from elu_study.jobs.model import analysis, figures, measure
+    from elu_study.jobs.model import host as host_module
 
     monkeypatch.setattr(build, "build_all", lambda jobs, workers=None: None)
     monkeypatch.setattr(build, "compile_variant", lambda v, **kw: on_cpu)
@@ -385,7 +386,8 @@ def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, mo
     monkeypatch.setattr(timing, "time_interleaved", fake_timer)
     precision = torch.get_float32_matmul_precision()
     record = measure.run(shape=(64, 1027), rounds=2, progress=False, device="cpu", backend="aot_eager",
-                         mlp={"d_in": 16, "width": 32, "depth": 2, "d_out": 8, "batch": 64})
+                         mlp={"d_in": 16, "width": 32, "depth": 2, "d_out": 8, "batch": 64},
+                         host_options={"sizes": (1024, 4096), "calls": 5, "repeats": 2})
     assert torch.get_float32_matmul_precision() == precision
     assert record["checks"]["mlp_compiled"]["graph_breaks"] == 0
     assert set(record["timings"]) == set(record["entries"])
@@ -409,6 +411,25 @@ def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, mo
     assert analysis.overlap(again, "copy_", "copy_") and not analysis.overlap(again, "copy_", "F.elu")  # the stand-in timer's 1.0 vs 1.1 ms
     assert "backward op 2_float4" in analysis.describe(again)
     assert save_figure(figures.figure(again), tmp_path / "cpu-model.png").stat().st_size > 10_000
+    # schema 3: the drop-in's checks, routes and host cost
+    assert {measure.FUSED_FELU, measure.FUSED_DROPIN, measure.FUSED_OP, measure.MLP_OPAQUE} <= set(record["timings"])
+    db = again["double_backward"]
+    assert set(db["steps"]) == set(measure.step_variants()) and all(r["passed"] for r in db["steps"].values())
+    assert all(r["bit_identical"] for r in db["steps"].values())  # the stand-in is aten: bit for bit
+    assert db["gradgradcheck_float64"]["all_passed"]
+    cases = analysis.routing_table(again)
+    assert len(cases) == 7 and (cases["forward"] == "bit for bit").all()
+    auto = analysis.autocast_summary(again)
+    assert auto["forward_bit_identical"] and auto["losses_identical"] and auto["variant16"] == "6_beyond_copy"
+    assert "bf16 autocast" in analysis.describe(again)
+    host = analysis.host_table(again)
+    assert list(host.columns) == [1024, 4096] and (host.values > 0).all()
+    h = analysis.host_summary(again)
+    assert h["after_x_before"] > 0 and set(again["host"]["profile"]["routes"]) == set(host_module.PROFILED)
+    top = analysis.profile_table(again, host_module.BEFORE)
+    assert len(top) and "elu_study::elu" in set(top["name"])  # the op's dispatch shows in its profile
+    r = analysis.routes(again)
+    assert r["dropin_x_felu"] > 0 and analysis.grade(1.0, 0.98, 1.02) == "HELD" and analysis.grade(2, 0, 1) == "MISSED"
 
 
 def test_the_sanitizer_and_the_fuzzer_know_the_backward_op():

@@ -1,12 +1,16 @@
 import copy
 import json
+import re
 
 import pytest
 
 from elu_study.core import record
-from elu_study.core.paths import README, RESULTS_DIR
+from elu_study.core.paths import NOTEBOOKS_DIR, README, RESULTS_DIR
 from elu_study.core.tables import markdown
-from elu_study.jobs.study.report import README_BLOCK, caption, frame
+from elu_study.jobs import report
+from elu_study.jobs.beyond import analysis as beyond_analysis
+from elu_study.jobs.study import report as study_report
+from elu_study.jobs.study.report import README_BLOCK, caption, frame, readme_frame
 from elu_study.core.entries import ENTRIES, study_entries
 from elu_study.core.harness import annotate
 
@@ -144,5 +148,132 @@ def test_readme_table_is_generated_from_the_record():
     rec = record.load(record.REFERENCE_GPU)
     begin, end = record.block_markers(README_BLOCK)
     block = README.read_text().split(begin)[1].split(end)[0]
-    assert markdown(frame(rec)) in block
+    assert markdown(readme_frame(rec)) in block
     assert caption(rec) in block
+    table = readme_frame(rec)
+    assert list(table["x copy_"]) == sorted(table["x copy_"])  # fastest first
+    assert set(table.index) == set(frame(rec).index)
+
+
+# -- the README as a read: first screen, length, sentences, and every block regenerated from the records ---------
+FIRST_SCREEN = 60
+
+
+def prose_sentences(text: str) -> list[str]:
+    """The README's prose, sentence by sentence: code, tables, images, headings and markers left out; a bullet
+    or a paragraph is one unit, split after a full stop, question or exclamation mark."""
+    units, current, fence = [], [], False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fence = not fence
+        if fence or stripped.startswith(("```", "|", "![", "<!--", "#")) or not stripped or stripped.startswith("- "):
+            units.append(" ".join(current))
+            current = [stripped[2:]] if stripped.startswith("- ") and not fence else []
+            continue
+        current.append(stripped)
+    units.append(" ".join(current))
+    return [s for u in units for s in re.split(r"(?<=[.!?])\s+", u) if s.strip()]
+
+
+def test_readme_first_screen_holds_the_verdict_the_figure_and_every_notebook():
+    head = "\n".join(README.read_text().splitlines()[:FIRST_SCREEN])
+    assert "**Verdict:**" in head and "<!-- front:end -->" in head
+    assert f"]({record.readme_link(record.figure_path(record.REFERENCE_GPU, 'xcopy'))})" in head
+    for notebook in sorted(NOTEBOOKS_DIR.glob("*.ipynb")):
+        assert f"(notebooks/{notebook.name})" in head, notebook.name
+    for word in ("*seed*", "*waves*", "*one-shot*", "*must / aim*", "*roof / floor*"):
+        assert word in head, word
+
+
+def test_readme_is_short_and_its_sentences_are_readable():
+    text = README.read_text()
+    assert len(text.split()) < 1500  # as `wc -w` counts
+    sentences = prose_sentences(text)
+    assert len(sentences) > 40  # the parser found the prose
+    long = [s for s in sentences if len(s.split()) > 40]
+    assert not long, long
+
+
+def test_prose_sentences_skip_code_and_tables():
+    text = "A short one. Another\none.\n\n```bash\nnot prose at all here\n```\n| a | b |\n- a bullet. Two."
+    assert prose_sentences(text) == ["A short one.", "Another one.", "a bullet.", "Two."]
+
+
+def test_report_regenerates_the_readme_byte_for_byte(tmp_path):
+    """Every block of the README is what ``python -m elu_study report`` writes from the committed records."""
+    text = README.read_text()
+    blocks = report.blocks(record.REFERENCE_GPU)
+    assert set(re.findall(r"<!-- ([\w-]+):begin -->", text)) == set(blocks)
+    copy = tmp_path / "README.md"
+    copy.write_text(text)
+    for name, block in blocks.items():
+        record.write_block(name, block, copy)
+    assert copy.read_text() == text
+
+
+def test_test_command_is_the_first_pytest_line():
+    lines = README.read_text().splitlines()
+    assert next(line for line in lines if "-m pytest" in line) == "python -m pip install -e '.[test]' && python -m pytest"
+
+
+# -- the issue-15 wording, as the records say it --------------------------------------------------------------
+def test_beyond_block_counts_the_one_change_attempts_from_their_flags_and_names_both_commits():
+    rec = record.load(record.REFERENCE_GPU, "beyond")
+    base = dict(f.split("=") for f in record.row(rec, "6_base")["flags"])
+    one = [r["name"] for r in rec["rows"] if r["kind"] == "attempt" and not r["mode"] and r["base"] == "6_base"
+           and sum(dict(f.split("=") for f in r["flags"]).get(k) != v for k, v in base.items()) == 1
+           and len(r["flags"]) == len(base)]
+    text = beyond_analysis.readme_block(rec)
+    assert f"{len(one)} builds one knob away" in text and "6_persistent_4" not in one
+    assert rec["provenance"]["commit"] in text and rec["confirmation"]["provenance"]["commit"] in text
+
+
+def test_an_aim_reached_in_no_run_says_none():
+    assert beyond_analysis.reached([0.99, 0.991]) == "reached in none"
+    assert beyond_analysis.reached([0.979, 0.99]) == "reached in 1 of 2"
+    assert beyond_analysis.reached([0.979, 0.978]) == "**reached** in every one"
+    rec = record.load(record.REFERENCE_GPU, "beyond")
+    for name, (x, xs) in beyond_analysis.confirmed(rec).items():
+        line = next(line for line in beyond_analysis.confirmation_lines(rec) if line.startswith(f"- `{name}`"))
+        assert line.endswith(beyond_analysis.reached([x, *xs]) + ".")
+
+
+def test_front_quotes_the_records():
+    front_text = report.blocks(record.REFERENCE_GPU)["front"]
+    beyond = record.load(record.REFERENCE_GPU, "beyond")
+    own = record.row(beyond, "6_beyond_copy bfloat16")["timing"]["median_ms"] / record.row(beyond, "copy_ bfloat16")[
+        "timing"]["median_ms"]
+    assert f"{own:.2f}x its own 16-bit `copy_`" in front_text
+    launch = record.load(record.REFERENCE_GPU, "launch")
+    shots = [c["x_copy"] for t in (256, 512, 1024) for c in launch["cells"]
+             if c["threads"] == t and c["vectors"] == 1 and not c["hints"] and not c["grid_stride"]]
+    assert "/".join(f"{v:.3f}x" for v in shots) in front_text
+    copies = [record.row(record.load(record.REFERENCE_GPU), "copy_")["timing"]["median_ms"],
+              launch["references"]["copy_"]["timing"]["median_ms"],
+              *(p["copy_"]["median_ms"] for p in beyond["confirmation"]["processes"])]
+    assert f"{min(copies):.3f}-" in front_text and f"-{max(copies):.3f} ms" in front_text
+    counters = record.load(record.REFERENCE_GPU, "ncu")
+    seed = next(r for r in counters["rows"] if r["name"] == "3_grid_stride")["dram_active_pct"]
+    assert f"DRAM busy {seed:.1f} %" in front_text
+
+
+def test_xcopy_figure_shows_every_floor_its_legend_names():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rec = record.load(record.REFERENCE_GPU)
+    fig = study_report.figures(rec, None, only="xcopy")["xcopy"]
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    left, right = ax.get_xlim()
+    assert any(lbl.startswith("measured floor") for lbl in labels)
+    for line in ax.get_lines():
+        xs = line.get_xdata()
+        if line.get_label().startswith(("measured floor", "datasheet floor", "copy_")):
+            assert left < xs[0] < right, line.get_label()
+    names = [t.get_text() for t in ax.get_yticklabels()][::-1]  # top to bottom
+    assert names == study_report.by_speed(rec, names)
+    plt.close(fig)

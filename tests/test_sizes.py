@@ -161,12 +161,58 @@ def test_top_line_lists_every_entry_and_the_main_study():
     assert "HYPOTHESIS" in growth and "`F.elu`" in growth
 
 
+def test_l2_line_gives_the_largest_gain_past_the_l2_with_its_range():
+    rec = synthetic_record()
+    gain, fit = rec["regimes"]["warm_gain"], rec["regimes"]["l2_fit_max_n"]
+    past = [n for n in rec["sizes"] if 8 * n >= 4 * L2]
+    line = readme.l2_lines(rec)[0]
+    assert f"{gain[str(fit)]:.2f}x its warm time" in line
+    assert f"at most {max(gain[str(n)] for n in past):.3f}x" in line
+    assert f"{gain[str(past[0])]:.3f}x at {plan.fmt_n(past[0])}, {gain[str(past[-1])]:.3f}x at {plan.fmt_n(past[-1])}" in line
+
+
+def test_readme_lines_are_short_and_the_notebook_keeps_every_number():
+    rec = synthetic_record()
+    short, full = readme.readme_lines(rec), readme.summary_lines(rec)
+    assert len(" ".join(short).split()) < len(" ".join(full).split()) / 3
+    assert any(line.startswith("- **Host time per call grows:**") and "HYPOTHESIS" in line for line in short)
+    for line in short[2:]:
+        for sentence in line.split(". "):
+            assert len(sentence.split()) <= 40, sentence
+
+
 def test_check_inputs_prints_assumed_beside_measured(capsys):
     rec = synthetic_record(plan.plan(22))
     notebook.check_inputs(rec, (2, 3), 6, 60)
     out = capsys.readouterr().out
     h = analysis.host_median_us(rec, "F.elu", analysis.small_sizes(rec))
     assert "assumed 2-3 µs" in out and f"measured {h:.1f} µs" in out and "60 MiB" in out
+
+
+def test_predictions_are_graded_in_one_table():
+    rec = synthetic_record()
+    lb = rec["regimes"]["launch_bound_max_n"]
+    df = notebook.graded(rec, [(1, "launch_bound_max_n", None, (lb, lb)), (1, "launch_bound_max_n", None, (1, lb // 2)),
+                               (3, "host_ratio", "triton", (1.5, 8.0)), (4, "x_copy_top", "F.elu", (0.5, 0.9))])
+    assert list(df["verdict"]) == ["HELD", "MISSED (above)", "HELD", "MISSED (above)"]
+    assert df["measured"].iloc[0] == plan.fmt_n(lb) and df["measured"].iloc[2] == "3.000"  # triton 12 µs / F.elu's 4
+    said = notebook.grade(rec, [(1, "launch_bound_max_n", None, (lb, lb))], written="then").data
+    assert said.count("Predictions written then") == 1
+
+
+def test_entry_table_and_findings_quote_the_record():
+    rec = synthetic_record()
+    df = notebook.entry_table(rec)
+    top = plan.fmt_n(rec["sizes"][-1])
+    assert set(df.index) == set(analysis.names(rec)) - set(plan.STREAMS)
+    assert list(df[f"x copy_, {top}"]) == sorted(df[f"x copy_, {top}"])
+    assert df.loc["triton", "host µs"] == pytest.approx(12.0)
+    assert df.loc["F.elu", f"loop wins of {len(analysis.small_sizes(rec))}"] == ""  # only custom kernels
+    text = notebook.findings(rec).data
+    lb = rec["regimes"]["launch_bound_max_n"]
+    assert f"Launch-bound up to {plan.fmt_n(lb)} elements" in text and "at most" in text
+    assert "costs the host more per call than F.elu (" in text and "HYPOTHESIS" in text  # the model: 6 µs > 4 µs
+    assert all(len(line.split()) <= 45 for line in text.splitlines())
 
 
 def test_frame_and_failed_points():
@@ -232,7 +278,10 @@ def test_write_figures_record_and_readme_block(tmp_path):
     record.write_block("sizes", readme.block(rec, paths, readme_md), readme_md)
     text = readme_md.read_text()
     assert text.startswith("head\n") and text.endswith(f"{end}\ntail\n") and "OLD BLOCK" not in text
-    assert "Launch-bound up to" in text and "nvidia-h200-sizes-time.png" in text
+    assert "**Across sizes.**" in text and "**The L2**" in text and "nvidia-h200-sizes-time.png" in text
+    assert "(notebooks/09_sizes.ipynb)" in text  # the detail is the notebook's
+    drawn = [record.figure_path(GPU_NAME, f"sizes-{name}") for name in ("bandwidth", "time")]
+    assert readme.block(rec) == readme.block(rec, drawn)  # without figures, it links where write_figures saves them
     readme_md.write_text("no markers\n")
     with pytest.raises(ValueError, match="sizes:begin"):
         record.write_block("sizes", readme.block(rec, paths, readme_md), readme_md)

@@ -31,6 +31,16 @@ STORAGE16 = "storage16"
 SIXTEEN_BITS = (torch.float16, torch.bfloat16)
 # The device type the kernels run on; tests/test_library.py sets "cpu" with a stand-in module.
 KERNEL_DEVICE = "cuda"
+RULE = (
+    "float32 CUDA: the kernel of `variant` (default 2_float4)",
+    "float16/bfloat16 CUDA: a 16-bit build: `variant16`, else `variant` if its file has a 16-bit path, else "
+    "6_beyond_copy (bit for bit F.elu)",
+    "anything else (CPU, float64, other devices and dtypes, sparse or nested, a non-finite alpha): PyTorch "
+    "(F.elu, aten.elu_backward), with its results and errors",
+    "strict=True: a study kernel, or an error that names why none computes the input",
+    "backward: the float32 backward kernel; a 16-bit tensor's backward is aten.elu_backward's",
+    "under torch.compile: F.elu (Inductor fuses it); with strict=True the op (the kernel, opaque to Inductor)",
+)
 
 
 @functools.cache
@@ -55,14 +65,21 @@ def takes16(build: str) -> bool:
 
 def as_alpha(alpha) -> float:
     """alpha as a float; a TypeError naming the type for anything that is not a real number."""
+    if type(alpha) is float:  # the common case first: this runs on every call
+        return alpha
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(f"elu: alpha must be a real number (float or int), got {type(alpha).__name__}")
     return float(alpha)
 
 
+def on_kernel_device(x: torch.Tensor) -> bool:
+    # x.is_cuda costs a tenth of x.device.type (which makes a torch.device): this runs on every call
+    return x.is_cuda if KERNEL_DEVICE == "cuda" else x.device.type == KERNEL_DEVICE
+
+
 def kernel_build(x: torch.Tensor, alpha: float, variant: str, variant16: str | None = None) -> str | None:
     """The build whose kernel computes ELU(x) with this alpha, or None where PyTorch computes it."""
-    if x.device.type != KERNEL_DEVICE or x.layout != torch.strided or x.is_nested or not math.isfinite(alpha):
+    if not on_kernel_device(x) or x.layout != torch.strided or x.is_nested or not math.isfinite(alpha):
         return None
     if x.dtype == torch.float32:
         return variant
@@ -75,7 +92,7 @@ def kernel_build(x: torch.Tensor, alpha: float, variant: str, variant16: str | N
 def backward_build(grad: torch.Tensor, saved: torch.Tensor, alpha: float, variant: str) -> str | None:
     """The build whose backward kernel computes grad * dELU/dx, or None (aten.elu_backward): float32 only."""
     for t in (grad, saved):
-        if t.device.type != KERNEL_DEVICE or t.dtype != torch.float32 or t.layout != torch.strided or t.is_nested:
+        if not on_kernel_device(t) or t.dtype != torch.float32 or t.layout != torch.strided or t.is_nested:
             return None
     return variant if math.isfinite(alpha) else None
 
@@ -84,7 +101,7 @@ def no_kernel(x: torch.Tensor, alpha: float, variant: str, variant16: str | None
     """The error of a strict call that no study kernel computes, naming why (call only where kernel_build
     gave None): a ValueError for the device, layout or alpha, a TypeError for the dtype."""
     fallback = "; pass strict=False to let PyTorch (F.elu) compute it"
-    if x.device.type != KERNEL_DEVICE:
+    if not on_kernel_device(x):
         return ValueError(f"elu (strict): no study kernel computes a tensor on {x.device}: the kernels take "
                           f"{KERNEL_DEVICE.upper()} tensors{fallback}")
     if x.layout != torch.strided or x.is_nested:

@@ -1,5 +1,6 @@
 """The record in words and tables: the cells' table, a summary, the study's own launches beside their cells,
-the predictions' verdicts, the in-flight correlation, the grid-stride knee and the slowest cell. No GPU needed."""
+the predictions' ranges (graded in ``notebook``), the in-flight correlation, the grid-stride knee and the slowest
+cell. No GPU needed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pandas as pd
 from elu_study.core.record import record_path
 from elu_study.core.tables import markdown
 from elu_study.jobs.launch.analysis import cell, gridstride_knee, row_of
-from elu_study.jobs.launch.shapes import plan
 
 # The study's own builds of launches that are cells of this sweep: (record, entry, cell, how the build differs).
 # "study" is results/<gpu>.json, "beyond" results/<gpu>-beyond.json; each entry's x copy_ is over its own run's copy_.
@@ -33,13 +33,13 @@ PREDICTIONS = {2: (1.02, 1.05), 3: (0.01, 0.03), 4: (1.05, 1.10)}
 NEEDED_KIB = 26  # the prediction's Little's-law estimate (assumed 0.8 us latency): a prediction, not a measurement
 
 
-def table(record: dict, cells: list[dict] | None = None, achieved: dict | None = None) -> str:
-    """The cells as a pipe table, fastest first. Threads per SM, occupancy and KiB in flight are *theoretical*
-    (from the registers and the occupancy rules); ``achieved`` ({cell: (pct, entry)}, see
-    analysis.achieved_occupancy) adds ncu's achieved occupancy where a profiled build ran the same launch shape."""
+def cells_frame(record: dict, cells: list[dict] | None = None, achieved: dict | None = None) -> pd.DataFrame:
+    """The cells, fastest first. Threads per SM, occupancy and KiB in flight are *theoretical* (from the registers
+    and the occupancy rules); ``achieved`` ({cell: (pct, entry)}, see analysis.achieved_occupancy) adds ncu's
+    achieved occupancy where a profiled build ran the same launch shape."""
     achieved = achieved or {}
     rows = sorted(cells if cells is not None else record["cells"], key=lambda c: c["timing"]["median_ms"])
-    df = pd.DataFrame({
+    return pd.DataFrame({
         "cell": [c["name"] for c in rows],
         "ms": [c["timing"]["median_ms"] for c in rows],
         "x copy_": [c["x_copy"] for c in rows],
@@ -54,8 +54,15 @@ def table(record: dict, cells: list[dict] | None = None, achieved: dict | None =
         "KiB in flight/SM (theor.)": [c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024 for c in rows],
         "correct": ["yes" if c["correct"] else "NO" for c in rows],
     }).set_index("cell")
-    return markdown(df, {"p10": "{:.3f}", "p90": "{:.3f}", "noise (% of copy_)": "{:.2f}",
-                         "occupancy % (theor.)": "{:.1f}", "KiB in flight/SM (theor.)": "{:.0f}"})
+
+
+TABLE_FORMATS = {"p10": "{:.3f}", "p90": "{:.3f}", "noise (% of copy_)": "{:.2f}", "occupancy % (theor.)": "{:.1f}",
+                 "KiB in flight/SM (theor.)": "{:.0f}"}
+
+
+def table(record: dict, cells: list[dict] | None = None, achieved: dict | None = None) -> str:
+    """The cells as a pipe table, fastest first (see cells_frame)."""
+    return markdown(cells_frame(record, cells, achieved), TABLE_FORMATS)
 
 
 def summary(record: dict) -> str:
@@ -90,49 +97,26 @@ def steps_table(record: dict, others: dict) -> str:
     return "\n".join(lines)
 
 
-def range_verdict(label: str, values: dict[str, float], lo: float, hi: float) -> str:
-    """Rule: a prediction stated for every cell of a group HOLDS only if every cell is inside [lo, hi];
-    otherwise it is MISSED, with the count inside and the cells outside."""
-    inside = {n: v for n, v in values.items() if lo <= v <= hi}
-    outside = {n: v for n, v in values.items() if n not in inside}
-    word = "HELD" if not outside else "MISSED"
-    out = ", ".join(f"{n} {v:+.3f}" if lo < 0.5 else f"{n} {v:.3f}" for n, v in outside.items())
-    return (f"{label}: {len(inside)} of {len(values)} cells inside [{lo:.2f}, {hi:.2f}] (measured "
-            f"{min(values.values()):.3f} to {max(values.values()):.3f}) -> {word}"
-            + (f"; outside: {out}" if outside else ""))
-
-
-def prediction_verdicts(record: dict) -> str:
-    one_shot = [c for c in plan() if not c.grid_stride]
-    x = lambda n: cell(record, n)["x_copy"]  # noqa: E731
-    two = {c.name: x(c.name) for c in one_shot if c.vectors >= 4 and not c.hints}
-    three = {c.name: x(c.name + "+hints") - x(c.name) for c in one_shot if not c.hints}
-    four = {c.name: x(c.name) for c in plan() if c.grid_stride}
-    return "\n".join([
-        "Rule: each prediction is stated for every cell of its group, so it HOLDS only if every cell is inside its "
-        "range; otherwise MISSED.",
-        range_verdict("2. 4 and 8 vectors, no hints, x copy_", two, *PREDICTIONS[2]),
-        range_verdict("3. hints minus no hints, same cell, x copy_", three, *PREDICTIONS[3]),
-        range_verdict("4. grid-stride, x copy_", four, *PREDICTIONS[4]),
-    ])
-
-
 def correlation_text(cor: dict) -> str:
-    f = lambda k: f"r = {cor[k]['r']:+.2f} (n = {cor[k]['n']}, permutation p = {cor[k]['p']:.3f})"  # noqa: E731
+    """The three correlations of x copy_ with theoretical KiB in flight as a small table, and the verdict: a
+    direction is claimed only if all three agree in sign and each permutation p < 0.05."""
     outl = ", ".join(f"{n} ({x:.3f}x)" for n, x in cor["outliers"]) or "none"
-    verdict = (f"all three agree and are significant: **{cor['direction']}**." if cor["supported"] else
-               "they do not all agree in sign and significance, so **the record supports no direction**: theoretical "
-               "bytes in flight do not order these cells.")
-    w = cor["without_outliers"]
-    if not cor["supported"] and w["p"] < 0.05:
-        verdict += (f" Only without the outliers is the correlation significant ("
-                    f"{'more in flight, slower' if w['r'] > 0 else 'more in flight, faster'}), so that holds for the "
-                    f"cells near copy_ only, and is a hypothesis, not a finding.")
-    return (f"No-hints one-shot cells: theoretical load bytes in flight per SM {cor['kib_min']:.0f} to "
-            f"{cor['kib_max']:.0f} KiB. Correlation of x copy_ with them: all cells {f('all')}; without the outliers "
-            f"of x copy_ (Tukey: beyond 1.5 IQR from the quartiles: {outl}) {f('without_outliers')}; Spearman "
-            f"(ranks, all cells) {f('spearman')}. Rule: a direction is claimed only if the three agree in sign and "
-            f"each p < 0.05; {verdict}")
+    rows = [("every cell", "all"), (f"without Tukey outliers of x copy_: {outl}", "without_outliers"),
+            ("Spearman (ranks, every cell)", "spearman")]
+    table = "\n".join(["| correlation | r | n | permutation p |", "|---|---|---|---|",
+                       *(f"| {label} | {cor[k]['r']:+.2f} | {cor[k]['n']} | {cor[k]['p']:.3f} |" for label, k in rows)])
+    if cor["supported"]:
+        verdict = f"All three agree in sign and each p < 0.05: **{cor['direction']}**."
+    else:
+        verdict = ("They do not all agree in sign and significance, so **the record supports no direction**: "
+                   "theoretical bytes in flight do not order these cells.")
+        w = cor["without_outliers"]
+        if w["p"] < 0.05:
+            verdict += (f" Without the outliers alone it is significant "
+                        f"({'more in flight, slower' if w['r'] > 0 else 'more in flight, faster'}): a hypothesis for "
+                        "the cells near copy_, not a finding.")
+    return (f"No-hints one-shot cells, {cor['kib_min']:.0f} to {cor['kib_max']:.0f} KiB in flight per SM "
+            f"(theoretical):\n\n{table}\n\n{verdict}")
 
 
 def knee_table(knee: dict) -> str:
@@ -146,30 +130,23 @@ def knee_table(knee: dict) -> str:
 
 
 def knee_text(knee: dict) -> str:
+    """Where the grid-stride cells stop being flat, and what Little's law says below that, in short bullets."""
     lo, hi = knee["knee_above_kib"], knee["knee_at_most_kib"]
     if lo is None or hi is None:
         return "The grid-stride cells show no knee (all flat or none flat) within this sweep."
-    held = lo < NEEDED_KIB <= hi
     b = [lv for lv in knee["levels"] if not lv["flat"]]
     n_lo, n_hi = knee["needed_kib_range"]
-    return (f"**What the grid-stride cells show.** Time is flat (every cell within "
-            f"{100 * knee['flat_within']:.0f} % of the fastest grid-stride cell) from {hi:.0f} KiB of theoretical "
-            f"loads in flight per SM up, and grows as the in-flight bytes shrink below that: the knee lies between "
-            f"{lo:.0f} and {hi:.0f} KiB per SM. Below it, from {b[0]['kib']:.0f} to {b[-1]['kib']:.0f} KiB (x"
-            f"{b[-1]['kib'] / b[0]['kib']:.0f} in flight), x copy_ falls from {b[0]['x_hi']:.3f} to {b[-1]['x_hi']:.3f} "
-            f"(/{b[0]['x_hi'] / b[-1]['x_hi']:.2f}; exactly 1/in-flight would be /{b[-1]['kib'] / b[0]['kib']:.0f}), "
-            f"and x copy_ x KiB grows from {b[0]['x_times_kib']:.2f} to {b[-1]['x_times_kib']:.2f}: time falls "
-            f"nearly as 1/in-flight at the fewest bytes and less steeply toward the knee, as if the latency grew with "
-            f"the load (the table's last column: the latency Little's law implies, "
-            f"{b[0]['implied_latency_ns']:.0f} to {b[-1]['implied_latency_ns']:.0f} ns). With those implied latencies and copy_'s read bandwidth, "
-            f"Little's law asks for {n_lo:.0f} to {n_hi:.0f} KiB per SM.\n\n"
-            f"**Little's-law prediction** (written before the sweep: ~{NEEDED_KIB} KiB per SM needed, from an assumed "
-            f"0.8 us latency): the measured knee is between {lo:.0f} and {hi:.0f} KiB -> "
-            f"{'HELD' if held else 'MISSED'}" + ("" if held else
-            f" ({NEEDED_KIB} KiB is not in that interval: cells with {hi:.0f} KiB are already as fast as those "
-            f"with more)") + ". Caveat: these KiB count one float4 in flight per resident thread; if nvcc unrolled "
-            "the grid-stride loop (not checked here), each thread has a multiple of that in flight, and the knee in "
-            "KiB moves up by that factor (the knee in resident threads per SM, the table's second column, does not).")
+    return "\n".join([
+        f"- **The knee lies between {lo:.0f} and {hi:.0f} KiB** of theoretical loads in flight per SM: from {hi:.0f} "
+        f"KiB up, every cell is within {100 * knee['flat_within']:.0f} % of the fastest grid-stride cell.",
+        f"- Below it, {b[-1]['kib'] / b[0]['kib']:.0f}x the bytes in flight ({b[0]['kib']:.0f} to {b[-1]['kib']:.0f} "
+        f"KiB) cut x copy_ by {b[0]['x_hi'] / b[-1]['x_hi']:.2f}x, not {b[-1]['kib'] / b[0]['kib']:.0f}x: as if the "
+        "latency grew with the load (the table's last column).",
+        f"- With those latencies and copy_'s read bandwidth, Little's law asks for {n_lo:.0f} to {n_hi:.0f} KiB per "
+        "SM.",
+        "- Caveat: these KiB count one float4 in flight per resident thread. If nvcc unrolled the grid-stride loop "
+        "(not checked here), the knee in KiB moves up by that factor; the knee in threads per SM does not.",
+    ])
 
 
 def slow_cell_text(record: dict, achieved: dict, others: dict) -> str:
@@ -179,24 +156,23 @@ def slow_cell_text(record: dict, achieved: dict, others: dict) -> str:
     sms = record["provenance"]["sm_count"]
     blocks = lambda c: -(-record["problem"]["numel"] // (4 * c["threads"] * c["vectors"]))  # noqa: E731
     most = max(blocks(c) for c in one if c is not slow)
-    text = (f"The slowest no-hints one-shot cell is **{slow['name']}** ({slow['x_copy']:.3f}x copy_), with a "
-            f"*theoretical* occupancy of {slow['occupancy']['occupancy_pct']:.0f} %. ")
+    lines = [f"- The slowest no-hints one-shot cell is **{slow['name']}** ({slow['x_copy']:.3f}x copy_), with a "
+             f"*theoretical* occupancy of {slow['occupancy']['occupancy_pct']:.0f} %."]
     if slow["name"] in achieved:
         pct, entry = achieved[slow["name"]]
-        fast = [f"{n} {p:.0f} % ({e})" for n, (p, e) in achieved.items() if n != slow["name"]]
         row = row_of(others.get("beyond"), entry)
-        its = f", itself {row['x_copy']:.3f}x copy_ in its run" if row else ""
-        text += (f"ncu measured an *achieved* occupancy of {pct:.0f} % for {entry}, step 6's build with the same "
-                 f"launch shape (expf, no hints){its}; the other profiled shapes: {', '.join(fast)}. ")
-        text += (f"At {pct:.0f} % achieved, about {pct / 100 * slow['occupancy']['resident_threads_per_sm']:.0f} "
-                 f"threads per SM are resident on average, below the grid-stride knee's "
-                 f"{next((lv['threads_per_sm'] for lv in gridstride_knee(record)['levels'] if lv['flat']), 0)} "
-                 f"threads per SM (a hypothesis for the time, not a measurement of this cell). ")
-    text += (f"**Why the SM stays that empty is not explained by this record.** *Hypothesis* (not tested here): the "
-             f"block launch rate. {slow['name']} launches {blocks(slow):,} blocks ({blocks(slow) / sms:,.0f} per SM), "
-             f"every other no-hints one-shot cell at most {most:,} ({most / sms:,.0f} per SM); if an SM can start only "
-             f"so many blocks per microsecond, short 64-thread blocks finish faster than they are replaced. "
-             f"Cells with the same block size but more vectors (fewer blocks) are fast: "
-             + ", ".join(f"{c['name']} {c['x_copy']:.3f}x ({blocks(c):,} blocks)" for c in one
-                         if c["threads"] == slow["threads"] and c is not slow) + ".")
-    return text
+        its = f" ({row['x_copy']:.3f}x copy_ in its run)" if row else ""
+        knee_threads = next((lv["threads_per_sm"] for lv in gridstride_knee(record)["levels"] if lv["flat"]), 0)
+        lines.append(f"- ncu measured an *achieved* occupancy of {pct:.0f} % for {entry}{its}, step 6's build with "
+                     "the same launch shape; the table above gives the other profiled shapes.")
+        lines.append(f"- That is about {pct / 100 * slow['occupancy']['resident_threads_per_sm']:.0f} resident threads "
+                     f"per SM, below the grid-stride knee's {knee_threads}: a hypothesis for the time, not a "
+                     "measurement of this cell.")
+    lines.append(f"- **Why the SM stays that empty is not explained by this record.** *Hypothesis* (not tested): the "
+                 f"block launch rate. {slow['name']} launches {blocks(slow) / sms:,.0f} blocks per SM, every other "
+                 f"no-hints one-shot cell at most {most / sms:,.0f}.")
+    fewer = [c for c in one if c["threads"] == slow["threads"] and c is not slow]
+    if fewer:
+        lines.append("- The same block size with more vectors, so fewer blocks, is fast: "
+                     + ", ".join(f"{c['name']} {c['x_copy']:.3f}x" for c in fewer) + ".")
+    return "\n".join(lines)

@@ -15,8 +15,15 @@ before it is timed, all timed together in interleaved do_bench rounds (elu_study
   fused kernel, two streams) and under torch.compile with the custom op (the op, then a fused
   ``* 2 + 1``: four streams);
 - a small model: an MLP with nn.ELU against the same MLP through ``swap_elu``, forward + backward,
-  eager and ``torch.compile(fullgraph=True)``; and measure.TRAIN_STEPS Adam steps of each from the same weights
-  towards a learnable target (a fixed random linear map of the input), so the loss moves.
+  eager and ``torch.compile(fullgraph=True)`` (the drop-in's fusing route, and the opaque op with
+  ``strict=True``); and measure.TRAIN_STEPS Adam steps of each from the same weights towards a learnable
+  target (a fixed random linear map of the input), so the loss moves; the same under bfloat16 autocast;
+- the drop-in (schema 3): double backward of every step against F.elu's and gradgradcheck in float64, who
+  computes each dtype and device (with PyTorch's results), the fusion routes, and the host's cost per call
+  of the op, the binding and F.elu at 2^10..2^16 elements with a profile of one call (host.py).
+
+The record this code writes is schema RECORD_SCHEMA; ``core.record.VERSIONS["model"]`` must say the same
+before a run is saved (the committed record stays readable until then).
 """
 
 from __future__ import annotations
@@ -27,8 +34,10 @@ from pathlib import Path
 
 import torch
 
-from elu_study.core.record import REFERENCE_GPU, figure_path, load, save, save_figure
+from elu_study.core.record import REFERENCE_GPU, VERSIONS, figure_path, load, save, save_figure
 from elu_study.jobs.model import analysis, figures, measure
+
+RECORD_SCHEMA = 3  # what measure.run writes: schema 2 plus double_backward, routing, autocast, host, fusion routes
 
 
 def write_report(gpu: str = REFERENCE_GPU, readme: bool = True) -> list[Path]:
@@ -50,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("elu-study model: needs a CUDA GPU (the recorded run is results/nvidia-h200-model.json; "
               "notebooks/11_in_a_model.ipynb shows it)", file=sys.stderr)
+        return 2
+    if not args.no_record and VERSIONS["model"] != RECORD_SCHEMA:
+        print(f"elu-study model: this code writes schema {RECORD_SCHEMA} of the model record, but "
+              f"elu_study/core/record.py has VERSIONS['model'] = {VERSIONS['model']}: set it to {RECORD_SCHEMA} "
+              "first (or pass --no-record to print only)", file=sys.stderr)
         return 2
     record = measure.run([v.strip() for v in args.variants.split(",") if v.strip()], rounds=args.rounds)
     print(analysis.describe(record))

@@ -1,5 +1,9 @@
 """What the model record says (no GPU needed): medians, overlaps, ELU's share of the MLP step, the ratios the
-notebook quotes, the ops' signatures, and the run's text summary."""
+notebook quotes, the ops' signatures, and the run's text summary.
+
+Schema 3 (``routes``, ``host_table``, ``host_summary``, ``profile_table``, ``double_backward_table``,
+``routing_table``, ``autocast_summary``) reads what schema 2 lacks: the fusion routes, the host's cost per
+call, double backward, routing and autocast. ``summary`` reads what both have."""
 
 from __future__ import annotations
 
@@ -7,10 +11,14 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import torch
 
 from elu_study.core.record import REFERENCE_GPU, read, record_path
-from elu_study.jobs.model.measure import GRAPH_EAGER, GRAPH_REPLAY, THREE_STREAMS
+from elu_study.jobs.model.host import AFTER, AFTER_GRAD, BEFORE, BEFORE_GRAD
+from elu_study.jobs.model.measure import (FUSED_DROPIN, FUSED_FELU, FUSED_OP, GRAPH_EAGER, GRAPH_REPLAY, MLP_OPAQUE,
+                                          THREE_STREAMS)
 
 BACKWARD_STREAMS = 1.5  # grad + x read, grad_in written: 3 streams against copy_'s 2 (an estimate)
 ELU_STREAMS_PER_LAYER = 5  # forward: read x, write y; backward: read grad and x, write grad_in
@@ -94,6 +102,96 @@ def summary(record: dict) -> dict:
     return out
 
 
+def grade(value: float, lo: float, hi: float) -> str:
+    """A prediction's verdict: HELD if lo <= value <= hi, else MISSED."""
+    return "HELD" if lo <= value <= hi else "MISSED"
+
+
+def routes(record: dict) -> dict:
+    """The fusion routes under torch.compile (schema 3): the chain and the MLP, each against compiled F.elu."""
+    out = {"felu_ms": median(record, FUSED_FELU), "dropin_ms": median(record, FUSED_DROPIN),
+           "op_ms": median(record, FUSED_OP), "mlp_felu_ms": median(record, "MLP nn.ELU compiled"),
+           "mlp_dropin_ms": median(record, "MLP elu_study.ELU compiled"), "mlp_op_ms": median(record, MLP_OPAQUE)}
+    for kind in ("dropin", "op"):
+        out[f"{kind}_x_felu"] = out[f"{kind}_ms"] / out["felu_ms"]
+        out[f"mlp_{kind}_x_felu"] = out[f"mlp_{kind}_ms"] / out["mlp_felu_ms"]
+    out["dropin_overlaps_felu"] = overlap(record, FUSED_DROPIN, FUSED_FELU)
+    out["mlp_dropin_overlaps_felu"] = overlap(record, "MLP elu_study.ELU compiled", "MLP nn.ELU compiled")
+    return out
+
+
+def host_table(record: dict) -> pd.DataFrame:
+    """The host's time per call (µs, median of the repeats), one row per route, one column per size."""
+    host = record["host"]
+    rows = {name: {n: r["us"][str(n)]["median"] for n in host["sizes"]} for name, r in host["routes"].items()}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def host_summary(record: dict) -> dict:
+    """Each route's host time per call, median over the sizes (µs), and the ratios the notebook grades."""
+    table = host_table(record)
+    us = {name: float(np.median(row.values)) for name, row in table.iterrows()}
+    return {"us": us, "after_x_felu": us[AFTER] / us["F.elu"], "before_x_felu": us[BEFORE] / us["F.elu"],
+            "after_x_before": us[AFTER] / us[BEFORE], "after_minus_binding_us": us[AFTER] - us["binding"],
+            "after_grad_x_felu_grad": us[AFTER_GRAD] / us["F.elu, requires_grad"],
+            "before_grad_x_felu_grad": us[BEFORE_GRAD] / us["F.elu, requires_grad"],
+            "module_x_nn_module": us["elu_study.ELU module"] / us["nn.ELU module"]}
+
+
+def profile_table(record: dict, route: str, top: int = 8) -> pd.DataFrame:
+    """A route's top host events under torch.profiler, per call: name, count, self µs."""
+    rows = record["host"]["profile"]["routes"][route]["top"][:top]
+    return pd.DataFrame(rows, columns=["name", "count", "self_us"])
+
+
+def double_backward_table(record: dict) -> pd.DataFrame:
+    """Per step: largest |difference| from F.elu's gradient and second derivatives, bit for bit, passed."""
+    rows = []
+    for step, r in record["double_backward"]["steps"].items():
+        rows.append({"step": step, **{f"max |err| {k}": v for k, v in r["max_abs_err"].items()},
+                     "bit for bit": r["bit_identical"], "passed": r["passed"]})
+    return pd.DataFrame(rows)
+
+
+def routing_table(record: dict) -> pd.DataFrame:
+    """Per (device, dtype): who computes it, the kernels that ran, results against F.elu, what strict does."""
+    rows = [{"device": c["device"], "dtype": c["dtype"], "route": c["route"],
+             "kernels run": ", ".join(c["builds_run"]) or "none", "forward": bits(c["forward"]),
+             "backward": bits(c["backward"]), "strict=True": c["strict"].split(":")[0]}
+            for c in record["routing"]["cases"]]
+    return pd.DataFrame(rows)
+
+
+def bits(comparison: dict) -> str:
+    return "bit for bit" if comparison["bit_identical"] else f"max |err| {comparison['max_abs_err']:.2g}"
+
+
+def autocast_summary(record: dict) -> dict:
+    a = record["autocast"]
+    return {"forward_bit_identical": a["forward"]["bit_identical"], "losses_identical": a["losses_identical"],
+            "max_rel_loss_diff": a["max_rel_loss_diff"], "first_loss": a["losses"]["nn.ELU"][0],
+            "last_loss": a["losses"]["nn.ELU"][-1], "steps": a["steps"], "variant16": a["variant16"]}
+
+
+def describe_dropin(record: dict) -> list[str]:
+    """The schema-3 lines of the run's text: routes, host cost, double backward, routing, autocast."""
+    r, h, a = routes(record), host_summary(record), autocast_summary(record)
+    db = record["double_backward"]
+    return [
+        f"fusion routes: compiled F.elu {r['felu_ms']:.3f} ms, drop-in {r['dropin_ms']:.3f} ms "
+        f"({r['dropin_x_felu']:.3f}x), opaque op {r['op_ms']:.3f} ms ({r['op_x_felu']:.3f}x); MLP compiled: drop-in "
+        f"{r['mlp_dropin_x_felu']:.3f}x, opaque op {r['mlp_op_x_felu']:.3f}x nn.ELU's",
+        "host per call (median over sizes, us): " + ", ".join(f"{k} {v:.2f}" for k, v in h["us"].items()),
+        f"host: library.elu {h['after_x_felu']:.2f}x F.elu (op dispatch: {h['before_x_felu']:.2f}x); with "
+        f"requires_grad {h['after_grad_x_felu_grad']:.2f}x (op: {h['before_grad_x_felu_grad']:.2f}x)",
+        "double backward: " + ", ".join(f"{v} {'ok' if s['passed'] else 'FAILED'}" for v, s in db["steps"].items())
+        + f"; gradgradcheck float64: {db['gradgradcheck_float64']['all_passed']}",
+        "routing: " + "; ".join(f"{c['device']} {c['dtype']} -> {c['route']}" for c in record["routing"]["cases"]),
+        f"bf16 autocast: forward bit for bit {a['forward_bit_identical']}, losses identical {a['losses_identical']} "
+        f"(max rel diff {a['max_rel_loss_diff']:.2g})",
+    ]
+
+
 def describe(record: dict) -> str:
     """The run in text: every timing, then the ratios, the checks that matter and the losses."""
     s = summary(record)
@@ -116,4 +214,6 @@ def describe(record: dict) -> str:
         "losses nn.ELU       : " + " ".join(f"{x:.5f}" for x in record["losses"]["nn.ELU"]),
         "losses elu_study.ELU: " + " ".join(f"{x:.5f}" for x in record["losses"]["elu_study.ELU"]),
     ]
+    if "host" in record:  # schema 3
+        lines += describe_dropin(record)
     return "\n".join(lines)

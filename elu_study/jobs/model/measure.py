@@ -1,8 +1,11 @@
 """The model job's measurement (GPU): every entry checked, then all timed together.
 
 ``run`` is the job in steps: inputs with specials planted; the kernels' forward and backward and autograd
-through the op; a CUDA graph of the op's forward and backward; the fusion lesson under torch.compile; the
-MLP with nn.ELU against swap_elu, eager and compiled; training steps of both; then the timings. ``device``
+through the op; a CUDA graph of the op's forward and backward; the fusion lesson under torch.compile (F.elu,
+the drop-in's fusing route, the opaque op); the MLP with nn.ELU against swap_elu, eager and compiled (both
+routes); training steps of both, in float32 and under bfloat16 autocast; the drop-in's checks (dropin.py:
+double backward for every step, the dtype/device routing); then the timings, and the host's cost per call
+(host.py). ``device``
 and ``backend`` (torch.compile's) allow a dry run of this logic on the CPU with a stand-in module
 (tests/test_library.py), which replaces build, hardware and timing functions: they are called through
 their modules here.
@@ -21,6 +24,8 @@ from tqdm.auto import tqdm
 
 from elu_study.core import build, hardware, timing
 from elu_study.core.check import ATOL, RTOL
+from elu_study.core.entries import STEPS
+from elu_study.jobs.model import dropin, host
 from elu_study.pytorch import library
 from elu_study.pytorch.nn import swap_elu
 
@@ -32,6 +37,10 @@ TRAIN_STEPS, LR, OPTIMIZER = 30, 1e-3, "Adam"
 TRAIN_TARGET = "a fixed random linear map of the input (learnable)"
 THREE_STREAMS = "torch.add (3 streams)"  # the measured three-stream reference
 GRAPH_EAGER, GRAPH_REPLAY = "op fwd+bwd eager", "op fwd+bwd CUDA graph"
+# The fusion lesson's routes: compiled with F.elu, with the drop-in (its compile-time route), with the op.
+FUSED_FELU, FUSED_DROPIN, FUSED_OP = "compiled F.elu*2+1", "compiled drop-in*2+1", "compiled op*2+1"
+MLP_OPAQUE = "MLP elu_study.ELU compiled, opaque op"
+AUTOCAST_STEPS = 10
 
 
 # ---------------------------------------------------------------- helpers
@@ -92,10 +101,11 @@ def eager_fused(t):
     return F.elu(t, ALPHA) * FUSION_SCALE + FUSION_SHIFT
 
 
-def op_fused(op: str):
-    """The same chain with the custom op (``op``'s kernel) in place of F.elu."""
+def op_fused(op: str, strict: bool):
+    """The same chain with the drop-in (``library.elu``, ``op``'s kernel) in place of F.elu: its fusing route
+    under torch.compile, or with ``strict`` the custom op, opaque to Inductor."""
     def chain(t):
-        return library.elu(t, ALPHA, op) * FUSION_SCALE + FUSION_SHIFT
+        return library.elu(t, ALPHA, op, strict=strict) * FUSION_SCALE + FUSION_SHIFT
     return chain
 
 
@@ -167,20 +177,21 @@ def check_graph(x, g, op: str, dev, checks: dict):
     return op_fwd_bwd, replay
 
 
-def check_fusion(x, op: str, backend: str, checks: dict):
-    """``elu(x) * 2 + 1`` compiled with F.elu and with the op, checked against eager.
-    Returns (compiled with F.elu, compiled with the op)."""
+def check_fusion(x, op: str, backend: str, checks: dict) -> dict:
+    """``elu(x) * 2 + 1`` compiled with F.elu, with the drop-in (fusing route) and with the op (opaque),
+    checked against eager. Returns name -> the compiled function."""
     torch._dynamo.reset()
-    compiled_felu = torch.compile(eager_fused, fullgraph=True, backend=backend)
-    compiled_op = torch.compile(op_fused(op), fullgraph=True, backend=backend)
+    compiled = {FUSED_FELU: torch.compile(eager_fused, fullgraph=True, backend=backend),
+                FUSED_DROPIN: torch.compile(op_fused(op, strict=False), fullgraph=True, backend=backend),
+                FUSED_OP: torch.compile(op_fused(op, strict=True), fullgraph=True, backend=backend)}
     ref_f = eager_fused(x)
-    for name, fn in (("compiled F.elu*2+1", compiled_felu), ("compiled op*2+1", compiled_op)):
+    for name, fn in compiled.items():
         got_f = fn(x)
         err = max_abs(got_f, ref_f)
         require(close(got_f, ref_f), f"{name}: max abs err {err:g}")
         checks[name] = {"max_abs_err_vs_eager": err}
         del got_f
-    return compiled_felu, compiled_op
+    return compiled
 
 
 def mlp_problem(mlp: dict, dev, gen):
@@ -191,9 +202,9 @@ def mlp_problem(mlp: dict, dev, gen):
     return xb, xb @ teacher
 
 
-def check_mlp(base, ours, xb, target, backend: str, checks: dict):
-    """nn.ELU against swap_elu, same weights: outputs and gradients, eager and compiled (no graph breaks).
-    Returns the two compiled models."""
+def check_mlp(base, ours, xb, target, backend: str, checks: dict, op: str):
+    """nn.ELU against swap_elu, same weights: outputs and gradients, eager and compiled (no graph breaks;
+    the drop-in's fusing route and, strict, the opaque op). Returns the three compiled models."""
     for m in (base, ours):
         fwd_bwd(m, xb, target)()
     grads_err = max(max_abs(a.grad, b.grad) / max(float(a.grad.abs().max()), 1e-30)
@@ -202,14 +213,16 @@ def check_mlp(base, ours, xb, target, backend: str, checks: dict):
     require(grads_err < 1e-3 and out_err < 1e-3, f"MLP: output err {out_err:g}, worst relative grad err {grads_err:g}")
     checks["mlp"] = {"output_max_abs_err": out_err, "grad_max_rel_err": grads_err}
     counters.clear()  # (no dynamo reset: the fusion functions stay compiled for the timings)
-    base_c = torch.compile(base, fullgraph=True, backend=backend)
-    ours_c = torch.compile(ours, fullgraph=True, backend=backend)
-    fwd_bwd(base_c, xb, target)()
-    fwd_bwd(ours_c, xb, target)()
+    opaque = swap_elu(copy.deepcopy(base), variant=op, strict=True)
+    compiled = [torch.compile(m, fullgraph=True, backend=backend) for m in (base, ours, opaque)]
+    for m in compiled:
+        fwd_bwd(m, xb, target)()
     checks["mlp_compiled"] = {"graph_breaks": int(sum(counters["graph_break"].values())),
-                              "output_max_abs_err": max_abs(base_c(xb), ours_c(xb))}
-    require(checks["mlp_compiled"]["output_max_abs_err"] < 1e-3, "compiled MLP output")
-    return base_c, ours_c
+                              "output_max_abs_err": max_abs(compiled[0](xb), compiled[1](xb)),
+                              "opaque_output_max_abs_err": max_abs(compiled[0](xb), compiled[2](xb))}
+    require(max(checks["mlp_compiled"]["output_max_abs_err"], checks["mlp_compiled"]["opaque_output_max_abs_err"])
+            < 1e-3, "compiled MLP output")
+    return compiled
 
 
 def train(models: dict, xb, target) -> dict:
@@ -247,71 +260,110 @@ def kernel_calls(x, g, variants: list[str]) -> dict:
     }
 
 
-def use_calls(x, op: str, fusion: tuple, graph: tuple, mlps: dict) -> dict:
+def use_calls(x, op: str, fusion: dict, graph: tuple, mlps: dict) -> dict:
     """The fusion, CUDA graph and MLP entries: name -> (group, what, call)."""
-    compiled_felu, compiled_op = fusion
     op_fwd_bwd, replay = graph
     return {
         "eager F.elu*2+1": ("fusion", "eager: three kernels, six streams", lambda: eager_fused(x)),
-        "compiled F.elu*2+1": ("fusion", "torch.compile with F.elu: one fused kernel", lambda: compiled_felu(x)),
-        "compiled op*2+1": ("fusion", f"torch.compile with the custom op ({op}), then a fused *2+1",
-                            lambda: compiled_op(x)),
+        FUSED_FELU: ("fusion", "torch.compile with F.elu: one fused kernel", lambda: fusion[FUSED_FELU](x)),
+        FUSED_DROPIN: ("fusion", f"torch.compile with the drop-in library.elu ({op}): its fusing route, F.elu "
+                       "while compiling", lambda: fusion[FUSED_DROPIN](x)),
+        FUSED_OP: ("fusion", f"torch.compile with the custom op ({op}; strict=True), then a fused *2+1",
+                   lambda: fusion[FUSED_OP](x)),
         GRAPH_EAGER: ("graph", f"the ops elu and elu_backward ({op}), launched eagerly", op_fwd_bwd),
         GRAPH_REPLAY: ("graph", f"the same two ops ({op}) captured in one torch.cuda.CUDAGraph, replayed", replay),
         "MLP nn.ELU eager": ("model", "forward + backward, nn.ELU", mlps["base"]),
         "MLP elu_study.ELU eager": ("model", f"forward + backward, swap_elu(variant={op!r})", mlps["ours"]),
         "MLP nn.ELU compiled": ("model", "torch.compile(fullgraph=True), nn.ELU", mlps["base_c"]),
-        "MLP elu_study.ELU compiled": ("model", f"torch.compile(fullgraph=True), swap_elu(variant={op!r})",
-                                       mlps["ours_c"]),
+        "MLP elu_study.ELU compiled": ("model", f"torch.compile(fullgraph=True), swap_elu(variant={op!r}): "
+                                       "the fusing route", mlps["ours_c"]),
+        MLP_OPAQUE: ("model", f"torch.compile(fullgraph=True), swap_elu(variant={op!r}, strict=True): the opaque op",
+                     mlps["opaque_c"]),
     }
 
 
-def run(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | None = None,
-        progress: bool = True, device: str = "cuda", backend: str = "inductor") -> dict:
-    """Check, then time, everything the record holds (see the module's docstring)."""
-    shape, variants, dev = tuple(shape or hardware.SHAPE), list(variants), torch.device(device)
-    mlp, op, checks = {**MLP, **(mlp or {})}, variants[0], {}
-    build.build_all([(v, ()) for v in variants])
-    modules = {v: build.compile_variant(v) for v in variants}
-    steps = tqdm(total=6, desc="checks and compiles", unit="part", disable=not progress)
-    gen = torch.Generator(device=dev).manual_seed(0)
-    x, g = inputs(shape, dev, gen)
-    check_kernels(modules, x, g, checks)
-    check_autograd(op, dev, gen, checks)
-    steps.update()
-    graph = check_graph(x, g, op, dev, checks)
-    steps.update()
-    fusion = check_fusion(x, op, backend, checks)
-    steps.update()
-    precision = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")  # TF32 matmuls, as a model would run: the ELU's share shows
+def step_variants() -> list[str]:
+    """Every step's kernel file (once each): the double-backward check runs on all of them."""
+    return list(dict.fromkeys(e.variant for e in STEPS))
+
+
+def check_model(mlp: dict, op: str, dev, gen, backend: str, checks: dict) -> dict:
+    """The MLP: nn.ELU against swap_elu (eager, compiled both routes), trained in float32 and under bfloat16
+    autocast. Returns its models, compiled models, losses, autocast record and its data."""
     torch.manual_seed(0)
     base = make_mlp(**mlp).to(dev)
     ours = swap_elu(copy.deepcopy(base), variant=op)
     xb, target = mlp_problem(mlp, dev, gen)
-    base_c, ours_c = check_mlp(base, ours, xb, target, backend, checks)
-    steps.update()
+    base_c, ours_c, opaque_c = check_mlp(base, ours, xb, target, backend, checks, op)
     losses = train({"nn.ELU": base, "elu_study.ELU": ours}, xb, target)
+    autocast = dropin.autocast_training(base, xb, target, op, AUTOCAST_STEPS, LR)
+    require(autocast["forward"]["bit_identical"], f"bf16 autocast forward: {autocast['forward']}")
+    models = {"base": base, "ours": ours, "base_c": base_c, "ours_c": ours_c, "opaque_c": opaque_c}
+    return {"models": models, "losses": losses, "autocast": autocast, "xb": xb, "target": target,
+            "params": sum(p.numel() for p in base.parameters())}
+
+
+def check_dropin(op: str, dev, double_variants) -> dict:
+    """Double backward of every step and gradgradcheck in float64; who computes each dtype and device."""
+    double = dropin.check_double_backward(double_variants, dev)
+    failed = [v for v, r in double["steps"].items() if not r["passed"]]
+    require(not failed and double["gradgradcheck_float64"]["all_passed"],
+            f"double backward: steps failing {failed}, gradgradcheck {double['gradgradcheck_float64']['passed']}")
+    routes = dropin.routing_table(op, dev)
+    wrong = [c for c in routes["cases"] if not (c["forward"]["max_abs_err"] <= ATOL and c["backward"]["max_abs_err"] <= ATOL)]
+    require(not wrong, f"routing: results differ from F.elu's: {wrong}")
+    return {"double_backward": double, "routing": routes}
+
+
+def run(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | None = None, progress: bool = True,
+        device: str = "cuda", backend: str = "inductor", host_options: dict | None = None,
+        double_variants=None) -> dict:
+    """Check, then time, everything the record holds (see the module's docstring)."""
+    shape, variants, dev = tuple(shape or hardware.SHAPE), list(variants), torch.device(device)
+    mlp, op, checks = {**MLP, **(mlp or {})}, variants[0], {}
+    double_variants = list(double_variants or step_variants())
+    build.build_all([(v, ()) for v in dict.fromkeys(variants + double_variants + [library.DEFAULT_VARIANT16])])
+    modules = {v: build.compile_variant(v) for v in variants}
+    steps = tqdm(total=8, desc="checks and compiles", unit="part", disable=not progress)
+    gen = torch.Generator(device=dev).manual_seed(0)
+    x, g = inputs(shape, dev, gen)
+    check_kernels(modules, x, g, checks)
+    check_autograd(op, dev, gen, checks)
+    graph = check_graph(x, g, op, dev, checks)
+    fusion = check_fusion(x, op, backend, checks)
+    steps.update(3)
+    dropin_record = check_dropin(op, dev, double_variants)
     steps.update()
-    models = {"base": base, "ours": ours, "base_c": base_c, "ours_c": ours_c}
-    mlps = {k: fwd_bwd(m, xb, target) for k, m in models.items()}
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # TF32 matmuls, as a model would run: the ELU's share shows
+    model = check_model(mlp, op, dev, gen, backend, checks)
+    steps.update(2)
+    mlps = {k: fwd_bwd(m, model["xb"], model["target"]) for k, m in model["models"].items()}
     calls = {**kernel_calls(x, g, variants), **use_calls(x, op, fusion, graph, mlps)}
     steps.update()
-    steps.close()
     timings = timing.time_interleaved({k: e[2] for k, e in calls.items()}, rounds=rounds, progress=progress)
     torch.set_float32_matmul_precision(precision)
+    entries = {k: {"group": e[0], "what": e[1]} for k, e in calls.items()}
+    del x, g, graph, fusion, mlps, calls  # the full-shape tensors: the host's timings need none
+    host_record = {**host.measure_host(op, ALPHA, dev, **(host_options or {})),
+                   "profile": host.profile_routes(op, ALPHA, dev)}
+    steps.update()
+    steps.close()
     return {
         "provenance": hardware.provenance(),
         "shape": list(shape),
         "alpha": ALPHA,
         "variants": variants,
         "fusion": {"scale": FUSION_SCALE, "shift": FUSION_SHIFT},
-        "mlp": {**mlp, "params": sum(p.numel() for p in base.parameters()), "matmul_precision": "high (TF32)",
+        "mlp": {**mlp, "params": model["params"], "matmul_precision": "high (TF32)",
                 "swap_elu_variant": op, "train_steps": TRAIN_STEPS, "optimizer": OPTIMIZER, "lr": LR,
                 "target": TRAIN_TARGET},
         "compile_backend": backend,
         "checks": checks,
-        "losses": losses,
-        "entries": {k: {"group": e[0], "what": e[1]} for k, e in calls.items()},
+        "losses": model["losses"],
+        "entries": entries,
         "timings": timings,
+        **dropin_record,
+        "autocast": model["autocast"],
+        "host": host_record,
     }

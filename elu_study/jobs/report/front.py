@@ -16,7 +16,7 @@ from elu_study.jobs.beyond.analysis import AIM, MUST, confirmed, float32_rows, g
 from elu_study.jobs.sizes.analysis import custom, host_median_us, small_sizes
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, fmt_bytes, fmt_n
 from elu_study.jobs.study.findings import claim, grid_stride_holds, one_shot_threads, step5_holds
-from elu_study.jobs.study.report import wave_blocks
+from elu_study.jobs.study.report import FRONT_FIGURE, wave_blocks
 
 BLOCK = "front"
 
@@ -44,7 +44,7 @@ def verdict(study: dict, beyond: dict) -> str:
     felu = x(study, "F.elu")
     return claim(felu < 1.01 and best["x_copy"] < 1.0, (
         f"**Verdict:** on an {study['provenance']['gpu']}, `F.elu` already runs at the roof ({felu:.3f}x `copy_`'s "
-        f"time); the fastest kernel here, step 6's `{best['name']}`, takes {best['x_copy']:.3f}x, above the measured "
+        f"time); the fastest float32 kernel here, step 6's `{best['name']}`, takes {best['x_copy']:.3f}x, above the measured "
         f"floor ({study['stream_floor_ms'] / study['roof_ms']:.3f}x) and the datasheet floor "
         f"({study['floor_ms'] / study['roof_ms']:.3f}x)."))
 
@@ -76,7 +76,7 @@ def grid_line(study: dict, counters: dict | None) -> str:
     text += ". Not waves, loop or unroll."
     sweep = one_shot_threads(study["provenance"]["gpu"])
     if sweep:
-        text += (" Maybe block size: one-shot grids at " + "/".join(map(str, sweep)) + " threads take "
+        text += (" Maybe block size: step 2's kernel in one-shot grids at " + "/".join(map(str, sweep)) + " threads takes "
                  + "/".join(f"{v:.3f}x" for v in sweep.values()) + f" ({nb('10_launch_shapes')}).")
     return claim(grid_stride_holds(study), text)
 
@@ -152,8 +152,8 @@ def launch_line(launch: dict) -> str:
     loops = [c["x_copy"] for c in launch["cells"] if c["grid_stride"]]
     return (f"- **Launch shapes** ({nb('10_launch_shapes')}, [heatmap](results/{record.slug(launch['provenance']['gpu'])}"
             f"-launch.png)): of {len(launch['cells'])} shapes of step 2's kernel, `{best['name']}` (threads x float4s) "
-            f"is fastest, {best['x_copy']:.3f}x, {best['margin_over_noise']:.0f} noise widths ahead of "
-            f"`{best['runner_up']}`. Evict-first hints slow {slower} of {len(pairs)} one-shot shapes; grid-stride loops "
+            f"is fastest at {best['x_copy']:.3f}x, ahead of `{best['runner_up']}` by {best['margin_over_noise']:.0f} "
+            f"times the noise. Evict-first hints slow {slower} of {len(pairs)} one-shot shapes; grid-stride loops "
             f"take {min(loops):.3f}x or more.")
 
 
@@ -218,9 +218,10 @@ def glossary(study: dict) -> list[str]:
     return [
         "**Words.**",
         f"- *seed*: the task's starting kernel, step 3's grid-stride loop over {seed} blocks.",
-        f"- *waves*: a wave is as many blocks as all SMs hold at once ({wave}); the seed's grid is {seed / wave:.2f}.",
+        f"- *waves*: a wave is as many blocks as all SMs hold at once ({wave} here); the seed's grid is {seed / wave:.2f} waves.",
         "- *one-shot*: one thread per float4 and no loop, as in step 2.",
-        f"- *must / aim*: step 6's goals, at most {MUST:.2f}x `copy_` in every process beyond the noise / {AIM:.2f}x.",
+        f"- *must / aim*: step 6's goals: at most {MUST:.2f}x `copy_` in every process, beyond the noise / at most "
+        f"{AIM:.2f}x.",
         "- *roof / floor*: `copy_`'s time / the datasheet's bytes over bandwidth, and `read_only` + `write_only` "
         "measured apart.",
     ]
@@ -231,7 +232,7 @@ def block(gpu: str = record.REFERENCE_GPU) -> str:
     jobs = ("study", "ncu", "beyond", "accuracy", "sizes", "launch", "model")
     recs = {job: record.load(gpu, job, required=False) for job in jobs}
     study, beyond, counters = recs["study"], recs["beyond"], recs["ncu"]
-    figure = record.figure_path(study["provenance"]["gpu"], "xcopy")
+    figure = record.figure_path(study["provenance"]["gpu"], FRONT_FIGURE)
     lines = [verdict(study, beyond) if beyond else "", "",
              f"![Every step, peer and baseline against copy_, fastest first]({record.readme_link(figure)})", "",
              roof_line(study), bytes_line(study, counters), grid_line(study, counters), hints_line(study, counters)]

@@ -250,9 +250,9 @@ def growth_line(record: dict) -> list[str]:
     grow = lambda c: us(record, c, top, "host") / host_median_us(record, c, small)  # noqa: E731
     kernels = [c for c in custom(record) if c in names(record) and ok(point(record, c, top))]
     most = max(kernels, key=grow) if kernels else None
-    return [f"- **Host time per call grows** at {fmt_n(top)} elements: {ref} {host_median_us(record, ref, small):.1f} "
-            f"-> {us(record, ref, top, 'host'):.1f} µs ({grow(ref):.2f}x)"
-            + (f", the custom kernels at most {grow(most):.2f}x (`{most}`)" if most else "")
+    return [f"- **Host time per call grows:** {ref}'s is {us(record, ref, top, 'host'):.1f} µs at {fmt_n(top)} elements, "
+            f"{grow(ref):.2f}x its launch-bound median"
+            + (f"; the custom kernels' grows at most {grow(most):.2f}x (`{most}`)" if most else "")
             + f". HYPOTHESIS, not measured: part of it is the caching allocator handing {ref} {fmt_bytes(4 * top)} per "
             "call; calls that allocate nothing grow too."]
 

@@ -80,6 +80,9 @@ def grid_stride_figure(seed: Launch, others: list[Launch]):
     ax.set_xlabel(f"block (0 to {seed.blocks - 1}; {seed.threads} threads each)")
     ax.set_ylabel(f"pass over the tensor (0 to {grid.shape[0] - 1})")
     ax.set_title(f"(a) {seed.name}: every block walks all {seed.passes:.1f} passes", fontsize=9)
+    ax.text(0.5, 0.5, "each block runs its whole column, top to bottom;\na block of the last wave starts when a block\n"
+            "of the first has finished its column", transform=ax.transAxes, ha="center", va="center", fontsize=7,
+            bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "gray"})
     ax.legend(handles=[Patch(color=wave_color(n, seed.wave_blocks, w), label=f"wave {w + 1}: {n} blocks")
                        for w, n in enumerate(sizes)]
               + [Patch(facecolor="white", edgecolor="gray", label="no work in the last pass")],

@@ -24,10 +24,10 @@ def _rows(record: dict, names=None, kinds=None) -> list[dict]:
     return [r for r in record["rows"] if kinds is None or r["kind"] in kinds]
 
 
-def _kind_legend(ax, rows, extra=(), loc="lower right"):
+def _kind_legend(ax, rows, extra=(), loc="lower right", **where):
     kinds = [k for k in COLORS if any(r["kind"] == k for r in rows)]
     handles = [Patch(color=COLORS[k], label=KIND_LABELS[k]) for k in kinds] + list(extra)
-    ax.legend(handles=handles, loc=loc, fontsize=8, framealpha=0.9)
+    ax.legend(handles=handles, loc=loc, fontsize=8, framealpha=0.9, **where)
 
 
 def times_figure(record: dict, kinds=MAIN_KINDS, names=None):
@@ -63,7 +63,7 @@ def xcopy_figure(record: dict, names=None, kinds=MAIN_KINDS, title: str | None =
     drawn at the right edge with an arrow and its value, so that it does not squeeze the rest."""
     rows = _rows(record, names, kinds)[::-1]
     roof = record["roof_ms"]
-    fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 1.6))
+    fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 2.4))
     med, p10, p90 = (np.array([r["timing"][q] for r in rows]) / roof for q in ("median_ms", "p10_ms", "p90_ms"))
     lines = [ax.axvline(1.0, color="tab:green", ls="--", label="copy_ (the roof) = 1")]
     floors = (("floor_ms", FLOOR_STYLE, "datasheet floor"),
@@ -90,7 +90,8 @@ def xcopy_figure(record: dict, names=None, kinds=MAIN_KINDS, title: str | None =
     ax.set_xlim(left, right)
     ax.set_xlabel("time over copy_'s (median; lower is better)")
     ax.set_title(title or f"Against the roof: {record['provenance']['gpu']}")
-    _kind_legend(ax, rows, lines)
+    # Below the axes, so that it covers no entry, whatever their order.
+    _kind_legend(ax, rows, lines, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

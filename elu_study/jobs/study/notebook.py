@@ -1,5 +1,6 @@
-"""What every notebook does: say where its numbers come from, show a kernel, inspect it, show the
-measurement, compare it with the prediction written before it, and give the evidence.
+"""What every notebook does: say where its numbers come from, show a kernel (or the lines that changed from
+the previous step), inspect it, show the measurement against copy_, grade the predictions written before it
+in one table, and give the evidence. The diagrams of what the threads touch are in ``diagrams.py``.
 
 The notebooks never time anything themselves: ``python -m elu_study`` measures every entry once
 per run and writes results/<gpu>.json (and ``python -m elu_study profile`` the counters), and
@@ -210,7 +211,8 @@ class Study:
         trials = sorted({c["trials"] for c in checks.values()})
         failed = [n for n, c in checks.items() if not c["passed"]]
         worst = max(c["max_abs_err_vs_fp64"] for c in checks.values())
-        verdict = f"FAILED: {', '.join(failed)}" if failed else f"all {len(checks)} pass"
+        verdict = (f"FAILED: {', '.join(failed)}" if failed else "the one checked entry passes" if len(checks) == 1
+                   else f"all {len(checks)} checked entries pass")
         print(f"Correctness ({'/'.join(map(str, trials))} trials of randn x {INPUT_SCALE:g}, NaN-poisoned output, "
               f"atol = rtol = {ATOL:g}): {verdict}; max |err| vs float64 {worst:.1e}; unwritten outputs: "
               f"{sum(c['unwritten'] for c in checks.values())}.")

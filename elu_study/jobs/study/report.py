@@ -19,6 +19,7 @@ WAVE_SWEEP = ("3_grid_stride_1_waves", "3_grid_stride_2_waves", "3_grid_stride_8
 STEP5_ABLATIONS = ("2_float4", *(e.name for e in group("step5_one_change")), "5_streaming", "5_streaming_expf")
 README_BLOCK = "results-table"
 KINDS_SHOWN = ("step", "baseline", "peer")  # the README table's rows
+FRONT_FIGURE = "xcopy"  # the figure the README's first screen shows (jobs/report/front.py)
 
 
 def frame(rec: dict, kinds=("step", "baseline", "peer")) -> pd.DataFrame:
@@ -84,7 +85,8 @@ def figures(rec: dict, counters: dict | None, only: str | None = None) -> dict[s
     """name -> matplotlib figure, for every figure the README and notebooks show (or just ``only``)."""
     makers = {
         "times": lambda: plots.times_figure(rec),
-        "xcopy": lambda: plots.xcopy_figure(rec, names=by_speed(rec, present(rec, ZOOM))),
+        "xcopy": lambda: plots.xcopy_figure(rec, names=by_speed(rec, present(rec, ZOOM)),
+                                            title=f"Against the roof, fastest first: {rec['provenance']['gpu']}"),
         "distributions": lambda: plots.distribution_figure(rec, names=present(rec, ZOOM)),
         "waves": lambda: plots.wave_sweep_figure(rec, list(WAVE_SWEEP), wave_blocks(rec)),
         "ablations": lambda: plots.xcopy_figure(rec, names=list(STEP5_ABLATIONS), kinds=None,
@@ -117,9 +119,10 @@ def readme_block(rec: dict, counters: dict | None, figure_paths: list[Path] | No
     """The README's results block: the table (fastest first), its caption and checks, and the figures."""
     gpu = rec["provenance"]["gpu"]
     paths = figure_paths or [record.figure_path(gpu, name) for name in figure_names(counters)]
+    front = record.figure_path(gpu, FRONT_FIGURE)  # shown on the first screen already
     lines = [markdown(readme_frame(rec)), "", caption(rec), checked_line(rec), "",
              "The findings are on the first screen; [06_summary](notebooks/06_summary.ipynb) gives each in full.", "",
-             *(f"![{p.stem}]({record.readme_link(p)})" for p in paths)]
+             *(f"![{p.stem}]({record.readme_link(p)})" for p in paths if Path(p).name != front.name)]
     return "\n".join(lines)
 
 

@@ -1,0 +1,265 @@
+"""The step notebooks' helpers, without a GPU: each launch as the kernels run it (checked against the grids
+Nsight Compute recorded), what the threads touch, the diagrams drawn from it, the kernel excerpts and diffs,
+the graded predictions, and step 6's record-built prose."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+
+from elu_study.core import record
+from elu_study.jobs.study import diagrams, predictions, step6
+from elu_study.jobs.study.launches import (Launch, block_pass_map, issue_ms, kernel_knobs, launch,
+                                           lines_per_instruction, persistent_runs, schedule, thread_accesses,
+                                           tile_of, wave_sizes)
+from elu_study.jobs.study.notebook import Prediction, Study, code_lines, excerpt
+
+matplotlib.use("Agg")
+ROOT = Path(__file__).resolve().parent.parent
+STEP_NOTEBOOKS = ("01_naive", "02_float4", "03_grid_stride", "04_fast_math", "05_streaming", "06_summary",
+                  "08_beyond_copy")
+MAX_TEXT_OUTPUT = 13_000  # "about 12k characters" of printed output per notebook (figures do not count)
+
+
+@pytest.fixture(scope="module")
+def main_record():
+    return record.load()
+
+
+@pytest.fixture(scope="module")
+def beyond_record():
+    return record.load(job="beyond")
+
+
+@pytest.fixture(scope="module")
+def study():
+    return Study()
+
+
+def at_size(name: str, rec: dict) -> Launch:
+    return launch(name, rec["provenance"]["sm_count"], rec["problem"]["numel"])
+
+
+# -- launches ---------------------------------------------------------------------------------------
+
+
+def test_knobs_come_from_the_kernel_file_and_the_flags():
+    assert kernel_knobs("2_float4")["threads"] == "256"
+    assert kernel_knobs("3_grid_stride")["ELU_GRID_THREADS"] == "512"
+    assert kernel_knobs("3_grid_stride")["kSeedBlocks"] == "1152"
+    assert kernel_knobs("3_grid_stride", ["-DELU_GRID_THREADS=256"])["ELU_GRID_THREADS"] == "256"
+    knobs = kernel_knobs("5_streaming")
+    assert (knobs["ELU_STREAMING_THREADS"], knobs["ELU_STREAMING_VECS"]) == ("128", "2")
+
+
+def test_every_modelled_launch_is_the_grid_ncu_recorded(main_record, beyond_record):
+    counters = record.load(job="ncu")["rows"] + beyond_record["counters"]["rows"]
+    checked = 0
+    for c in counters:
+        try:
+            lau = at_size(c["name"], main_record)
+        except ValueError:  # PyTorch's ops and the peers: no kernel file of ours to model
+            continue
+        assert (lau.blocks, lau.threads) == (c["grid_size"], c["block_size"]), c["name"]
+        assert lau.waves == pytest.approx(c["waves_per_sm"], abs=0.01), c["name"]
+        checked += 1
+    assert checked >= 40
+
+
+def test_the_seeds_launch_in_waves(main_record):
+    seed = at_size("3_grid_stride", main_record)
+    assert (seed.per_sm, seed.wave_blocks, seed.blocks) == (4, 528, 1152)
+    assert wave_sizes(seed) == [528, 528, 96]
+    assert wave_sizes(at_size("3_grid_stride_2_waves", main_record)) == [528, 528]
+    assert seed.waves == pytest.approx(1152 / 528)
+    assert seed.passes == pytest.approx(main_record["problem"]["numel"] / 4 / (1152 * 512))
+    assert seed.bytes_per_thread == 32 and at_size("3_grid_stride_2_waves_unroll_1", main_record).bytes_per_thread == 16
+
+
+def test_blocks_by_passes_marks_waves_and_the_last_partial_pass(main_record):
+    seed = at_size("3_grid_stride", main_record)
+    grid = block_pass_map(seed)
+    assert grid.shape == (math.ceil(seed.passes), seed.blocks)
+    assert set(np.unique(grid[~np.isnan(grid)])) == {1.0, 2.0, 3.0}
+    left = seed.accesses - (grid.shape[0] - 1) * seed.blocks * seed.threads  # vectors in the last pass
+    assert (~np.isnan(grid[-1])).sum() == math.ceil(left / seed.threads)
+    assert not np.isnan(grid[:-1]).any()
+
+
+def test_which_bytes_the_lanes_read(main_record):
+    naive, float4, streaming = (at_size(n, main_record) for n in ("1_naive", "2_float4", "5_streaming"))
+    a = thread_accesses(naive)
+    assert a.shape == (32, 1) and (np.diff(a[:, 0]) == 4).all()
+    b = thread_accesses(float4)
+    assert b.shape == (32, 1) and (np.diff(b[:, 0]) == 16).all()
+    c = thread_accesses(streaming)
+    assert c.shape == (32, 2) and (c[:, 1] - c[:, 0] == streaming.threads * 16).all()
+    assert (lines_per_instruction(naive), lines_per_instruction(float4), lines_per_instruction(streaming)) == (1, 4, 4)
+    block = thread_accesses(float4, count=float4.threads)
+    assert block.max() + 16 == float4.tile * 16  # one block's tile: 256 vectors
+    seed = at_size("3_grid_stride", main_record)
+    passes = thread_accesses(seed, passes=3)
+    assert passes.shape == (32, 3) and (np.diff(passes, axis=1) == seed.blocks * seed.threads * 16).all()
+
+
+@pytest.mark.parametrize("tiles", [7, 8, 1000])
+def test_tile_orders_are_permutations_and_persistent_runs_cover_once(tiles):
+    blocks = np.arange(tiles)
+    for order in (0, 1, 2):
+        assert sorted(tile_of(order, blocks, tiles).tolist()) == list(range(tiles))
+    assert tile_of(1, 0, tiles) == tiles - 1 and tile_of(2, 1, tiles) == (tiles + 1) // 2
+    lau = Launch("p", 128, 1, 16, 3, 1, tiles * 128, order=3)
+    begin, end = persistent_runs(lau)
+    assert np.concatenate([np.arange(b, e) for b, e in zip(begin, end)]).tolist() == list(range(tiles))
+
+
+def test_schedule_samples_blocks_in_launch_order(beyond_record):
+    lau = at_size("6_reversed", beyond_record)
+    tile, rounds = schedule(lau, samples=500)
+    assert tile.shape == rounds.shape and (np.diff(rounds) > 0).all()
+    assert tile[0] == lau.tiles - 1 and rounds[-1] == pytest.approx((lau.blocks - 1) / lau.wave_blocks)
+
+
+def test_issue_time_is_warp_instructions_over_four_per_sm_per_cycle():
+    row = {"warp_instructions": 4 * 132 * 1e9, "sm_cycles_per_s": 1e9}
+    assert issue_ms(row, 132) == pytest.approx(1000.0)
+
+
+# -- diagrams ---------------------------------------------------------------------------------------
+
+
+def test_each_diagram_draws_from_the_launch(main_record, beyond_record):
+    naive, float4 = at_size("1_naive", main_record), at_size("2_float4", main_record)
+    fig = diagrams.access_figure([naive, float4])
+    assert len(fig.axes) == 2 and "4 lines of 128 B" in fig.axes[1].get_title()
+    seed = at_size("3_grid_stride", main_record)
+    fig = diagrams.grid_stride_figure(seed, [at_size("3_grid_stride_2_waves", main_record)])
+    assert len(fig.axes) == 2 and "682.7 passes" in fig.axes[0].get_title()
+    names = ("6_base", "6_reversed", "6_two_streams", "6_persistent_16", "6_persistent_4")
+    fig = diagrams.tile_order_figure([at_size(n, beyond_record) for n in names])
+    assert [ax.get_title().split(":")[0] for ax in fig.axes] == list(names)
+    fig = diagrams.issue_figure([("a", 1.0, 3.0), ("b", 2.0, 3.0)])
+    assert "(33 %)" in [t.get_text().split(" ms ")[-1] for t in fig.axes[0].texts][0]
+    steps = ("1_naive", "2_float4")
+    fig = diagrams.in_flight_figure([naive, float4], {n: (1.0, 0.99, 1.01) for n in steps})
+    assert len(fig.axes) == 2
+
+
+# -- kernels: excerpts and diffs ----------------------------------------------------------------------
+
+CPP = """// opening comment
+// second line
+#include "x.h"
+
+namespace ns {
+
+// Which tile.
+template <int N>
+__device__ int tile_of(int b) {
+  if (b) { return 1; }
+  return 0;
+}
+
+int caller(int b) { return tile_of(b); }
+
+}  // namespace ns
+"""
+
+
+def test_an_excerpt_is_the_opening_comment_and_whole_definitions():
+    text = excerpt(CPP, "tile_of")
+    assert text.startswith("// opening comment\n// second line\n// ...\n// Which tile.\ntemplate <int N>\n")
+    assert text.endswith("  return 0;\n}\n") and "caller" not in text
+    assert excerpt(CPP, "caller", opening=False) == "int caller(int b) { return tile_of(b); }\n"
+    with pytest.raises(KeyError):
+        excerpt(CPP, "missing")
+    real = excerpt((ROOT / "kernels" / "6_beyond_copy.cu").read_text(), "tile_of", "step6_kernel", opening=False)
+    assert "return tiles - 1 - b;" in real and "__launch_bounds__" in real and "launch_elu" not in real
+
+
+def test_a_diff_leaves_comments_out_and_keeps_build_directives(study):
+    assert code_lines("// a comment\n// elu-study: nvcc-flags = x\nint a;  // kept\n") == [
+        "// elu-study: nvcc-flags = x", "int a;  // kept"]
+    shown = study.show_diff("2_float4", "4_fast_math").data
+    assert "```diff" in shown and "+// elu-study: nvcc-flags = --use_fast_math" in shown
+    assert "+    reinterpret_cast<float4*>(y)[i] = elu::apply4(v, alpha, elu::FastExpf{});" in shown
+    assert "Step 4 —" not in shown  # the file's comments are the notebook's prose, not the diff's
+
+
+# -- predictions ------------------------------------------------------------------------------------
+
+
+def test_grading_one_table(study):
+    x = study.x("2_float4")
+    df = study.grade_frame(Prediction("2_float4", (x - 0.1, x + 0.1), "then"),
+                           Prediction("2_float4", (x + 0.1, x + 0.2), "then"),
+                           Prediction("copy_", (0, 1), "later", "pct_of_peak"))
+    assert df["verdict"].tolist() == ["HELD", "MISSED (faster)", "MISSED (faster)"]
+    assert df["written"].tolist() == ["[1]", "[1]", "[2]"]
+    one = study.grade_frame(Prediction("2_float4", (0.0, x - 0.1), "then"))
+    assert one["verdict"].tolist() == ["MISSED (slower)"] and "written" not in one
+
+
+def test_the_predictions_are_kept_as_written(main_record):
+    by = predictions.steps(main_record)
+    assert list(by) == ["00", "01", "02", "03", "04", "05"]
+    assert predictions.FIRST_RUN == "before the first H200 run (commit 71b657e, notebooks committed unexecuted)"
+    every = predictions.every_step(main_record)
+    assert len(every) == sum(map(len, by.values())) and all(record.row(main_record, p.entry) for p in every)
+    f = record.row(main_record, "2_float4")["x_copy"]
+    assert by["03"][0].bounds == pytest.approx((f * 1.05, f * 1.15))
+    with pytest.raises(ValueError):
+        Prediction("2_float4", (1, 2), "then", "ms")
+
+
+# -- step 6's prose ---------------------------------------------------------------------------------
+
+
+def test_the_attempts_that_beat_step_6_come_from_the_record(beyond_record):
+    faster = [r["name"] for r in step6.faster_than_step6(beyond_record)]
+    assert faster[0] == min((r for r in beyond_record["rows"] if r["kind"] == "attempt" and not r["mode"]),
+                            key=lambda r: r["x_copy"])["name"]
+    text = step6.beat_defaults(beyond_record)
+    assert all(f"`{n}`" in text for n in faster)
+    assert step6.one_change(beyond_record, "6_reversed") == "-DELU6_ORDER=1"
+
+
+def test_the_issue_premise_quotes_the_counters(beyond_record):
+    share = step6.issue_pct(beyond_record, "6_expm1f")
+    assert f"{share:.0f} %" in step6.issue_premise(beyond_record)
+    assert step6.issue_pct(beyond_record, "copy_ bfloat16") is None or step6.issue_pct(beyond_record, "copy_ bfloat16") >= 0
+
+
+# -- the notebooks ----------------------------------------------------------------------------------
+
+
+def sources(stem: str) -> str:
+    cells = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("stem", STEP_NOTEBOOKS)
+def test_each_step_notebook_has_a_diagram_and_one_graded_table(stem):
+    code = sources(stem)
+    assert "diagrams." in code, f"{stem} draws no diagram of what the threads touch"
+    assert code.count("study.grade(") == 1, f"{stem} should grade its predictions in one table"
+    assert "check_prediction" not in code
+
+
+@pytest.mark.parametrize("stem", (*STEP_NOTEBOOKS, "00_problem_and_floor"))
+def test_outputs_stay_short(stem):
+    cells = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
+    total = 0
+    for cell in cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "image/png" in data:
+                continue
+            text = out.get("text") or next((data[k] for k in ("text/markdown", "text/html", "text/plain") if k in data), "")
+            total += len("".join(text))
+    assert total <= MAX_TEXT_OUTPUT, f"{stem} prints {total} characters"
