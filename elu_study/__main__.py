@@ -13,6 +13,8 @@ launch: the launch-shape sweep, threads x float4s per thread x hints and grid-st
 model: the kernel as a custom op in use: forward/backward, fusion, a small model (GPU): results/<gpu>-model.json.
 sizes: every step and peer from 2^10 to 2^31 elements: GPU time cold and warm, host time per call (GPU):
 results/<gpu>-sizes.json, its figures and the README's sizes block; without a GPU, the recorded sweep.
+sixteen: step 7, 16-bit storage at its own roof: exhaustive bitwise checks, the fast formulas' distance to
+expm1f, times against the 16-bit copy_, counters (GPU, ncu): results/<gpu>-sixteen.json.
 report: every job's figures and README block again from the committed records (no GPU needed).
 notebooks: execute the notebooks in place (on the GPU whose numbers they should carry; needs nbclient).
 """
@@ -25,7 +27,7 @@ import sys
 # job -> the module whose main(argv) runs it
 JOBS = {job: f"elu_study.jobs.{job}" for job in
         ("study", "report", "profile", "accuracy", "sanitize", "sizes", "beyond", "launch", "model",
-                  "notebooks")}
+                  "sixteen", "notebooks")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,6 +54,8 @@ GROUPS = {
     "step6_in_place": "in place (out=x)",
     "step6_bfloat16": "bfloat16 storage",
     "step6_float16": "float16 storage",
+    "step7_bfloat16": "step 7: bfloat16 at its own roof, one change each from 7_sixteen_bits",
+    "step7_float16": "step 7: float16 at its own roof, one change each from 7_sixteen_bits",
 }
 
 BASELINES = (
@@ -161,7 +163,37 @@ ATTEMPTS = (
     Entry("copy_ bfloat16", "attempt", "y.copy_(x) of bfloat16: the roof for 16-bit storage", checked=False,
           group="step6_bfloat16", mode="bfloat16"),
 )
-_ALL = (*BASELINES, *STEPS, *PEERS, *ABLATIONS, *ATTEMPTS)
+# Step 7 (notebook 12, `python -m elu_study sixteen`): 16-bit storage at its own roof, bit for bit F.elu.
+# Each build sets every knob of kernels/7_sixteen_bits.cu and differs from the file's defaults by one.
+_STEP7_BASE = {"CHECK": "1", "FORMULA": "Lean", "LOAD": "1"}
+_STEP7_BUILDS = {
+    "7_sixteen_bits": ("the fast expm1 (degree 3 near 0, one MUFU.EX2 below), checked; expm1f where the check asks", {}),
+    "7_lean4": ("a degree-4 polynomial up to 1/8 (one more instruction, a smaller delta)", {"FORMULA": "Lean4"}),
+    "7_accurate": ("degree 7 to ln(2)/2 and log2(e) split in two: delta 2^-21.7, twice the instructions",
+                   {"FORMULA": "Accurate"}),
+    "7_exact": ("expm1f for every element (step 6's 16-bit formula): the control", {"CHECK": "0"}),
+    "7_unchecked": ("the fast expm1 with no check: NOT bit-exact; what the check costs", {"CHECK": "2"}),
+    "7_plain_loads": ("plain loads instead of L2 evict_last", {"LOAD": "0"}),
+}
+
+
+def _step7(name: str, what: str, change: dict, mode: str) -> Entry:
+    knobs = {**_STEP7_BASE, **change}
+    return Entry(f"{name} {mode}", "attempt", what, "7_sixteen_bits", tuple(f"-DELU7_{k}={v}" for k, v in knobs.items()),
+                 checked=False, group=f"step7_{mode}", base=None if not change else f"7_sixteen_bits {mode}", mode=mode)
+
+
+STEP7 = (
+    *(_step7(name, what, change, mode) for mode in ("bfloat16", "float16") for name, (what, change) in _STEP7_BUILDS.items()),
+    Entry("copy_ float16", "attempt", "y.copy_(x) of float16: the roof for float16 storage", checked=False,
+          group="step7_float16", mode="float16"),
+    *(Entry(f"torch.compile(F.elu) {mode}", "attempt", f"Inductor's kernel on {mode}", checked=False,
+            group=f"step7_{mode}", mode=mode) for mode in ("bfloat16", "float16")),
+)
+# The float32 builds that measure the fast formulas' distance to expm1f (delta): alpha = 1 returns fast(x).
+STEP7_DELTA_BUILDS = {formula: ("7_sixteen_bits", (f"-DELU7_OP=Approx", f"-DELU7_FORMULA={formula}"))
+                      for formula in ("Lean", "Lean4", "Accurate")}
+_ALL = (*BASELINES, *STEPS, *PEERS, *ABLATIONS, *ATTEMPTS, *STEP7)
 ENTRIES = {e.name: e for e in _ALL}
 if len(ENTRIES) != len(_ALL):
     raise ValueError("elu_study.study: entry names must be unique")

@@ -99,6 +99,9 @@ def _timed_16bit(entry: Entry, x) -> Callable[[], object]:
         return lambda: module.elu(xh, ALPHA, out=yh)
     if entry.name.startswith("F.elu "):
         return lambda: F.elu(xh, ALPHA)
+    if entry.name.startswith("torch.compile(F.elu) "):
+        compiled = _compiled_elu()
+        return lambda: compiled(xh, ALPHA)
     if entry.name.startswith("copy_ "):
         return lambda: yh.copy_(xh)
     raise ValueError(f"unknown entry {entry.name}")
