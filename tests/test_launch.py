@@ -10,7 +10,8 @@ from elu_study.core.build import compile_variant
 from elu_study.core.ops import NOT_OPS, registered_ops
 from elu_study.core.record import VERSIONS, load, save
 from elu_study.core.timing import summarize
-from elu_study.jobs.launch import analysis, figures, measure, shapes, text
+from elu_study.core.paths import KERNELS_DIR
+from elu_study.jobs.launch import analysis, figures, measure, notebook, shapes, text
 
 
 def synthetic_record(seed: int = 0) -> dict:
@@ -129,20 +130,27 @@ def _with_times(record, x_by_name):
     return analysis.annotate(record)
 
 
-def test_range_verdict_holds_only_if_every_cell_is_inside():
-    assert text.range_verdict("p", {"a": 1.03, "b": 1.04}, 1.02, 1.05).endswith("-> HELD")
-    said = text.range_verdict("p", {"a": 1.03, "b": 1.07, "c": 1.04}, 1.02, 1.05)
-    assert "2 of 3 cells inside" in said and "-> MISSED" in said and "outside: b 1.070" in said
+def test_a_prediction_holds_only_if_every_cell_is_inside():
+    record = synthetic_record()
+    inside = {c.name: 1.03 for c in shapes.plan() if not c.grid_stride and c.vectors >= 4 and not c.hints}
+    assert notebook.graded(_with_times(record, inside)).loc["2", "verdict"] == "HELD"
+    one_out = _with_times(record, {**inside, "128x8": 1.07})
+    row = notebook.graded(one_out).loc["2"]
+    assert row["inside"] == f"{len(inside) - 1} of {len(inside)}" and row["verdict"] == "MISSED"
+    assert row["outside"] == "128x8 1.070"
 
 
-def test_prediction_verdicts_follow_the_record():
+def test_predictions_are_graded_in_one_table_from_the_record():
     record = synthetic_record()  # synthetic: 4/8 vectors 1.01-1.02x, hints +0.02, grid-stride +0.07
-    lines = text.prediction_verdicts(record).splitlines()
-    assert len(lines) == 4 and lines[0].startswith("Rule:")
-    assert lines[2].startswith("3.") and lines[2].endswith("HELD")
-    assert lines[3].startswith("4.") and lines[3].endswith("HELD")
+    df = notebook.graded(record)
+    assert list(df.index) == ["1", "2", "3", "4"]  # no knee in these grid-stride cells: no Little's-law row
+    assert df.loc["3", "verdict"] == "HELD" and df.loc["4", "verdict"] == "HELD"
     slow = _with_times(record, {"gs 1x128": 3.5})
-    assert "-> MISSED; outside: gs 1x128" in text.prediction_verdicts(slow)
+    assert notebook.graded(slow).loc["4", "outside"].startswith("gs 1x128 3.500")
+    assert notebook.graded(slow).loc["4", "verdict"] == "MISSED"
+    # prediction 1 also misses when a cell outside its group is within 1 % of copy_
+    extra = notebook.graded(_with_times(synthetic_record(), {"512x4": 1.0}))
+    assert "also within 1 %: 512x4" in extra.loc["1", "outside"] and extra.loc["1", "verdict"] == "MISSED"
 
 
 def test_correlation_claims_no_direction_when_it_rests_on_an_outlier():
@@ -171,7 +179,9 @@ def test_gridstride_knee_from_a_latency_bound_record():
     assert below and all(lv["x_times_kib"] == pytest.approx(1.08 * 16, rel=0.01) for lv in below)
     assert all(lv["implied_latency_ns"] == pytest.approx(below[0]["implied_latency_ns"], rel=0.01) for lv in below)
     said = text.knee_text(knee)
-    assert "between 8 and 16 KiB" in said and "-> MISSED" in said  # the prediction's 26 KiB is outside
+    assert "between 8 and 16 KiB" in said
+    little = notebook.graded(record).loc["Little"]  # the prediction's 26 KiB is outside the knee
+    assert little["measured"] == "knee between 8 and 16" and little["verdict"] == "MISSED"
     assert text.knee_table(knee).count("\n") == len(knee["levels"]) + 1
 
 
@@ -191,6 +201,37 @@ def test_achieved_occupancy_and_theoretical_labels_in_the_table():
     steps = text.steps_table(record, {"study": None, "beyond": None})
     assert steps.count("not recorded") == len(text.STEP_BUILDS)
     assert {name for _, _, name, _ in text.STEP_BUILDS} <= {c.name for c in shapes.plan()}
+
+
+def test_block_size_alone_against_the_grid_stride_loop():
+    record = _with_times(synthetic_record(), {"256x1": 1.0, "512x1": 1.03, "1024x1": 1.06, "gs 4x512": 1.09,
+                                               "gs 2x1024": 1.09})
+    assert notebook.full_sm_cell(record, 512) == "gs 4x512" and notebook.full_sm_cell(record, 64) is None
+    assert notebook.block_size_share(record, 512) == pytest.approx(1 / 3, rel=0.01)
+    df = notebook.block_size_frame(record)
+    assert df.loc["512", "share of the loop's loss"] == "33 %" and df.loc["256", "share of the loop's loss"] == ""
+    said = notebook.block_size_text(record, {"study": {"rows": [{"name": "3_grid_stride_one_shot", "x_copy": 1.077}]}})
+    assert "33 %" in said and "67 %" in said and "1.077x" in said
+    fig = figures.block_size_figure(record, None)
+    assert fig.axes[0].get_xlabel() == "threads per block" and fig.axes[0].get_legend() is not None
+
+
+def test_trimmed_table_keeps_the_ends_and_the_cells_the_text_names():
+    record = _with_times(synthetic_record(), {"64x1": 1.27})
+    shown, left_out = notebook.trimmed_table(record, {"64x1": (37.0, "6_64_threads")}, head=2, tail=2)
+    names = [line.split("|")[1].strip() for line in shown.splitlines()[2:]]
+    assert {"256x1", "512x1", "1024x1", "64x1"} <= set(names) and left_out == len(record["cells"]) - len(names)
+    assert "37.0 (6_64_threads)" in shown and "ms" not in shown.splitlines()[0].split("|")[2]
+
+
+def test_kernel_lines_and_headline():
+    body, spans = notebook.kernel_lines(KERNELS_DIR / "sweeps" / "launch_shapes.cu",
+                                        ("elu_one_shot_kernel", "elu_grid_stride_kernel"))
+    assert body.startswith("template <int Threads, int Vectors, bool Hints>") and body.count("__global__") == 2
+    assert len(spans) == 2 and all(a < b for a, b in spans) and "kShapes" not in body
+    record = synthetic_record()
+    said = notebook.headline(record)
+    assert f"**{record['best']['name']}**" in said and f"{len(record['cells'])} of {len(record['cells'])}" in said
 
 
 def test_the_job_is_registered():

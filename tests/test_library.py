@@ -325,6 +325,26 @@ def test_compile_takes_the_fusing_route_and_eager_the_kernel(on_cpu):
     assert on_cpu.calls == ["elu", "elu"]  # the compiled model ran F.elu and aten's backward
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated")
+def test_jit_trace_records_the_op(on_cpu):
+    x = torch.randn(7)
+    traced = torch.jit.trace(lambda t: library.elu(t, 0.3) * 2, x)
+    assert "elu_study::elu" in str(traced.graph)
+    torch.testing.assert_close(traced(x), F.elu(x, 0.3) * 2, rtol=0, atol=0)
+
+
+def test_torch_func_transforms_get_f_elus_rules(on_cpu):
+    """vmap, grad and jacrev through the drop-in: F.elu's own rules (the custom op has none for them)."""
+    x = torch.randn(4, 5) * 3
+    for fn in (lambda t: library.elu(t, 0.5), ELU(0.5)):
+        torch.testing.assert_close(torch.func.vmap(fn)(x), F.elu(x, 0.5), rtol=0, atol=0)
+        torch.testing.assert_close(torch.func.grad(lambda t: fn(t).sum())(x),
+                                   torch.func.grad(lambda t: F.elu(t, 0.5).sum())(x), rtol=0, atol=0)
+        torch.testing.assert_close(torch.func.jacrev(fn)(x[0]), torch.func.jacrev(lambda t: F.elu(t, 0.5))(x[0]),
+                                   rtol=0, atol=0)
+    assert on_cpu.calls == []
+
+
 def test_eager_calls_skip_the_dispatcher(on_cpu, monkeypatch):
     """A plain eager call goes to the binding (no gradient) or KernelELU (a gradient): never the custom op."""
     def dispatched(*args):
@@ -387,7 +407,7 @@ def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, mo
     precision = torch.get_float32_matmul_precision()
     record = measure.run(shape=(64, 1027), rounds=2, progress=False, device="cpu", backend="aot_eager",
                          mlp={"d_in": 16, "width": 32, "depth": 2, "d_out": 8, "batch": 64},
-                         host_options={"sizes": (1024, 4096), "calls": 5, "repeats": 2})
+                         host_options={"sizes": (1024, 4096), "calls": 5, "repeats": 2}, double_n=1024)
     assert torch.get_float32_matmul_precision() == precision
     assert record["checks"]["mlp_compiled"]["graph_breaks"] == 0
     assert set(record["timings"]) == set(record["entries"])
@@ -491,6 +511,17 @@ def second_derivatives(fn, x, g, gg):
 def equal_bits(got, want):
     """Equal as PyTorch compares with rtol=atol=0, NaN equal to NaN."""
     torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_opcheck_passes_where_pytorch_computes(dtype):
+    """The ops on what no kernel computes (here, CPU tensors): PyTorch inside, the same fake, every opcheck test."""
+    x = (torch.randn(6, 9, dtype=dtype) * 3).t().requires_grad_()  # non-contiguous
+    torch.library.opcheck(torch.ops.elu_study.elu.default, (x, 0.5, V, False))
+    torch.library.opcheck(torch.ops.elu_study.elu.default, (x, 0.5, V, True))
+    g = torch.randn(9, 6, dtype=dtype)
+    torch.library.opcheck(torch.ops.elu_study.elu_backward.default, (g, x.detach().requires_grad_(), -0.7, False, V))
+    torch.library.opcheck(torch.ops.elu_study.elu_.default, (torch.randn(5, 3, dtype=dtype), 0.5, V))
 
 
 @pytest.mark.parametrize("alpha", [a for a in ALPHAS if a >= 0])

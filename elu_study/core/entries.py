@@ -165,10 +165,14 @@ ATTEMPTS = (
 )
 # Step 7 (notebook 12, `python -m elu_study sixteen`): 16-bit storage at its own roof, bit for bit F.elu.
 # Each build sets every knob of kernels/7_sixteen_bits.cu and differs from the file's defaults by one.
-_STEP7_BASE = {"CHECK": "1", "FORMULA": "Lean", "LOAD": "1"}
+_STEP7_BASE = {"CHECK": "1", "FORMULA": "Auto", "LOAD": "1"}
 _STEP7_BUILDS = {
-    "7_sixteen_bits": ("the fast expm1 (degree 3 near 0, one MUFU.EX2 below), checked; expm1f where the check asks", {}),
-    "7_lean4": ("a degree-4 polynomial up to 1/8 (one more instruction, a smaller delta)", {"FORMULA": "Lean4"}),
+    "7_sixteen_bits": ("a fast expm1 (a polynomial near 0, one MUFU.EX2 below), checked; expm1f where the check "
+                       "asks. bfloat16: Lean (degree 3 to 1/16, eps 2^-17); float16: Mid (degree 6 to 1/4, eps 2^-19)",
+                       {}),
+    "7_lean": ("Lean on both dtypes (float16 at eps 2^-17)", {"FORMULA": "Lean"}),
+    "7_lean4": ("Lean4 on both: degree 4 to 1/8, eps 2^-17", {"FORMULA": "Lean4"}),
+    "7_mid": ("Mid on both: degree 6 to 1/4, eps 2^-19", {"FORMULA": "Mid"}),
     "7_accurate": ("degree 7 to ln(2)/2 and log2(e) split in two: delta 2^-21.7, twice the instructions",
                    {"FORMULA": "Accurate"}),
     "7_exact": ("expm1f for every element (step 6's 16-bit formula): the control", {"CHECK": "0"}),
@@ -192,7 +196,7 @@ STEP7 = (
 )
 # The float32 builds that measure the fast formulas' distance to expm1f (delta): alpha = 1 returns fast(x).
 STEP7_DELTA_BUILDS = {formula: ("7_sixteen_bits", (f"-DELU7_OP=Approx", f"-DELU7_FORMULA={formula}"))
-                      for formula in ("Lean", "Lean4", "Accurate")}
+                      for formula in ("Lean", "Lean4", "Mid", "Accurate")}
 _ALL = (*BASELINES, *STEPS, *PEERS, *ABLATIONS, *ATTEMPTS, *STEP7)
 ENTRIES = {e.name: e for e in _ALL}
 if len(ENTRIES) != len(_ALL):

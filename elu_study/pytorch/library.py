@@ -23,7 +23,8 @@ one of four routes:
 - PyTorch (``F.elu``) for a tensor no study kernel computes (``routing.kernel_build`` is None), or an
   error with ``strict=True`` (``routing.no_kernel``);
 - under ``torch.compile`` (``torch.compiler.is_compiling()``): ``F.elu``, which Inductor fuses with its
-  neighbours; with ``strict=True`` the op instead, opaque to Inductor (the kernel runs, no fusion);
+  neighbours; with ``strict=True`` the op instead, opaque to Inductor (the kernel runs, no fusion); and
+  ``F.elu`` under a ``torch.func`` transform (vmap, grad, jacrev: F.elu has their rules, the op has not);
 - eager, on a plain tensor with no tracing, fake tensor, mode or functorch transform active: the
   binding directly (no gradient needed) or an ``autograd.Function`` around it (``KernelELU``): no
   dispatcher, no custom_op wrapper (the host cost that notebook 11 measures);
@@ -216,12 +217,17 @@ class KernelELU(torch.autograd.Function):
         return backward_impl(grad, saved, ctx.alpha, ctx.is_result, ctx.build), None, None, None
 
 
+def plain(x: torch.Tensor) -> bool:
+    """A plain tensor (no fake or subclass), with no torch function or dispatch mode, no functorch
+    transform and no torch.jit.trace active."""
+    return (type(x) is torch.Tensor and not torch._C._are_functorch_transforms_active()
+            and torch._C._len_torch_function_stack() == 0 and torch._C._len_torch_dispatch_stack() == 0
+            and torch._C._get_tracing_state() is None)
+
+
 def eager_only(x: torch.Tensor) -> bool:
-    """Whether plain eager PyTorch is all that sees this call: not compiling, a plain tensor (no fake or
-    subclass), no torch function or dispatch mode, no functorch transform."""
-    return (type(x) is torch.Tensor and not torch.compiler.is_compiling()
-            and not torch._C._are_functorch_transforms_active()
-            and torch._C._len_torch_function_stack() == 0 and torch._C._len_torch_dispatch_stack() == 0)
+    """Whether plain eager PyTorch is all that sees this call: not compiling, and ``plain(x)``."""
+    return not torch.compiler.is_compiling() and plain(x)
 
 
 def needs_grad(x: torch.Tensor) -> bool:
@@ -265,15 +271,16 @@ def elu(x: torch.Tensor, alpha: float = 1.0, variant: str = DEFAULT_VARIANT, inp
     step 6). ``strict``: a study kernel computes it, also under torch.compile (then opaque: no fusion),
     or an error names why none can. In place with a gradient needed: the output is computed beside and
     copied into ``x``, and autograd keeps the output (as PyTorch's ``elu_`` does), which needs ``alpha >= 0``."""
-    if not strict and torch.compiler.is_compiling():
-        return F.elu(x, alpha, inplace)  # the fusing route: Inductor sees aten.elu
+    compiling = torch.compiler.is_compiling()
+    if not strict and (compiling or torch._C._are_functorch_transforms_active()):
+        return F.elu(x, alpha, inplace)  # the fusing route (Inductor sees aten.elu); torch.func's own rules
     alpha, variant = as_alpha(alpha), str(variant)
     build = kernel_build(x, alpha, variant, variant16)
     if build is None:
         if strict:
             raise routing.no_kernel(x, alpha, variant, variant16)
         return F.elu(x, alpha, inplace)
-    if eager_only(x):
+    if not compiling and plain(x):
         return direct(x, alpha, build, inplace)
     return through_op(x, alpha, build, inplace)
 
@@ -283,7 +290,7 @@ def elu_backward(grad_output: torch.Tensor, x_or_result: torch.Tensor, alpha: fl
     """``torch.ops.aten.elu_backward(grad_output, alpha, 1, 1, is_result, x_or_result)`` by the shared kernel
     (aten's where no kernel computes it); differentiable (through the op) where a gradient is needed."""
     alpha, is_result, variant = as_alpha(alpha), bool(is_result), str(variant)
-    plain = eager_only(grad_output) and eager_only(x_or_result)
-    if plain and not (needs_grad(grad_output) or needs_grad(x_or_result)):
+    eager = eager_only(grad_output) and eager_only(x_or_result)
+    if eager and not (needs_grad(grad_output) or needs_grad(x_or_result)):
         return backward_impl(grad_output, x_or_result, alpha, is_result, variant)
     return elu_backward_op(grad_output, x_or_result, alpha, is_result, variant)

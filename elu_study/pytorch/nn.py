@@ -9,7 +9,8 @@ The module goes through ``elu_study.pytorch.library.elu``, so it goes wherever n
   no study kernel computes (CPU, float64, other devices and dtypes) runs ``F.elu`` with its results;
   ``torch.autocast`` regions need no change (ELU runs in its input's dtype, as ``F.elu`` does);
 - gradients to any order (double backward: ``F.elu``'s second derivatives), CUDA graphs;
-- under ``torch.compile`` it is ``F.elu``, which Inductor fuses with its neighbours (eager runs the kernel);
+- under ``torch.compile`` it is ``F.elu``, which Inductor fuses with its neighbours (eager runs the kernel),
+  and under a ``torch.func`` transform (vmap, grad, jacrev) too;
 - ``strict=True``: a study kernel or an error naming why none computes the input, also under torch.compile
   (then the op, opaque to Inductor: no fusion).
 

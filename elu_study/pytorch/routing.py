@@ -39,7 +39,8 @@ RULE = (
     "(F.elu, aten.elu_backward), with its results and errors",
     "strict=True: a study kernel, or an error that names why none computes the input",
     "backward: the float32 backward kernel; a 16-bit tensor's backward is aten.elu_backward's",
-    "under torch.compile: F.elu (Inductor fuses it); with strict=True the op (the kernel, opaque to Inductor)",
+    "under torch.compile: F.elu (Inductor fuses it); with strict=True the op (the kernel, opaque to Inductor); "
+    "under a torch.func transform (vmap, grad, jacrev): F.elu",
 )
 
 

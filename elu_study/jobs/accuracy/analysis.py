@@ -218,7 +218,7 @@ def reference_table(record: dict) -> pd.DataFrame:
         r = run["reference"]
         rows[f"alpha = {alpha}"] = {
             f"within {r['margin_ulp64']} float64 ulps of a float32 midpoint": r["near_midpoint"],
-            "of which exact ties alpha * x at tiny |x| (resolved toward zero)": r["exact_ties_tiny_x"],
+            "of which exact ties alpha * x at tiny \\|x\\| (resolved toward zero)": r["exact_ties_tiny_x"],
             "ties where float64-then-round was wrong": r["ties_corrected"],
             "resolved with 200-digit decimals": r["resolved"],
             "of which float64-then-round was wrong": r["corrected"],

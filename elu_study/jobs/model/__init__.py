@@ -3,17 +3,17 @@
 What it measures, at the study's shape (4096, 393216) float32 unless said otherwise, every entry checked
 before it is timed, all timed together in interleaved do_bench rounds (elu_study.core.timing):
 
-- forward: ``torch.ops.elu_study.elu`` (the custom op, variants 2_float4 and 5_streaming) against
+- forward: ``library.elu`` (eagerly: the binding; variants 2_float4 and 5_streaming) against
   ``F.elu`` and ``y.copy_(x)`` (the roof: two streams);
-- backward: ``torch.ops.elu_study.elu_backward`` (kernels/common/backward.cu) against
+- backward: ``library.elu_backward`` (kernels/common/backward.cu) against
   ``aten.elu_backward`` and a measured three-stream reference, ``torch.add(x, g, out=c)`` (two reads,
   one write: the backward's traffic); 1.5x copy_'s time is only an estimate of that;
 - CUDA graphs: the op's forward and backward (the ops, full shape) captured in one
   ``torch.cuda.CUDAGraph``, replayed into NaN-poisoned outputs and checked equal to eager, then timed
   against the same two ops run eagerly;
 - the fusion lesson: ``F.elu(x) * 2 + 1`` eager (three kernels), under torch.compile with F.elu (one
-  fused kernel, two streams) and under torch.compile with the custom op (the op, then a fused
-  ``* 2 + 1``: four streams);
+  fused kernel, two streams), with the drop-in (its compile-time route: F.elu, fused) and with the custom
+  op (``strict=True``: the op, then a fused ``* 2 + 1``: four streams);
 - a small model: an MLP with nn.ELU against the same MLP through ``swap_elu``, forward + backward,
   eager and ``torch.compile(fullgraph=True)`` (the drop-in's fusing route, and the opaque op with
   ``strict=True``); and measure.TRAIN_STEPS Adam steps of each from the same weights towards a learnable

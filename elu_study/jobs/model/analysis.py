@@ -107,6 +107,15 @@ def grade(value: float, lo: float, hi: float) -> str:
     return "HELD" if lo <= value <= hi else "MISSED"
 
 
+def verdict(what: str, value, bounds: tuple | None = None) -> str:
+    """A graded prediction as one line: a truth holds if true; a number if it lies within ``bounds`` (lo, hi)."""
+    if bounds is None:
+        return f"{what:<66} {bool(value)}: {'HELD' if value else 'MISSED'}"
+    lo, hi = bounds
+    said = f"at most {hi:g}" if lo == -math.inf else f"at least {lo:g}" if hi == math.inf else f"{lo:g} to {hi:g}"
+    return f"{what:<66} {value:.3f} (predicted {said}): {grade(value, lo, hi)}"
+
+
 def routes(record: dict) -> dict:
     """The fusion routes under torch.compile (schema 3): the chain and the MLP, each against compiled F.elu."""
     out = {"felu_ms": median(record, FUSED_FELU), "dropin_ms": median(record, FUSED_DROPIN),

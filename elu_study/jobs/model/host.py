@@ -14,6 +14,7 @@ the modules ``nn.ELU`` and ``elu_study.ELU``; and the same without and with ``re
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -113,7 +114,8 @@ def measure_host(variant: str, alpha: float, device, sizes=HOST_SIZES, calls: in
     busy, table, data = Busy(device), routes(variant, alpha), inputs(sizes, device)
     calls_of = {(r, n): make(*data[n]) for r, (_, make) in table.items() for n in sizes}
     for call in calls_of.values():  # warm: built, cached, allocator primed
-        call()
+        for _ in range(3):
+            call()
     means = {key: [] for key in calls_of}
     guess = {key: 0.05 for key in calls_of}
     held = 0
@@ -130,6 +132,13 @@ def measure_host(variant: str, alpha: float, device, sizes=HOST_SIZES, calls: in
                                 "p90": float(np.percentile(us, 90)), "repeats": us}
     return {"sizes": list(sizes), "calls_per_loop": calls, "repeats": repeats, "loops_gpu_held": held,
             "loops": repeats * len(calls_of), "routes": out}
+
+
+def event_name(name: str) -> str:
+    """A profiler event's name without what differs between machines and runs: the path up to a package
+    (``.../site-packages/torch/_ops.py(910): __call__`` -> ``torch/_ops.py(910): __call__``) and addresses."""
+    name = re.sub(r" at 0x[0-9a-fA-F]+", "", name)
+    return re.sub(r"^.*?/((?:torch|elu_study)/)", r"\1", name)
 
 
 def ancestors_marked(event) -> bool:
@@ -159,7 +168,8 @@ def profile_call(call, device, calls: int = PROFILE_CALLS, top: int = PROFILE_TO
         if e.name == PROFILE_MARK:
             marked_us += e.cpu_time_total
             continue
-        row = by_name.setdefault(e.name, {"name": e.name, "count": 0, "self_us": 0.0})
+        name = event_name(e.name)
+        row = by_name.setdefault(name, {"name": name, "count": 0, "self_us": 0.0})
         row["count"] += 1
         row["self_us"] += e.self_cpu_time_total
     rows = sorted(by_name.values(), key=lambda r: -r["self_us"])[:top]

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch._dynamo.utils import counters
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars: tqdm.auto warns on stderr in a notebook without ipywidgets
 
 from elu_study.core import build, hardware, timing
 from elu_study.core.check import ATOL, RTOL
@@ -249,13 +249,13 @@ def kernel_calls(x, g, variants: list[str]) -> dict:
     return {
         "copy_": ("forward", "y.copy_(x): the roof, two streams", lambda: y_copy.copy_(x)),
         "F.elu": ("forward", "PyTorch's ELU", lambda: F.elu(x, ALPHA)),
-        **{f"op {v}": ("forward", f"torch.ops.elu_study.elu, {v}'s kernel", (lambda v=v: library.elu(x, ALPHA, v)))
+        **{f"op {v}": ("forward", f"library.elu (eager: the binding), {v}'s kernel", (lambda v=v: library.elu(x, ALPHA, v)))
            for v in variants},
         "aten.elu_backward": ("backward", "PyTorch's ELU backward (what autograd of F.elu runs)",
                               lambda: torch.ops.aten.elu_backward(g, ALPHA, 1, 1, False, x)),
         THREE_STREAMS: ("backward", "torch.add(x, g, out=c): two reads, one write, the backward's traffic",
                         lambda: torch.add(x, g, out=c_add)),
-        **{f"op backward {v}": ("backward", f"torch.ops.elu_study.elu_backward, {v}'s build",
+        **{f"op backward {v}": ("backward", f"library.elu_backward (eager: the binding), {v}'s build",
                                 (lambda v=v: library.elu_backward(g, x, ALPHA, False, v))) for v in variants},
     }
 
@@ -270,8 +270,8 @@ def use_calls(x, op: str, fusion: dict, graph: tuple, mlps: dict) -> dict:
                        "while compiling", lambda: fusion[FUSED_DROPIN](x)),
         FUSED_OP: ("fusion", f"torch.compile with the custom op ({op}; strict=True), then a fused *2+1",
                    lambda: fusion[FUSED_OP](x)),
-        GRAPH_EAGER: ("graph", f"the ops elu and elu_backward ({op}), launched eagerly", op_fwd_bwd),
-        GRAPH_REPLAY: ("graph", f"the same two ops ({op}) captured in one torch.cuda.CUDAGraph, replayed", replay),
+        GRAPH_EAGER: ("graph", f"library.elu and library.elu_backward ({op}), launched eagerly", op_fwd_bwd),
+        GRAPH_REPLAY: ("graph", f"the same two calls ({op}) captured in one torch.cuda.CUDAGraph, replayed", replay),
         "MLP nn.ELU eager": ("model", "forward + backward, nn.ELU", mlps["base"]),
         "MLP elu_study.ELU eager": ("model", f"forward + backward, swap_elu(variant={op!r})", mlps["ours"]),
         "MLP nn.ELU compiled": ("model", "torch.compile(fullgraph=True), nn.ELU", mlps["base_c"]),
@@ -297,27 +297,24 @@ def check_model(mlp: dict, op: str, dev, gen, backend: str, checks: dict) -> dic
     base_c, ours_c, opaque_c = check_mlp(base, ours, xb, target, backend, checks, op)
     losses = train({"nn.ELU": base, "elu_study.ELU": ours}, xb, target)
     autocast = dropin.autocast_training(base, xb, target, op, AUTOCAST_STEPS, LR)
-    require(autocast["forward"]["bit_identical"], f"bf16 autocast forward: {autocast['forward']}")
     models = {"base": base, "ours": ours, "base_c": base_c, "ours_c": ours_c, "opaque_c": opaque_c}
     return {"models": models, "losses": losses, "autocast": autocast, "xb": xb, "target": target,
             "params": sum(p.numel() for p in base.parameters())}
 
 
-def check_dropin(op: str, dev, double_variants) -> dict:
-    """Double backward of every step and gradgradcheck in float64; who computes each dtype and device."""
-    double = dropin.check_double_backward(double_variants, dev)
-    failed = [v for v, r in double["steps"].items() if not r["passed"]]
-    require(not failed and double["gradgradcheck_float64"]["all_passed"],
-            f"double backward: steps failing {failed}, gradgradcheck {double['gradgradcheck_float64']['passed']}")
+def check_dropin(op: str, dev, double_variants, double_n: int) -> dict:
+    """Double backward of every step and gradgradcheck in float64; who computes each dtype and device.
+    Recorded, not required: nothing here is timed, and the notebook grades them (tests/ assert them)."""
+    double = dropin.check_double_backward(double_variants, dev, double_n)
     routes = dropin.routing_table(op, dev)
-    wrong = [c for c in routes["cases"] if not (c["forward"]["max_abs_err"] <= ATOL and c["backward"]["max_abs_err"] <= ATOL)]
-    require(not wrong, f"routing: results differ from F.elu's: {wrong}")
+    for c in routes["cases"]:
+        c["passed"] = c["forward"]["max_abs_err"] <= ATOL and c["backward"]["max_abs_err"] <= ATOL
     return {"double_backward": double, "routing": routes}
 
 
 def run(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | None = None, progress: bool = True,
         device: str = "cuda", backend: str = "inductor", host_options: dict | None = None,
-        double_variants=None) -> dict:
+        double_variants=None, double_n: int = dropin.DOUBLE_N) -> dict:
     """Check, then time, everything the record holds (see the module's docstring)."""
     shape, variants, dev = tuple(shape or hardware.SHAPE), list(variants), torch.device(device)
     mlp, op, checks = {**MLP, **(mlp or {})}, variants[0], {}
@@ -332,7 +329,7 @@ def run(variants=DEFAULT_VARIANTS, shape=None, rounds: int = 3, mlp: dict | None
     graph = check_graph(x, g, op, dev, checks)
     fusion = check_fusion(x, op, backend, checks)
     steps.update(3)
-    dropin_record = check_dropin(op, dev, double_variants)
+    dropin_record = check_dropin(op, dev, double_variants, double_n)
     steps.update()
     precision = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")  # TF32 matmuls, as a model would run: the ELU's share shows
