@@ -28,7 +28,7 @@ REFERENCE_GPU = "nvidia-h200"  # the GPU whose committed records are shown where
 VERSIONS = {
     "study": 1,      # results/<gpu>.json: the main table (python -m elu_study)
     "ncu": 1,        # Nsight Compute counters (profile)
-    "accuracy": 1,   # every float32 input through every formula
+    "accuracy": 1,   # every float32 input through five formulas
     "sanitize": 1,   # compute-sanitizer verdicts
     "beyond": 1,     # step 6's attempts
     "sizes": 1,      # the size sweep

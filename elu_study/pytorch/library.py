@@ -231,7 +231,7 @@ def eager_only(x: torch.Tensor) -> bool:
 
 
 def needs_grad(x: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and x.requires_grad
+    return x.requires_grad and torch.is_grad_enabled()
 
 
 def direct(x: torch.Tensor, alpha: float, build: str, inplace: bool) -> torch.Tensor:
@@ -274,7 +274,10 @@ def elu(x: torch.Tensor, alpha: float = 1.0, variant: str = DEFAULT_VARIANT, inp
     compiling = torch.compiler.is_compiling()
     if not strict and (compiling or torch._C._are_functorch_transforms_active()):
         return F.elu(x, alpha, inplace)  # the fusing route (Inductor sees aten.elu); torch.func's own rules
-    alpha, variant = as_alpha(alpha), str(variant)
+    if type(alpha) is not float:  # (the checks of every eager call: the common case costs one test each)
+        alpha = as_alpha(alpha)
+    if type(variant) is not str:
+        variant = str(variant)
     build = kernel_build(x, alpha, variant, variant16)
     if build is None:
         if strict:

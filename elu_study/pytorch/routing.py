@@ -79,14 +79,20 @@ def on_kernel_device(x: torch.Tensor) -> bool:
 
 
 def kernel_build(x: torch.Tensor, alpha: float, variant: str, variant16: str | None = None) -> str | None:
-    """The build whose kernel computes ELU(x) with this alpha, or None where PyTorch computes it."""
-    if not on_kernel_device(x) or x.layout != torch.strided or x.is_nested or not math.isfinite(alpha):
-        return None
-    if x.dtype == torch.float32:
-        return variant
-    if x.dtype in SIXTEEN_BITS:
+    """The build whose kernel computes ELU(x) with this alpha, or None where PyTorch computes it.
+    (On every eager call: identity tests, the cheapest first.)"""
+    dtype = x.dtype
+    if dtype is torch.float32:
+        build = variant
+    elif dtype is torch.bfloat16 or dtype is torch.float16:
         build = build16(variant, variant16)
-        return build if takes16(build) else None
+        if not takes16(build):
+            return None
+    else:
+        return None
+    if (x.is_cuda if KERNEL_DEVICE == "cuda" else x.device.type == KERNEL_DEVICE) and x.layout is torch.strided \
+            and not x.is_nested and math.isfinite(alpha):
+        return build
     return None
 
 
