@@ -8,14 +8,14 @@ import argparse
 from pathlib import Path
 
 from elu_study.core import record
-from elu_study.jobs import beyond, launch, model, sizes, study
+from elu_study.jobs import beyond, launch, model, sixteen, sizes, study
 from elu_study.jobs.beyond import analysis as beyond_analysis
 from elu_study.jobs.report import front
 from elu_study.jobs.sizes import readme as sizes_readme
 from elu_study.jobs.study import report as study_report
 
 # The jobs whose records make figures or README blocks, in the README's order.
-REPORTS = {"study": study, "sizes": sizes, "beyond": beyond, "launch": launch, "model": model}
+REPORTS = {"study": study, "sizes": sizes, "beyond": beyond, "launch": launch, "model": model, "sixteen": sixteen}
 
 
 def write(gpu: str, readme: bool = True) -> list[Path]:
