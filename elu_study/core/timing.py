@@ -13,6 +13,7 @@ import time
 from typing import Callable
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
 SAMPLE_DECIMALS = 5  # 10 ns: far below event resolution, keeps the record small
@@ -159,3 +160,17 @@ def time_interleaved(calls: dict[str, Callable[[], object]], rounds: int = 5, wa
             bar.update()
     bar.close()
     return {name: {**summarize(samples[name]), "nvml": nvml[name]} for name in calls}
+
+
+def sleep_cycles_per_ms(cycles: int = 10_000_000) -> float:
+    """torch.cuda._sleep's spin rate on this GPU (cycles per ms), so that a sleep holds the GPU busy for a
+    chosen time while the host enqueues work (host-time measurements)."""
+    torch.cuda._sleep(cycles // 10)  # first use outside the measurement
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    torch.cuda.synchronize()
+    return cycles / start.elapsed_time(end)
+

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from elu_study.core.timing import sleep_cycles_per_ms
 from elu_study.pytorch import library
 from elu_study.pytorch.nn import ELU
 
@@ -43,15 +44,7 @@ class Busy:
         self.cycles_per_ms = 0.0
         if not self.cuda:
             return
-        cycles = 10_000_000
-        torch.cuda._sleep(cycles // 10)
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        torch.cuda.synchronize()
-        self.cycles_per_ms = cycles / start.elapsed_time(end)
+        self.cycles_per_ms = sleep_cycles_per_ms()
 
     def sleep(self, ms: float) -> None:
         if self.cuda:

@@ -18,7 +18,7 @@ from elu_study.core.check import ATOL, INPUT_SCALE, RTOL
 from elu_study.core.entries import ALPHA
 from elu_study.core.hardware import gpu_spec, provenance
 from elu_study.core.harness import elu_fn, quiet, timed_call
-from elu_study.core.timing import summarize
+from elu_study.core.timing import sleep_cycles_per_ms, summarize
 from elu_study.jobs.sizes.analysis import derive
 from elu_study.jobs.sizes.plan import (BYTES_PER_ELEMENT, CHECK_CHUNK, COLD_MS, FLUSH_BYTES, HOST_GPU_MS,
                                        HOST_REPEATS, MAX_RUNS, MIN_RUNS, WARM_MS, fmt_n, runs)
@@ -29,15 +29,7 @@ class Gpu:
 
     def __init__(self):
         self.cache = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-        cycles = 10_000_000
-        torch.cuda._sleep(cycles // 10)  # first use outside the measurement
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        torch.cuda.synchronize()
-        self.cycles_per_ms = cycles / start.elapsed_time(end)
+        self.cycles_per_ms = sleep_cycles_per_ms()
 
     def flush(self):
         self.cache.zero_()
