@@ -23,10 +23,18 @@ def execute(path: Path, timeout_s: int = 1800) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Execute each notebook; one that fails is reported and left as it was, and the others still run."""
     paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])] or sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+    failed = []
     for path in tqdm(paths, desc="executing notebooks", unit="notebook"):
-        execute(path)
-    return 0
+        try:
+            execute(path)
+        except Exception as err:  # noqa: BLE001 - any failure of one notebook is reported, the rest still run
+            failed.append(path.name)
+            print(f"FAILED {path.name}: {type(err).__name__}: {str(err)[-2000:]}", file=sys.stderr)
+    if failed:
+        print(f"{len(failed)} of {len(paths)} notebooks failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
