@@ -183,6 +183,13 @@ def test_gridstride_knee_from_a_latency_bound_record():
     little = notebook.graded(record).loc["Little"]  # the prediction's 26 KiB is outside the knee
     assert little["measured"] == "knee between 8 and 16" and little["verdict"] == "MISSED"
     assert text.knee_table(knee).count("\n") == len(knee["levels"]) + 1
+    note = text.little_note(_with_times(record, times))
+    assert "read bandwidth alone" in note and "stays MISSED" in note and "KiB per SM" in note
+    assert "| Little |" in notebook.graded_markdown(_with_times(record, times)) and note in notebook.graded_markdown(
+        _with_times(record, times))
+    study = {"rows": [{"name": "3_grid_stride", "sass": {"loads": {"LDG.E.128.CONSTANT": 3}}}]}
+    assert "3 128-bit loads" in text.knee_text(knee, study) and "03_grid_stride.ipynb" in text.knee_text(knee, study)
+    assert "not checked here" in text.knee_text(knee)
 
 
 def test_achieved_occupancy_and_theoretical_labels_in_the_table():
@@ -198,6 +205,8 @@ def test_achieved_occupancy_and_theoretical_labels_in_the_table():
     assert "37.0 (6_64_threads)" in [line for line in said.splitlines() if line.startswith("| 64x1 ")][0]
     slow = text.slow_cell_text(record, achieved, {"beyond": None})
     assert "**64x1**" in slow and "achieved* occupancy of 37 %" in slow and "*Hypothesis*" in slow
+    fewer = [line for line in slow.splitlines() if "more vectors" in line]
+    assert fewer and "(#" in fewer[0] and " is fast" not in slow
     steps = text.steps_table(record, {"study": None, "beyond": None})
     assert steps.count("not recorded") == len(text.STEP_BUILDS)
     assert {name for _, _, name, _ in text.STEP_BUILDS} <= {c.name for c in shapes.plan()}

@@ -452,6 +452,31 @@ def test_the_model_job_runs_its_checks_and_writes_a_record_and_figure(on_cpu, mo
     assert r["dropin_x_felu"] > 0 and analysis.grade(1.0, 0.98, 1.02) == "HELD" and analysis.grade(2, 0, 1) == "MISSED"
 
 
+def test_the_model_notebooks_numbers_come_from_the_committed_record():
+    """Notebook 11's tables and labels from the H200 record (no GPU): the timing table sorted by group, the
+    opaque op's MLP ratio apart from the fusing drop-in's, the profiler's own share, no Python frames."""
+    from elu_study.jobs.model import analysis, measure
+    from elu_study.jobs.model.host import AFTER, BEFORE
+
+    record = analysis.read_record()
+    table = analysis.timing_table(record)
+    assert set(table["entry"]) == set(record["timings"]) and table["x copy_"].isna().sum() == len(
+        analysis.entries(record, "model"))
+    assert list(dict.fromkeys(table["group"])) == [g for g in analysis.GROUP_ORDER if g in set(table["group"])]
+    assert {"runs", "what"} <= set(analysis.timing_table(record, full=True).columns)
+    s = analysis.summary(record)
+    assert s["mlp_compiled_opaque_x_compiled"] == pytest.approx(
+        analysis.median(record, measure.MLP_OPAQUE) / analysis.median(record, "MLP nn.ELU compiled"))
+    assert s["mlp_compiled_opaque_x_compiled"] != s["mlp_compiled_op_x_compiled"]  # the opaque op, not the drop-in
+    shares = [analysis.profiler_share(record, r) for r in (BEFORE, AFTER)]
+    assert all(0.5 < x < 0.7 for x in shares)  # the profiler's own buffer request: 53-64 % on the H200
+    assert analysis.python_frames(record) == []  # so the Python-layer predictions are not measurable
+    assert analysis.not_measurable("x", "why") == "x: not measurable (why)"
+    assert analysis.verdict("a", 1.0, (0.98, 1.02)) == "a: 1.000 (predicted 0.98 to 1.02): HELD"
+    beyond = analysis.beyond_x_copy(record["provenance"]["gpu"])
+    assert beyond is None or set(beyond) <= set(analysis.BEYOND_NAMES)
+
+
 def test_the_sanitizer_and_the_fuzzer_know_the_backward_op():
     """elu_study.ops lists elu_backward, so the sanitizer's child and the fuzz tests call it on every build;
     the child's workload runs it here against a stand-in and checks every result against aten."""

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from elu_study.core import record
+from elu_study.jobs.beyond import analysis as beyond
+from elu_study.jobs.sixteen import analysis as sixteen
 from elu_study.jobs.study import diagrams, predictions, step6
 from elu_study.jobs.study.launches import (Launch, block_pass_map, issue_ms, kernel_knobs, launch,
                                            lines_per_instruction, persistent_runs, schedule, thread_accesses,
@@ -229,6 +231,25 @@ def test_the_attempts_that_beat_step_6_come_from_the_record(beyond_record):
     assert step6.one_change(beyond_record, "6_reversed") == "-DELU6_ORDER=1"
 
 
+def test_grading_holds_a_median_outside_its_range_by_no_more_than_its_noise(beyond_record):
+    name = "6_store_evict_first"
+    x, z = record.row(beyond_record, name)["x_copy"], record.noise(beyond_record, name, "copy_")
+    assert step6.graded(beyond_record, name, (x - 0.02, x + 0.01)) == "HELD"
+    assert step6.graded(beyond_record, name, (x + z / 2, x + 0.05)) == "HELD (within noise)"
+    assert step6.graded(beyond_record, name, (x + 2 * z + 1e-6, x + 0.05)) == "MISSED (faster)"
+    assert step6.graded(beyond_record, name, (x - 0.05, x - 2 * z - 1e-6)) == "MISSED (slower)"
+    table = step6.grade_table(beyond_record, [(name, (x + z / 2, 1.05), "w")])
+    assert "HELD (within noise)" in table and f"{100 * z:.2f} %" in table and "  |" not in table
+
+
+def test_one_issue_bound_rule_in_08_and_12():
+    from elu_study.core import hardware
+
+    assert hardware.issue_bound(89.6) and not hardware.issue_bound(89.4) and hardware.issue_bound(None) is None
+    for module in (beyond, sixteen):  # both notebooks judge with core's one rule, not a copy
+        assert module.issue_bound is hardware.issue_bound and module.ISSUE_BOUND_RULE is hardware.ISSUE_BOUND_RULE
+
+
 def test_the_issue_premise_quotes_the_counters(beyond_record):
     share = step6.issue_pct(beyond_record, "6_expm1f")
     assert f"{share:.0f} %" in step6.issue_premise(beyond_record)
@@ -247,7 +268,9 @@ def sources(stem: str) -> str:
 def test_each_step_notebook_has_a_diagram_and_one_graded_table(stem):
     code = sources(stem)
     assert "diagrams." in code, f"{stem} draws no diagram of what the threads touch"
-    assert code.count("study.grade(") == 1, f"{stem} should grade its predictions in one table"
+    # 08 grades with step6.grade_table (noise-aware: HELD (within noise)); every other step notebook with study.grade
+    graders = code.count("study.grade(") + code.count("step6.grade_table(")
+    assert graders == 1, f"{stem} should grade its predictions in one table"
     assert "check_prediction" not in code
 
 

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from elu_study.core.build import compile_variant
+from elu_study.core import hardware
+from elu_study.core.tables import compact
 from elu_study.core.entries import ENTRIES, STEP7, STEP7_DELTA_BUILDS
 from elu_study.jobs import sixteen
 from elu_study.jobs.sixteen import analysis, figures, kernel, measure
@@ -228,3 +230,31 @@ def test_the_default_formulas_argument_holds(dtype):
     assert d["inputs"] == (32640 if dtype == "bfloat16" else 31744)
     assert analysis.argument_holds(d["delta"], eps), (formula, d["delta_log2"], math.log2(eps))
     assert d["tiny_differ"] == 0 and d["zero_results_equal"]
+
+
+def test_the_checks_cost_and_the_expm1f_share_are_graded():
+    rec = synthetic()
+    rec["counters"]["rows"] = [{**k, "thread_instructions_per_element": 24.0} if k["name"] == "7_sixteen_bits bfloat16"
+                               else k for k in rec["counters"]["rows"]]
+    ps = (Prediction("7_sixteen_bits bfloat16", "check_inst", (3.2, 5.0)),
+          Prediction("7_sixteen_bits float16", "check_inst", (3.2, 5.0)),
+          Prediction("7_sixteen_bits bfloat16", "fallback_slots", (0.08, 0.125)),
+          Prediction("7_sixteen_bits float16", "fallback_slots", (0.2, 0.3)))
+    df = analysis.grade_frame(rec, ps)
+    assert list(df["verdict"]) == ["HELD", "MISSED", "HELD", "MISSED"]
+    assert list(df["measured"]) == ["4.0", "0.0", "10.0 %", "10.0 %"]
+    graded = [p for p in PREDICTIONS if p.metric in ("check_inst", "fallback_slots")]
+    assert len(graded) == 4 and all(analysis.measured(synthetic(), p) is not None for p in graded)
+
+
+def test_one_issue_bound_rule_states_itself_and_judges_by_the_issue_share():
+    rec = synthetic()
+    gap = analysis.gap_lines(rec)
+    assert gap.startswith(analysis.ISSUE_BOUND_RULE)
+    pct = analysis.issue_pct(rec, "7_sixteen_bits bfloat16")
+    verdict = "issue-bound." if hardware.issue_bound(pct) else "not issue-bound."
+    assert [line for line in gap.splitlines() if line.startswith("- bfloat16")][0].endswith(verdict)
+    line = analysis.expm1f_line(rec)
+    assert "whole kernel" in line and "20.0 (bfloat16)" in line
+    assert all(len(sentence.split()) <= 40 for sentence in line.split(". "))
+    assert compact("| a   | b |\n|:----|---:|") == "| a | b |\n|---|---:|"

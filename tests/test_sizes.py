@@ -211,7 +211,7 @@ def test_entry_table_and_findings_quote_the_record():
     text = notebook.findings(rec).data
     lb = rec["regimes"]["launch_bound_max_n"]
     assert f"Launch-bound up to {plan.fmt_n(lb)} elements" in text and "at most" in text
-    assert "costs the host more per call than F.elu (" in text and "HYPOTHESIS" in text  # the model: 6 µs > 4 µs
+    assert "costs the host more than F.elu (" in text and "HYPOTHESIS" in text  # the model: 6 µs > 4 µs
     assert all(len(line.split()) <= 45 for line in text.splitlines())
 
 
@@ -330,3 +330,17 @@ def test_tiny_sweep_writes_a_well_formed_record(tmp_path):
     assert rec["floors"]["8192"]["stream_cold_ms"] > 0
     assert rec["l2_bytes"] > 0 and rec["provenance"]["gpu"] == torch.cuda.get_device_name()
     assert (tmp_path / f"{record.record_path(rec['provenance']['gpu'], 'sizes').stem}-time.png").exists()
+
+
+def test_like_for_like_host_cost_comes_from_the_model_record():
+    rec = synthetic_record()
+    model = record.load(rec["provenance"]["gpu"], "model", required=False)
+    lines = notebook.model_host_line(rec, "F.elu")
+    assert notebook.model_host_line(rec, "copy_") == []
+    if model is None:
+        assert lines == []
+        return
+    med = {r: sorted(v["median"] for v in model["host"]["routes"][r]["us"].values()) for r in notebook.MODEL_ROUTES}
+    mid = {r: (v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2) for r, v in med.items()}
+    assert f"{mid['binding']:.2f} µs" in lines[0] and f"{mid['binding'] / mid['F.elu']:.2f}x" in lines[0]
+    assert "not like for like" in notebook.findings(rec).data

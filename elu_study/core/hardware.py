@@ -119,3 +119,16 @@ def provenance() -> dict:
         "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "commit": os.environ.get("ELU_STUDY_COMMIT") or _command_output("git", "rev-parse", "--short", "HEAD"),
     }
+
+
+# When a kernel counts as bound by instruction issue, in every notebook alike: issuing its warp instructions
+# (ncu's issue-active share, 4 per SM per cycle) takes at least this share of its run time, compared as shown.
+ISSUE_BOUND_PCT = 90
+ISSUE_BOUND_RULE = (f"**Issue-bound**, in notebooks 08 and 12 alike: issuing a kernel's warp instructions, at 4 per SM "
+                    f"per cycle (ncu), takes at least {ISSUE_BOUND_PCT} % of its run time (as shown, rounded).")
+
+
+def issue_bound(pct: float | None) -> bool | None:
+    """Whether an issue-active share (%) is issue-bound by ISSUE_BOUND_RULE; None where it was not measured."""
+    return None if pct is None else round(pct) >= ISSUE_BOUND_PCT
+

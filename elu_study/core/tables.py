@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 # Column -> format, for the columns the study's tables share; any other float column gets 3 decimals.
@@ -21,3 +23,9 @@ def markdown(df: pd.DataFrame, formats: dict | None = None) -> str:
         fmt = fmt or "{:.3f}"
         shown[column] = [fmt.format(v) if v is not None and v == v else "" for v in values]
     return shown.to_markdown(disable_numparse=True)
+
+
+def compact(table: str) -> str:
+    """A pipe table without the padding that aligns its columns in plain text (it renders the same)."""
+    return "\n".join(re.sub(r"\|:?-+", "|---", re.sub(r" {2,}\|", " |", line)) for line in table.splitlines())
+

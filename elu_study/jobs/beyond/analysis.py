@@ -3,14 +3,18 @@ counters' findings, the 16-bit accuracy, and the README's beyond block."""
 
 from __future__ import annotations
 
+
 import pandas as pd
 from IPython.display import Markdown
 
+from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
+from elu_study.core.tables import compact
 from elu_study.core.record import figure_path, noise, readme_link, record_path
 from elu_study.core.tables import markdown
 
 AIM = 0.98  # step 6's aim: at most 0.98x copy_'s time, in the recorded run and in every fresh process
 MUST = 1.0  # step 6's must: at most copy_'s time in every process, by more than the round-to-round noise
+# The one rule for "issue-bound", stated in the same words by notebooks 08 and 12 (jobs/sixteen/analysis.py).
 
 
 def counters_by_name(record: dict) -> dict:
@@ -102,6 +106,16 @@ def issue_pct(record: dict, name: str) -> float | None:
     return 100 * issue_s / (k["duration_ns"] * 1e-9)
 
 
+
+
+def issue_rule(record: dict, names) -> str:
+    """The one issue-bound rule, and which of these kernels it calls issue-bound (with their issue shares)."""
+    pcts = {n: issue_pct(record, n) for n in names if issue_pct(record, n) is not None}
+    bound = [f"`{n}`" for n, v in pcts.items() if issue_bound(v)]
+    return ISSUE_BOUND_RULE + (f" Issue-bound here: {', '.join(bound)}; the others are not." if bound else
+                               " None here is issue-bound.")
+
+
 def sixteen_bit(record: dict, dtype: str = "bfloat16") -> dict:
     """Step 6 on 16-bit storage: x float32 copy_, x its own 16-bit copy_ (copy_ of the bfloat16 tensor), issue %."""
     by = {r["name"]: r for r in record["rows"]}
@@ -141,10 +155,11 @@ def sixteen_bit_line(record: dict) -> str:
     b = sixteen_bit(record)
     fastest = min(r["x_copy"] for r in float32_rows(record) if r["kind"] in ("attempt", "step"))
     lead = "Fewer bytes beat any schedule" if b["x_copy"] < fastest else "Fewer bytes do not beat every schedule"
-    issue = (f", and issuing its instructions takes {b['issue_pct']:.0f} % of that: it is issue-bound"
+    issue = (f" Issuing its instructions takes {b['issue_pct']:.0f} % of its run time: "
+             f"{'issue-bound' if issue_bound(b['issue_pct']) else 'not issue-bound'}, by the rule above."
              if b["issue_pct"] is not None else "")
     return (f"- {lead}: step 6 on bfloat16 storage takes {b['x_copy']:.3f}x float32 `copy_`'s time. It is not at "
-            f"its own roof, though: it takes {b['x_own_copy']:.2f}x the 16-bit `copy_`'s time{issue}.")
+            f"its own roof, though: it takes {b['x_own_copy']:.2f}x the 16-bit `copy_`'s time.{issue}")
 
 
 def process_table(record: dict, which: str = "processes"):
@@ -236,17 +251,20 @@ def issue_finding(record: dict) -> str:
             f"(`copy_` of the bfloat16 tensor, {roof16:.3f} ms): {sixteen}.")
 
 
+
+
 def accuracy16_table(record: dict):
     rows = []
     for name, by_dtype in record["accuracy16"].items():
         for dtype, a in by_dtype.items():
             row = {"build": name, "dtype": dtype}
             for alpha, v in a["alphas"].items():
-                row[f"alpha {alpha}: differ / max ulp"] = f"{v['mismatches']} / {v['max_ulp']}"
-            row["random (aligned, misaligned) differ"] = f"{a['random_aligned_mismatches']}, {a['random_misaligned_mismatches']}"
-            row["every output written"] = "yes" if all(v["untouched"] == 0 for v in a["alphas"].values()) else "NO"
+                row[f"alpha {alpha}"] = f"{v['mismatches']} / {v['max_ulp']}"
+            row["random"] = f"{a['random_aligned_mismatches']}, {a['random_misaligned_mismatches']}"
+            row["all written"] = "yes" if all(v["untouched"] == 0 for v in a["alphas"].values()) else "NO"
             rows.append(row)
-    return Markdown(markdown(pd.DataFrame(rows).set_index("build")))
+    return Markdown(compact(markdown(pd.DataFrame(rows).set_index("build"))) + "\n\nEach alpha: inputs that differ / the "
+                    "largest difference in ulp. Random: inputs that differ, aligned and one element off.")
 
 
 def accuracy16_finding(record: dict) -> str:
@@ -257,10 +275,10 @@ def accuracy16_finding(record: dict) -> str:
     zeros = max(v["mismatches"] for x in a["6_16bit_expf"].values() for k, v in x["alphas"].items() if v["max_ulp"] == 0)
     return (f"Step 6's 16-bit path (`expm1f`) is {'bit-identical to `F.elu` on every input' if step6 else 'NOT bit-identical to `F.elu`'} "
             f"of both dtypes. With `expf - 1` up to {most} of the 65,536 inputs differ, by up to {worst[0]} ulp "
-            f"({worst[1]}; ulp counted along the ordered bit patterns, so through the subnormals): the cancellation "
-            f"of `expf(x) - 1` near 0 survives the rounding to 16 bits, so 16-bit storage keeps `expm1f` and pays for "
-            f"it in time. Differences of 0 ulp (up to {zeros}, at alpha 0) are zeros of the other sign: `expf(x) - 1` "
-            f"rounds to +0 where `expm1f` gives a tiny negative number, and 0 times it is -0.")
+            f"({worst[1]}). Ulps are counted along the ordered bit patterns, so through the subnormals. The "
+            f"cancellation of `expf(x) - 1` near 0 survives the rounding to 16 bits. So 16-bit storage keeps `expm1f` "
+            f"and pays for it in time. Differences of 0 ulp (up to {zeros}, at alpha 0) are zeros of the other sign: "
+            f"`expf(x) - 1` rounds to +0 where `expm1f` gives a tiny negative number, and 0 times it is -0.")
 
 
 def knobs(flags) -> dict[str, str]:

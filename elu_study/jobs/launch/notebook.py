@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from elu_study.core.tables import compact
 from elu_study.core.tables import markdown
 from elu_study.jobs.launch.analysis import ACHIEVED_FROM, cell, gridstride_knee, row_of
 from elu_study.jobs.launch.shapes import MAX_THREADS_PER_SM, THREADS, plan
-from elu_study.jobs.launch.text import NEEDED_KIB, PREDICTIONS, TABLE_FORMATS, cells_frame
+from elu_study.jobs.launch.text import NEEDED_KIB, PREDICTIONS, TABLE_FORMATS, cells_frame, little_note
 
 STEP2_CELL = "256x1"  # step 2's launch: 256 threads, one float4 per thread, no hints
 STEP3_THREADS = 512  # step 3's block size
@@ -97,6 +98,14 @@ def graded(record: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("#")
 
 
+
+
+def graded_markdown(record: dict) -> str:
+    """The graded table, then the note on the Little's-law row (text.little_note)."""
+    note = little_note(record)
+    return compact(markdown(graded(record))) + (f"\n\n{note}" if note else "")
+
+
 def headline(record: dict) -> str:
     """copy_, step 2, the best cell against the noise, and the checks, in two sentences."""
     b, ref = record["best"], record["references"]
@@ -124,7 +133,7 @@ def trimmed_table(record: dict, achieved: dict, head: int = 5, tail: int = 4) ->
     df = cells_frame(record, achieved=achieved).drop(columns=["ms", "occupancy % (theor.)", "correct"])
     keep = set(df.index[:head]) | set(df.index[len(df) - tail:]) | (set(referred(record, achieved)) & set(df.index))
     shown = df[[name in keep for name in df.index]]
-    return markdown(shown, TABLE_FORMATS), len(df) - len(shown)
+    return compact(markdown(shown, TABLE_FORMATS)), len(df) - len(shown)
 
 
 # -- block size alone: notebook 03's open question ------------------------------------------------

@@ -31,6 +31,7 @@ STEP_BUILDS = (
 # Prediction 3's "about 2 %" is read as +0.01 to +0.03 x copy_.
 PREDICTIONS = {2: (1.02, 1.05), 3: (0.01, 0.03), 4: (1.05, 1.10)}
 NEEDED_KIB = 26  # the prediction's Little's-law estimate (assumed 0.8 us latency): a prediction, not a measurement
+ASSUMED_LATENCY_S = 0.8e-6  # the prediction's assumed loaded DRAM latency (not measured)
 
 
 def cells_frame(record: dict, cells: list[dict] | None = None, achieved: dict | None = None) -> pd.DataFrame:
@@ -129,7 +130,35 @@ def knee_table(knee: dict) -> str:
     return "\n".join(lines)
 
 
-def knee_text(knee: dict) -> str:
+def unroll_caveat(study: dict | None) -> str:
+    """These KiB count one float4 per thread; step 3's unrolled loop (its SASS in the main study's record, read in
+    notebook 03) shows that a grid-stride loop can keep more in flight."""
+    sass = (row_of(study, "3_grid_stride") or {}).get("sass", {})
+    loads = sum(n for op, n in sass.get("loads", {}).items() if op.startswith("LDG.E.128"))
+    head = "- Caveat: these KiB count one float4 in flight per resident thread."
+    if loads <= 1:
+        return head + " Whether nvcc unrolls this sweep's grid-stride loop is not checked here."
+    return (f"{head} Step 3's own grid-stride loop is unrolled: its SASS has {loads} 128-bit loads, the loop unrolled "
+            f"by two plus its remainder ([notebook 03](03_grid_stride.ipynb)). This sweep's kernel is another file, "
+            "not inspected here. If it is unrolled the same way, the knee in KiB moves up; in threads per SM it does not.")
+
+
+def little_note(record: dict) -> str:
+    """A graded note on the Little's-law prediction: it used copy_'s read plus write bandwidth, but only loads are
+    counted in flight; with the read bandwidth alone and the same assumed latency, the estimate halves."""
+    knee = gridstride_knee(record)
+    if knee["knee_above_kib"] is None or knee["knee_at_most_kib"] is None:
+        return ""
+    sms, read = record["provenance"]["sm_count"], knee["roof_read_bytes_per_s"]
+    kib = read * ASSUMED_LATENCY_S / sms / 1024
+    inside = knee["knee_above_kib"] < kib <= knee["knee_at_most_kib"]
+    return (f"*Graded note, after the run:* the Little row's estimate used `copy_`'s read plus write bandwidth, but "
+            f"only loads are counted in flight. With `copy_`'s read bandwidth alone ({read / 1e12:.2f} TB/s) and the "
+            f"same assumed latency, it is {kib:.0f} KiB per SM: {'inside' if inside else 'outside'} the measured knee. "
+            "The row stays MISSED: it grades the prediction as written.")
+
+
+def knee_text(knee: dict, study: dict | None = None) -> str:
     """Where the grid-stride cells stop being flat, and what Little's law says below that, in short bullets."""
     lo, hi = knee["knee_above_kib"], knee["knee_at_most_kib"]
     if lo is None or hi is None:
@@ -144,8 +173,7 @@ def knee_text(knee: dict) -> str:
         "latency grew with the load (the table's last column).",
         f"- With those latencies and copy_'s read bandwidth, Little's law asks for {n_lo:.0f} to {n_hi:.0f} KiB per "
         "SM.",
-        "- Caveat: these KiB count one float4 in flight per resident thread. If nvcc unrolled the grid-stride loop "
-        "(not checked here), the knee in KiB moves up by that factor; the knee in threads per SM does not.",
+        unroll_caveat(study),
     ])
 
 
@@ -171,8 +199,10 @@ def slow_cell_text(record: dict, achieved: dict, others: dict) -> str:
     lines.append(f"- **Why the SM stays that empty is not explained by this record.** *Hypothesis* (not tested): the "
                  f"block launch rate. {slow['name']} launches {blocks(slow) / sms:,.0f} blocks per SM, every other "
                  f"no-hints one-shot cell at most {most / sms:,.0f}.")
-    fewer = [c for c in one if c["threads"] == slow["threads"] and c is not slow]
+    fewer = sorted((c for c in one if c["threads"] == slow["threads"] and c is not slow), key=lambda c: c["x_copy"])
     if fewer:
-        lines.append("- The same block size with more vectors, so fewer blocks, is fast: "
-                     + ", ".join(f"{c['name']} {c['x_copy']:.3f}x" for c in fewer) + ".")
+        rank = sorted(one, key=lambda c: -c["x_copy"])
+        lines.append(f"- The same block size with more vectors, so fewer blocks (rank among the {len(one)} no-hints "
+                     "one-shot cells, slowest first): " + ", ".join(f"{c['name']} {c['x_copy']:.3f}x (#{rank.index(c) + 1})"
+                                                              for c in fewer) + ". Fewer blocks alone do not make a cell fast.")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from elu_study.core.record import REFERENCE_GPU, read, record_path
+from elu_study.core.record import REFERENCE_GPU, load, read, record_path
 from elu_study.jobs.model.host import AFTER, AFTER_GRAD, BEFORE, BEFORE_GRAD
 from elu_study.jobs.model.measure import (FUSED_DROPIN, FUSED_FELU, FUSED_OP, GRAPH_EAGER, GRAPH_REPLAY, MLP_OPAQUE,
                                           THREE_STREAMS)
@@ -99,7 +99,44 @@ def summary(record: dict) -> dict:
     out["compiled_op_x_compiled_felu"] = out["compiled_op_ms"] / out["compiled_felu_ms"]
     out["mlp_compiled_op_x_compiled"] = out["mlp_compiled_op_ms"] / out["mlp_compiled_ms"]
     out["mlp_eager_op_x_eager"] = out["mlp_eager_op_ms"] / out["mlp_eager_ms"]
+    if MLP_OPAQUE in record["timings"]:  # schema 3: "MLP elu_study.ELU compiled" is the fusing route (F.elu)
+        out["mlp_compiled_opaque_ms"] = median(record, MLP_OPAQUE)
+        out["mlp_compiled_opaque_x_compiled"] = out["mlp_compiled_opaque_ms"] / out["mlp_compiled_ms"]
     return out
+
+
+GROUP_ORDER = ("forward", "backward", "fusion", "graph", "model")
+
+
+def timing_table(record: dict, full: bool = False) -> pd.DataFrame:
+    """Every timed entry, by group then median: ms, p10-p90, x copy_ (none for the MLP steps, which move
+    other bytes); ``full=True`` adds each entry's description and its number of runs."""
+    copy_ms = median(record, "copy_")
+    rows = []
+    for name, t in record["timings"].items():
+        e = record["entries"][name]
+        row = {"group": e["group"], "entry": name, "ms": t["median_ms"],
+               "p10-p90": f"{t['p10_ms']:.3f}-{t['p90_ms']:.3f}",
+               "x copy_": t["median_ms"] / copy_ms if e["group"] != "model" else math.nan}
+        if full:
+            row |= {"runs": t["runs"], "what": e["what"]}
+        rows.append(row)
+    order = {g: i for i, g in enumerate(GROUP_ORDER)}
+    frame = pd.DataFrame(rows)
+    frame["rank"] = frame["group"].map(lambda g: order.get(g, len(order)))
+    return frame.sort_values(["rank", "ms"], kind="stable").drop(columns="rank").reset_index(drop=True)
+
+
+BEYOND_NAMES = ("F.elu", "6_beyond_copy", "6_load_evict_last")
+
+
+def beyond_x_copy(gpu: str = REFERENCE_GPU, names: tuple = BEYOND_NAMES) -> dict | None:
+    """x copy_ of F.elu and of step 6's kernels, from notebook 08's record (the beyond job's), or None."""
+    beyond = load(gpu, "beyond", required=False)
+    if beyond is None:
+        return None
+    rows = {r["name"]: r for r in beyond["rows"]}
+    return {n: rows[n]["x_copy"] for n in names if n in rows}
 
 
 def grade(value: float, lo: float, hi: float) -> str:
@@ -110,10 +147,15 @@ def grade(value: float, lo: float, hi: float) -> str:
 def verdict(what: str, value, bounds: tuple | None = None) -> str:
     """A graded prediction as one line: a truth holds if true; a number if it lies within ``bounds`` (lo, hi)."""
     if bounds is None:
-        return f"{what:<66} {bool(value)}: {'HELD' if value else 'MISSED'}"
+        return f"{what}: {bool(value)}: {'HELD' if value else 'MISSED'}"
     lo, hi = bounds
     said = f"at most {hi:g}" if lo == -math.inf else f"at least {lo:g}" if hi == math.inf else f"{lo:g} to {hi:g}"
-    return f"{what:<66} {value:.3f} (predicted {said}): {grade(value, lo, hi)}"
+    return f"{what}: {value:.3f} (predicted {said}): {grade(value, lo, hi)}"
+
+
+def not_measurable(what: str, why: str) -> str:
+    """A prediction the record cannot grade, as one line."""
+    return f"{what}: not measurable ({why})"
 
 
 def routes(record: dict) -> dict:
@@ -145,6 +187,22 @@ def host_summary(record: dict) -> dict:
             "after_grad_x_felu_grad": us[AFTER_GRAD] / us["F.elu, requires_grad"],
             "before_grad_x_felu_grad": us[BEFORE_GRAD] / us["F.elu, requires_grad"],
             "module_x_nn_module": us["elu_study.ELU module"] / us["nn.ELU module"]}
+
+
+PROFILER_OWN = "Activity Buffer Request"  # the profiler's own buffer request, once per profiled window
+
+
+def profiler_share(record: dict, route: str) -> float:
+    """The share of a route's profiled time per call that is the profiler's own ``PROFILER_OWN`` event."""
+    p = record["host"]["profile"]["routes"][route]
+    own = sum(e["self_us"] for e in p["top"] if e["name"] == PROFILER_OWN)  # self µs per call, as every event
+    return own / p["profiled_us_per_call"]
+
+
+def python_frames(record: dict) -> list[str]:
+    """The profiled events that are Python-level frames (a ``.py`` path or a ``built-in method``)."""
+    return [e["name"] for p in record["host"]["profile"]["routes"].values() for e in p["top"]
+            if ".py" in e["name"] or "built-in method" in e["name"]]
 
 
 def profile_table(record: dict, route: str, top: int = 8) -> pd.DataFrame:

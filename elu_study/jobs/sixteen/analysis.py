@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
 from elu_study.jobs.sixteen.predictions import GOALS, PREDICTIONS, Prediction
 
 DTYPES = ("bfloat16", "float16")
@@ -14,6 +15,9 @@ ROUNDING = 3 * 2.0 ** -24  # the roundings of r, r (1 - eps) and r (1 + eps): wh
 SCHEDULERS, LANES = 4, 32  # per SM: 4 warp schedulers, each issues one warp instruction (32 lanes) per cycle
 DEFAULT = "7_sixteen_bits"
 MUST, AIM = 1.05, 1.02  # the issue's goals: at most 1.05x the same dtype's copy_, aiming at 1.02x
+# The one rule for "issue-bound", stated in the same words by notebooks 08 (jobs/beyond/analysis.py) and 12.
+
+
 
 
 def argument_holds(delta: float, eps: float) -> bool:
@@ -137,15 +141,21 @@ def budget(record: dict, dtype: str) -> dict:
 
 
 def budget_lines(record: dict) -> str:
-    """The budget's arithmetic, one line per dtype."""
-    lines = []
+    """The budget's arithmetic, one line per dtype (one line for both where their numbers are the same)."""
+    lines, shown = [], {}
     for dtype in DTYPES:
         b = budget(record, dtype)
+        key = (b["sm_clock_mhz"], b["copy_ms"], b["numel"])
+        if key in shown and b["inst_per_elem"] is not None:
+            first, at = shown[key]
+            lines[at] = lines[at].replace(f"- {first}", f"- {first} and {dtype}", 1)
+            continue
+        shown[key] = (dtype, len(lines))
         if b["inst_per_elem"] is None:
             lines.append(f"- {dtype}: no SM clock in the record, so no budget.")
             continue
         lines.append(f"- {dtype}: {b['sm_count']} SMs x {SCHEDULERS} schedulers x {LANES} lanes x "
-                     f"{b['sm_clock_mhz']:.0f} MHz (NVML, while timed) x {b['copy_ms']:.3f} ms (its `copy_`) / "
+                     f"{b['sm_clock_mhz']:.0f} MHz (NVML, while timed) x {b['copy_ms']:.3f} ms (`copy_`) / "
                      f"{b['numel']:,} elements = **{b['inst_per_elem']:.1f}** thread instructions per element.")
     return "\n".join(lines)
 
@@ -171,42 +181,77 @@ def budget_frame(record: dict, names=None) -> pd.DataFrame:
     return pd.DataFrame(out).set_index("entry") if out else pd.DataFrame()
 
 
+def gap_line(record: dict, dtype: str, names: set) -> str:
+    """One dtype's default: its gap to copy_, split into the fast formula and the check; its instructions against
+    the budget; and the issue-bound verdict by the one rule."""
+    default, unchecked = f"{DEFAULT} {dtype}", f"7_unchecked {dtype}"
+    x = x_own_copy(record, default)[0]
+    line = f"- {dtype} (`{record.get('formula_of', {}).get(default, '?')}`): **{x:.3f}x** its own `copy_`."
+    if unchecked in names:
+        xu = x_own_copy(record, unchecked)[0]
+        line += (f" The fast formula alone (`7_unchecked`) costs {100 * (xu - 1):+.1f} %, the check and its fallback "
+                 f"{100 * (x - xu):+.1f} %.")
+    b, k = budget(record, dtype), counters_by_name(record).get(default, {})
+    if k.get("thread_instructions_per_element") and b["inst_per_elem"]:
+        share = k["thread_instructions_per_element"] / b["inst_per_elem"]
+        line += (f" It issues {k['thread_instructions_per_element']:.1f} instructions per element, {100 * share:.0f} % "
+                 f"of the {b['inst_per_elem']:.1f} that fit in `copy_`'s time.")
+    pct = issue_pct(record, default)
+    if pct is not None:
+        line += (f" Issue slots are busy {pct:.0f} % of its run, DRAM at {k.get('dram_pct_of_peak') or 0:.0f} %: "
+                 f"{'issue-bound' if issue_bound(pct) else 'not issue-bound'}.")
+    return line
+
+
 def gap_lines(record: dict) -> str:
-    """What the default's remaining gap to its own copy_ is made of, per dtype: the fast formula (unchecked) and
-    the check with its fallback; and whether its instructions fill the issue slots copy_'s time allows."""
+    """The one issue-bound rule, then what the default's remaining gap to its own copy_ is made of, per dtype."""
     names = {r["name"] for r in record["rows"]}
-    lines = []
-    for dtype in DTYPES:
-        default, unchecked = f"{DEFAULT} {dtype}", f"7_unchecked {dtype}"
-        if default not in names:
-            continue
-        x = x_own_copy(record, default)[0]
-        line = f"- {dtype} (`{record.get('formula_of', {}).get(default, '?')}`): **{x:.3f}x** its own `copy_`"
-        if unchecked in names:
-            xu = x_own_copy(record, unchecked)[0]
-            line += (f"; the fast formula alone (`7_unchecked`) {100 * (xu - 1):+.1f} %, the check and its "
-                     f"fallback {100 * (x - xu):+.1f} %")
-        b, k = budget(record, dtype), counters_by_name(record).get(default, {})
-        if k.get("thread_instructions_per_element") and b["inst_per_elem"]:
-            share = k["thread_instructions_per_element"] / b["inst_per_elem"]
-            line += (f". It issues {k['thread_instructions_per_element']:.1f} instructions per element, "
-                     f"{100 * share:.0f} % of the {b['inst_per_elem']:.1f} that fit in `copy_`'s time "
-                     f"({'issue-bound' if share >= 0.9 else 'not issue-bound'}: issue slots busy "
-                     f"{issue_pct(record, default) or 0:.0f} % of its run, DRAM at {k.get('dram_pct_of_peak') or 0:.0f} %)")
-        lines.append(line + ".")
-    return "\n".join(lines)
+    lines = [gap_line(record, dtype, names) for dtype in DTYPES if f"{DEFAULT} {dtype}" in names]
+    return "\n".join([ISSUE_BOUND_RULE, "", *lines]) if lines else ISSUE_BOUND_RULE
+
+
+def expm1f_line(record: dict) -> str:
+    """What expm1f on every value costs in instructions (7_exact: step 6's 16-bit formula), whole-kernel counts."""
+    c = counters_by_name(record)
+    names = [f"7_exact {d}" for d in DTYPES if c.get(f"7_exact {d}", {}).get("thread_instructions_per_element")]
+    if not names:
+        return "No instruction counts in this record."
+    counts = " and ".join(f"{c[n]['thread_instructions_per_element']:.1f} ({n.split()[-1]})" for n in names)
+    pcts = [issue_pct(record, n) for n in names]
+    bound = [issue_bound(v) for v in pcts]
+    verdict = ("issue-bound" if all(bound) else "not issue-bound" if not any(bound) else "issue-bound on "
+               + ", ".join(n.split()[-1] for n, b in zip(names, bound) if b) + " only")
+    return (f"`7_exact` computes every value with `expm1f`, as step 6's 16-bit path does. It issues {counts} thread "
+            f"instructions per element, counted over the whole kernel (loads, stores, indexing; ncu). Its issue slots "
+            f"are busy {' and '.join(f'{v:.0f} %' for v in pcts)} of its run: {verdict} (the rule is under *The "
+            f"counter that explains it*).")
 
 
 # -- predictions ------------------------------------------------------------------------------------------
 
 
 METRICS = {"x_own_copy": "x own copy_", "mismatches": "mismatches", "delta_log2": "delta",
-           "argument": "(delta + 3*2^-24) / eps"}
+           "argument": "(delta + 3*2^-24) / eps", "check_inst": "check inst/elem", "fallback_slots": "expm1f slots"}
+
+
+def measured_counts(record: dict, p: Prediction) -> float | None:
+    """The check's instructions per element (the entry's minus its dtype's 7_unchecked), or the share of warp pair
+    slots that run expm1f with the formula the entry uses on its dtype."""
+    dtype = p.subject.split()[-1]
+    if p.metric == "check_inst":
+        c = counters_by_name(record)
+        k, u = (c.get(n, {}).get("thread_instructions_per_element") for n in (p.subject, f"7_unchecked {dtype}"))
+        return None if k is None or u is None else k - u
+    formula = record.get("formula_of", {}).get(p.subject)
+    fb = record.get("fallback", {}).get(formula, {}).get(dtype)
+    return None if not fb else fb["warp_pair_slots"]
 
 
 def measured(record: dict, p: Prediction) -> float | None:
     """The value a prediction is graded on, or None where the record lacks it."""
     names = {r["name"] for r in record["rows"]}
+    if p.metric in ("check_inst", "fallback_slots"):
+        return measured_counts(record, p)
     if p.metric == "x_own_copy":
         return x_own_copy(record, p.subject)[0] if p.subject in names else None
     if p.metric == "mismatches":
@@ -242,7 +287,18 @@ def describe(lo: float, hi: float, metric: str) -> str:
         return "holds (at most 1)" if hi <= 1 else f"fails ({lo:.2f} to {hi:.2f})"
     if metric == "delta_log2":
         return f"2^{lo:.1f} to 2^{hi:.1f}"
+    if metric == "check_inst":
+        return f"{lo:.1f}-{hi:.1f} inst/elem"
+    if metric == "fallback_slots":
+        return f"{100 * lo:.1f}-{100 * hi:.1f} % slots"
     return f"{lo:.3f} to {hi:.3f}x"
+
+
+def shown_value(value: float, metric: str) -> str:
+    return {"delta_log2": f"2^{value:.2f}", "mismatches": f"{value:,.0f}", "check_inst": f"{value:.1f}",
+            "fallback_slots": f"{100 * value:.1f} %"}.get(metric, f"{value:.3f}")
+
+
 
 
 def grade_frame(record: dict, predictions=PREDICTIONS) -> pd.DataFrame:
@@ -253,8 +309,7 @@ def grade_frame(record: dict, predictions=PREDICTIONS) -> pd.DataFrame:
         if value is None or b is None:
             shown, verdict = "not in the record", "NOT MEASURED"
         else:
-            shown = (f"2^{value:.2f}" if p.metric == "delta_log2" else f"{value:.3f}" if p.metric != "mismatches"
-                     else f"{value:,.0f}")
+            shown = shown_value(value, p.metric)
             verdict = "HELD" if b[0] <= value <= b[1] else "MISSED"
         subject = p.subject + (f" ({p.dtype})" if p.dtype else "") + (f" but {p.exclude}'s" if p.exclude else "")
         predicted = describe(*p.bounds, p.metric) if b is None else describe(*b, p.metric)

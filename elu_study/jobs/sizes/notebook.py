@@ -194,9 +194,11 @@ def kernel_lines(record: dict) -> list[str]:
     dearer = [c for c in kernels if host_median_us(record, c, small) >= h_ref]
     cheaper = [c for c in kernels if c not in dearer]
     word, others = ("less", dearer) if len(dearer) <= len(cheaper) else ("more", cheaper)
-    lines = [f"- **Host cost:** every custom kernel costs the host {word} per call than {ref}"
-             + (f" except {', '.join(f'`{c}`' for c in others)}" if others else "") + " (the table's first column). "
-             "The steps and CUB go through the pybind11 binding, Triton through its Python launcher.",
+    lines = [f"- **Host cost:** per call, every custom kernel costs the host {word} than {ref}"
+             + (f" except {', '.join(f'`{c}`' for c in others)}" if others else "") + " (first column), but not like "
+             f"for like: custom kernels write into a preallocated `out=`, {' and '.join(ALLOCATES)} allocate.",
+             *model_host_line(record, ref),
+             "- The steps and CUB go through the pybind11 binding, Triton through its Python launcher.",
              f"- **A loop of small calls** costs each call at least the larger of its host and warm GPU times (a "
              f"model). \"loop wins\" counts the {len(small)} launch-bound lengths where that is below {ref}'s."]
     if 4096 in record["sizes"] and 4097 in record["sizes"] and "2_float4" in held:
@@ -205,6 +207,26 @@ def kernel_lines(record: dict) -> list[str]:
                      f"{us(record, '2_float4', 4096, 'warm'):.2f} at 4,096. CUB and Triton handle the tail in their "
                      "one kernel.")
     return lines
+
+
+MODEL_ROUTES = ("binding", "F.elu", "library.elu (after)")  # notebook 11's host routes, each call allocating
+
+
+def model_host_line(record: dict, ref: str) -> list[str]:
+    """The like-for-like host cost from notebook 11's record (results/<gpu>-model.json), where every route
+    allocates its output: medians over its sizes of the binding's, F.elu's and library.elu's µs per call."""
+    try:
+        model = load(record["provenance"]["gpu"], "model", required=False)
+    except RecordError:  # a record this code cannot read
+        model = None
+    routes = (model or {}).get("host", {}).get("routes", {})
+    if ref != "F.elu" or not all(r in routes for r in MODEL_ROUTES):
+        return []
+    med = {r: float(pd.Series([v["median"] for v in routes[r]["us"].values()]).median()) for r in MODEL_ROUTES}
+    binding, felu, drop_in = (med[r] for r in MODEL_ROUTES)
+    return [f"- **Like for like** ([notebook 11](11_in_a_model.ipynb)'s record, every call allocating): the binding "
+            f"alone takes {binding:.2f} µs per call, {binding / felu:.2f}x F.elu's {felu:.2f} µs. The drop-in "
+            f"`library.elu` takes {drop_in / felu:.2f}x F.elu's."]
 
 
 def top_lines(record: dict) -> list[str]:

@@ -6,9 +6,12 @@ reads the record, as a job reads another job's data.
 
 from __future__ import annotations
 
+
 import pandas as pd
 
+from elu_study.core.tables import compact
 from elu_study.core.record import noise, row
+from elu_study.core.tables import markdown
 from elu_study.jobs.study.launches import issue_ms
 
 
@@ -83,3 +86,29 @@ def sixteen_bit_frame(record: dict, names) -> pd.DataFrame:
     return pd.DataFrame([{"entry": n, "ms": row(record, n)["timing"]["median_ms"], "x copy_": row(record, n)["x_copy"],
                           "x 16-bit copy_": row(record, n)["timing"]["median_ms"] / roof16,
                           "issue % of run (ncu)": issue_pct(record, n)} for n in names]).set_index("entry")
+
+
+
+
+def graded(record: dict, name: str, bounds: tuple[float, float]) -> str:
+    """HELD inside the range; HELD (within noise) outside it by no more than the entry's round-to-round noise
+    against copy_'s (core.record.noise); else MISSED, faster or slower."""
+    x, (lo, hi) = row(record, name)["x_copy"], bounds
+    if lo <= x <= hi:
+        return "HELD"
+    if max(lo - x, x - hi) <= noise(record, name, "copy_"):
+        return "HELD (within noise)"
+    return f"MISSED ({'faster' if x < lo else 'slower'})"
+
+
+def grade_table(record: dict, predictions) -> str:
+    """Predictions ``(entry, (lo, hi), written)`` beside the recorded median x copy_, its noise and the verdict."""
+    notes = list(dict.fromkeys(w for _, _, w in predictions))
+    rows = [{"entry": name, "predicted x copy_": f"{lo:.3f} to {hi:.3f}", "measured": f"{row(record, name)['x_copy']:.4f}",
+             "noise": f"{100 * noise(record, name, 'copy_'):.2f} %", "verdict": graded(record, name, (lo, hi)),
+             **({"written": f"[{notes.index(w) + 1}]"} if len(notes) > 1 else {})}
+            for name, (lo, hi), w in predictions]
+    written = "; ".join(f"[{i + 1}] {n}" for i, n in enumerate(notes)) if len(notes) > 1 else notes[0]
+    return (compact(markdown(pd.DataFrame(rows).set_index("entry"))) + f"\n\nWritten {written}. Measured: the median of the "
+            "run in the Data source line. Noise: the entry's round-to-round noise against `copy_`'s time. A median "
+            "outside the range by no more than that noise is HELD (within noise).")
