@@ -1,6 +1,7 @@
 import pytest
 
-from elu_study.core.hardware import SHAPE, bytes_moved, floor_ms, gpu_spec, slug, tbps
+from elu_study.core.hardware import SHAPE, bytes_moved, floor_ms, gpu_spec, tbps
+from elu_study.core.record import slug
 
 
 def test_problem_bytes_match_the_brief():

@@ -16,7 +16,8 @@ from elu_study.core import record
 from elu_study.jobs.beyond import analysis as beyond
 from elu_study.jobs.sixteen import analysis as sixteen
 from elu_study.jobs.study import diagrams, predictions, step6
-from elu_study.jobs.study.launches import (Launch, block_pass_map, issue_ms, kernel_knobs, launch,
+from elu_study.core.ncu import issue_ms
+from elu_study.jobs.study.launches import (Launch, block_pass_map, kernel_knobs, launch,
                                            lines_per_instruction, persistent_runs, schedule, thread_accesses,
                                            tile_of, wave_sizes)
 from elu_study.jobs.study.notebook import Prediction, Study, code_lines, excerpt

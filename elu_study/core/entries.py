@@ -195,7 +195,7 @@ STEP7 = (
             group=f"step7_{mode}", mode=mode) for mode in ("bfloat16", "float16")),
 )
 # The float32 builds that measure the fast formulas' distance to expm1f (delta): alpha = 1 returns fast(x).
-STEP7_DELTA_BUILDS = {formula: ("7_sixteen_bits", (f"-DELU7_OP=Approx", f"-DELU7_FORMULA={formula}"))
+STEP7_DELTA_BUILDS = {formula: ("7_sixteen_bits", ("-DELU7_OP=Approx", f"-DELU7_FORMULA={formula}"))
                       for formula in ("Lean", "Lean4", "Mid", "Accurate")}
 _ALL = (*BASELINES, *STEPS, *PEERS, *ABLATIONS, *ATTEMPTS, *STEP7)
 ENTRIES = {e.name: e for e in _ALL}

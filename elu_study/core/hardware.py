@@ -74,9 +74,6 @@ def tbps(numel: int, ms: float) -> float:
     return bytes_moved(numel) / (ms * 1e-3) / 1e12
 
 
-def slug(device_name: str) -> str:
-    """A file name for a GPU: "NVIDIA H200" -> "nvidia-h200"."""
-    return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
 
 
 def _command_output(*cmd: str) -> str | None:

@@ -272,6 +272,28 @@ def _run_with_progress(command: list[str], total: int, progress: bool, env: dict
         raise RuntimeError(f"ncu failed ({proc.returncode}):\n{''.join(log[-40:])}")
 
 
+SCHEDULERS = 4  # warp schedulers per SM on Hopper, each issuing one warp instruction per cycle
+
+
+def counter_rows(record: dict) -> dict[str, dict]:
+    """A record's counter rows (``record["counters"]["rows"]``) by entry name; empty where it has none."""
+    return {r["name"]: r for r in record.get("counters", {}).get("rows", [])}
+
+
+def issue_ms(counter_row: dict, sm_count: int, per_cycle: int = SCHEDULERS) -> float:
+    """Time the SMs need just to issue a kernel's warp instructions: ``per_cycle`` per SM per cycle, at the SM
+    clock Nsight Compute measured."""
+    return counter_row["warp_instructions"] / (sm_count * per_cycle * counter_row["sm_cycles_per_s"]) * 1e3
+
+
+def issue_pct(record: dict, name: str) -> float | None:
+    """The share (%) of a kernel's run time that issuing its warp instructions takes, or None without counters."""
+    k = counter_rows(record).get(name, {})
+    if not k.get("warp_instructions") or not k.get("sm_cycles_per_s") or not k.get("duration_ns"):
+        return None
+    return 100 * issue_ms(k, record["provenance"]["sm_count"]) / (k["duration_ns"] / 1e6)
+
+
 def counter_frame(record: dict, names=None):
     """One line per kernel: time, DRAM bytes and throughput, L2, occupancy, registers, top stalls."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
+from elu_study.core.ncu import counter_rows, issue_ms, issue_pct
 from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
 from elu_study.core.tables import compact
 from elu_study.core.record import figure_path, noise, readme_link, record_path
@@ -17,8 +18,6 @@ MUST = 1.0  # step 6's must: at most copy_'s time in every process, by more than
 # The one rule for "issue-bound", stated in the same words by notebooks 08 and 12 (jobs/sixteen/analysis.py).
 
 
-def counters_by_name(record: dict) -> dict:
-    return {r["name"]: r for r in record.get("counters", {}).get("rows", [])}
 
 
 def float32_rows(record: dict) -> list[dict]:
@@ -27,7 +26,7 @@ def float32_rows(record: dict) -> list[dict]:
 
 def summary_frame(record: dict):
     """One row per attempt: time, x copy_, spread, and the DRAM counters beside it."""
-    counters = counters_by_name(record)
+    counters = counter_rows(record)
     rows = []
     for r in record["rows"]:
         t = r["timing"]
@@ -97,13 +96,6 @@ def confirmation_lines(record: dict) -> list[str]:
     return lines
 
 
-def issue_pct(record: dict, name: str) -> float | None:
-    """The share of a kernel's run time that issuing its warp instructions takes, at 4 per SM per cycle (ncu)."""
-    k = counters_by_name(record).get(name, {})
-    if not k.get("warp_instructions") or not k.get("sm_cycles_per_s") or not k.get("duration_ns"):
-        return None
-    issue_s = k["warp_instructions"] / (record["provenance"]["sm_count"] * 4 * k["sm_cycles_per_s"])
-    return 100 * issue_s / (k["duration_ns"] * 1e-9)
 
 
 
@@ -175,7 +167,7 @@ def process_table(record: dict, which: str = "processes"):
 
 def dram_line_deviation(record: dict, rows: list[dict]) -> dict:
     """Each float32 kernel's time over that of 'time set by DRAM throughput alone' through 6_base, minus 1."""
-    c = counters_by_name(record)
+    c = counter_rows(record)
     k = next(r for r in rows if r["name"] == "6_base")["x_copy"] * c["6_base"]["dram_pct_of_peak"]
     return {r["name"]: r["x_copy"] / (k / c[r["name"]]["dram_pct_of_peak"]) - 1 for r in rows}
 
@@ -198,7 +190,7 @@ HYPOTHESIS = ("Why a cache policy or a tile order changes that efficiency is not
 
 def counter_finding(record: dict) -> str:
     """What the counters say across the float32 kernels: same bytes? how well was the DRAM driven?"""
-    c = counters_by_name(record)
+    c = counter_rows(record)
     rows = [r for r in float32_rows(record) if r["name"] in c and c[r["name"]].get("dram_pct_of_peak")]
     if "6_base" not in c or not rows:
         return "No counters were recorded for the attempts."
@@ -226,17 +218,17 @@ def counter_finding(record: dict) -> str:
 
 def issue_finding(record: dict) -> str:
     """Is the 16-bit kernel bound by instruction issue? Its warp instructions at one per scheduler per cycle."""
-    c = counters_by_name(record)
+    c = counter_rows(record)
     sms = record["provenance"]["sm_count"]
     parts = []
     for name in ("6_beyond_copy", "6_expm1f", "6_beyond_copy bfloat16", "6_16bit_expf bfloat16"):
         if name not in c or not c[name].get("warp_instructions") or not c[name].get("sm_cycles_per_s"):
             continue
         k = c[name]
-        issue_ms = k["warp_instructions"] / (sms * 4 * k["sm_cycles_per_s"]) * 1e3
+        issued_ms = issue_ms(k, sms)
         kernel_ms = k["duration_ns"] / 1e6
-        parts.append(f"`{name}`: {k['warp_instructions'] / 1e9:.2f} G warp instructions need {issue_ms:.2f} ms of issue "
-                     f"at 4 per SM per cycle ({k['sm_cycles_per_s'] / 1e9:.2f} GHz), **{100 * issue_ms / kernel_ms:.0f} %** "
+        parts.append(f"`{name}`: {k['warp_instructions'] / 1e9:.2f} G warp instructions need {issued_ms:.2f} ms of issue "
+                     f"at 4 per SM per cycle ({k['sm_cycles_per_s'] / 1e9:.2f} GHz), **{100 * issued_ms / kernel_ms:.0f} %** "
                      f"of its {kernel_ms:.2f} ms; DRAM at {k['dram_pct_of_peak']:.1f} % of peak")
     if not parts:
         return "No counters were recorded for the 16-bit kernels."

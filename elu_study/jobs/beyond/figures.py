@@ -6,7 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
-from elu_study.jobs.beyond.analysis import counters_by_name, float32_rows
+from elu_study.core.ncu import counter_rows
+from elu_study.jobs.beyond.analysis import float32_rows
 
 KIND_COLORS = {"attempt": "tab:purple", "step": "tab:blue"}
 
@@ -42,7 +43,7 @@ def times_figure(record: dict):
 def dram_figure(record: dict):
     """Time over copy_'s (CUDA events) against DRAM throughput (ncu) for each float32 kernel: the line is
     'time set by the DRAM alone' through 6_base (x copy_ proportional to 1 / throughput)."""
-    c = counters_by_name(record)
+    c = counter_rows(record)
     rows = [r for r in float32_rows(record) if r["name"] in c and c[r["name"]].get("dram_pct_of_peak")]
     fig, ax = plt.subplots(figsize=(8, 5))
     d = np.array([c[r["name"]]["dram_pct_of_peak"] for r in rows])

@@ -7,12 +7,13 @@ import math
 
 import pandas as pd
 
+from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
 from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
 from elu_study.jobs.sixteen.predictions import GOALS, PREDICTIONS, Prediction
 
 DTYPES = ("bfloat16", "float16")
 ROUNDING = 3 * 2.0 ** -24  # the roundings of r, r (1 - eps) and r (1 + eps): what eps must cover beyond delta
-SCHEDULERS, LANES = 4, 32  # per SM: 4 warp schedulers, each issues one warp instruction (32 lanes) per cycle
+LANES = 32  # threads per warp instruction
 DEFAULT = "7_sixteen_bits"
 MUST, AIM = 1.05, 1.02  # the issue's goals: at most 1.05x the same dtype's copy_, aiming at 1.02x
 # The one rule for "issue-bound", stated in the same words by notebooks 08 (jobs/beyond/analysis.py) and 12.
@@ -41,17 +42,8 @@ def x_own_copy(record: dict, name: str) -> tuple[float, float, float]:
     return t["median_ms"] / roof, t["p10_ms"] / roof, t["p90_ms"] / roof
 
 
-def counters_by_name(record: dict) -> dict:
-    return {r["name"]: r for r in record.get("counters", {}).get("rows", [])}
 
 
-def issue_pct(record: dict, name: str) -> float | None:
-    """The share of a kernel's run time that issuing its warp instructions takes, 4 per SM per cycle (ncu)."""
-    k = counters_by_name(record).get(name, {})
-    if not k.get("warp_instructions") or not k.get("sm_cycles_per_s") or not k.get("duration_ns"):
-        return None
-    issue_s = k["warp_instructions"] / (record["provenance"]["sm_count"] * SCHEDULERS * k["sm_cycles_per_s"])
-    return 100 * issue_s / (k["duration_ns"] * 1e-9)
 
 
 def mismatches(record: dict, name: str) -> int | None:
@@ -61,7 +53,7 @@ def mismatches(record: dict, name: str) -> int | None:
 
 def frame(record: dict, dtype: str) -> pd.DataFrame:
     """One dtype's rows, fastest first: time, x own copy_ with p10-p90, exhaustive mismatches, ncu's counters."""
-    c = counters_by_name(record)
+    c = counter_rows(record)
     out = []
     for r in rows_of(record, dtype):
         x, p10, p90 = x_own_copy(record, r["name"])
@@ -125,7 +117,7 @@ def clock_mhz(record: dict, dtype: str) -> float | None:
     clocks = [s["sm_clock_mhz"]["median"] for r in rows_of(record, dtype)
               for s in r["timing"].get("nvml", []) if s.get("samples")]
     if not clocks:
-        clocks = [k["sm_cycles_per_s"] / 1e6 for n, k in counters_by_name(record).items()
+        clocks = [k["sm_cycles_per_s"] / 1e6 for n, k in counter_rows(record).items()
                   if n.endswith(dtype) and k.get("sm_cycles_per_s")]
     return float(pd.Series(clocks).median()) if clocks else None
 
@@ -163,7 +155,7 @@ def budget_lines(record: dict) -> str:
 def budget_frame(record: dict, names=None) -> pd.DataFrame:
     """Each step 7 kernel's (or each named one's) measured thread instructions per element (ncu) against its
     dtype's budget at the roof, and the static SASS instruction count of its 16-bit kernel."""
-    c = counters_by_name(record)
+    c = counter_rows(record)
     out = []
     for dtype in DTYPES:
         b = budget(record, dtype)
@@ -191,7 +183,7 @@ def gap_line(record: dict, dtype: str, names: set) -> str:
         xu = x_own_copy(record, unchecked)[0]
         line += (f" The fast formula alone (`7_unchecked`) costs {100 * (xu - 1):+.1f} %, the check and its fallback "
                  f"{100 * (x - xu):+.1f} %.")
-    b, k = budget(record, dtype), counters_by_name(record).get(default, {})
+    b, k = budget(record, dtype), counter_rows(record).get(default, {})
     if k.get("thread_instructions_per_element") and b["inst_per_elem"]:
         share = k["thread_instructions_per_element"] / b["inst_per_elem"]
         line += (f" It issues {k['thread_instructions_per_element']:.1f} instructions per element, {100 * share:.0f} % "
@@ -212,7 +204,7 @@ def gap_lines(record: dict) -> str:
 
 def expm1f_line(record: dict) -> str:
     """What expm1f on every value costs in instructions (7_exact: step 6's 16-bit formula), whole-kernel counts."""
-    c = counters_by_name(record)
+    c = counter_rows(record)
     names = [f"7_exact {d}" for d in DTYPES if c.get(f"7_exact {d}", {}).get("thread_instructions_per_element")]
     if not names:
         return "No instruction counts in this record."
@@ -239,7 +231,7 @@ def measured_counts(record: dict, p: Prediction) -> float | None:
     slots that run expm1f with the formula the entry uses on its dtype."""
     dtype = p.subject.split()[-1]
     if p.metric == "check_inst":
-        c = counters_by_name(record)
+        c = counter_rows(record)
         k, u = (c.get(n, {}).get("thread_instructions_per_element") for n in (p.subject, f"7_unchecked {dtype}"))
         return None if k is None or u is None else k - u
     formula = record.get("formula_of", {}).get(p.subject)

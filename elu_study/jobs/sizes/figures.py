@@ -19,6 +19,12 @@ STREAM_SHOWN_FROM = 32 * 2**20
 X_COPY_FROM = 64 * 2**20  # the bandwidth figure's linear x copy_ panel starts here (bytes moved)
 
 
+
+def band(record: dict, name: str, mode: str):
+    """An entry's lengths and its median, p10 and p90 times (ms) in one mode, for a line and its spread."""
+    n, med = series(record, name, mode)
+    return n, med, series(record, name, mode, "p10_ms")[1], series(record, name, mode, "p90_ms")[1]
+
 def _style(record: dict):
     """A colour and line style per entry: steps in blues, peers in purples, baselines in greys/greens."""
     styles = {}
@@ -63,11 +69,9 @@ def bandwidth_figure(record: dict):
     axes += [fig.add_subplot(1, 3, 2, sharey=axes[0]), fig.add_subplot(1, 3, 3)]
     for ax, mode in zip(axes, ("cold", "warm")):
         for name in _lines(record):
-            n, med = series(record, name, mode)
+            n, med, p10, p90 = band(record, name, mode)
             if not n.size:
                 continue
-            _, p10 = series(record, name, mode, "p10_ms")
-            _, p90 = series(record, name, mode, "p90_ms")
             b = BYTES_PER_ELEMENT * n
             tb = lambda ms: b / (ms * 1e-3) / 1e12  # noqa: E731
             ax.plot(b, tb(med), lw=1.4, label=name, **styles.get(name, {}))
@@ -154,11 +158,9 @@ def time_figure(record: dict):
     lowest = min((p[m]["median_ms"] for p in record["points"] if ok(p) for m in MODES), default=1e-3)
     for ax, mode in zip(axes, MODES):
         for name in _lines(record):
-            n, med = series(record, name, mode)
+            n, med, p10, p90 = band(record, name, mode)
             if not n.size:
                 continue
-            _, p10 = series(record, name, mode, "p10_ms")
-            _, p90 = series(record, name, mode, "p90_ms")
             ax.plot(n, 1e3 * med, lw=1.4, label=name, **styles.get(name, {}))
             ax.fill_between(n, 1e3 * p10, 1e3 * p90, color=styles.get(name, {}).get("color"), alpha=0.12, lw=0)
         _regions(ax, record, BYTES_PER_ELEMENT)

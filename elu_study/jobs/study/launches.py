@@ -187,8 +187,3 @@ def schedule(lau: Launch, samples: int = 4000) -> tuple[np.ndarray, np.ndarray]:
     block = np.unique(np.linspace(0, lau.blocks - 1, samples).astype(np.int64))
     return tile_of(lau.order, block, lau.tiles), block / lau.wave_blocks
 
-
-def issue_ms(counter_row: dict, sm_count: int, per_cycle: int = 4) -> float:
-    """Time the SMs need just to issue a kernel's warp instructions: ``per_cycle`` per SM per cycle (four
-    schedulers), at the SM clock Nsight Compute measured."""
-    return counter_row["warp_instructions"] / (sm_count * per_cycle * counter_row["sm_cycles_per_s"]) * 1e3

@@ -12,7 +12,7 @@ import pandas as pd
 from elu_study.core.tables import compact
 from elu_study.core.record import noise, row
 from elu_study.core.tables import markdown
-from elu_study.jobs.study.launches import issue_ms
+from elu_study.core.ncu import issue_pct
 
 
 def one_change(record: dict, name: str) -> str:
@@ -46,12 +46,6 @@ def beat_defaults(record: dict) -> str:
             f"next record{evidence}.")
 
 
-def issue_pct(record: dict, name: str) -> float | None:
-    """The share of a kernel's run time that issuing its warp instructions takes (ncu), or None."""
-    k = next((c for c in record.get("counters", {}).get("rows", []) if c["name"] == name), {})
-    if not k.get("warp_instructions") or not k.get("sm_cycles_per_s") or not k.get("duration_ns"):
-        return None
-    return 100 * issue_ms(k, record["provenance"]["sm_count"]) / (k["duration_ns"] / 1e6)
 
 
 def issue_premise(record: dict) -> str:
