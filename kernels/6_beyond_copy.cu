@@ -42,7 +42,7 @@
 #define ELU6_VECS 1
 #endif
 #ifndef ELU6_LOAD
-#define ELU6_LOAD 0
+#define ELU6_LOAD 3
 #endif
 #ifndef ELU6_STORE
 #define ELU6_STORE 0

@@ -4,8 +4,22 @@
 // time: step 6's 16-bit path (expm1f in float32, about 40 instructions per
 // element) is bound by instruction issue, not by memory. PyTorch rounds
 // expm1f(x) * alpha to 16 bits once; only that rounding has to come out the
-// same. So this step computes a cheap expm1 (a polynomial near 0, one
-// MUFU.EX2 below), rounds r = fast(x) * alpha and r * (1 -+ eps) to 16 bits,
+// same.
+//
+// The default (FORMULA Table) looks expm1f up: a 16-bit input has at most
+// 32768 negative values, and expm1f is x itself below 2^-26 in magnitude and
+// -1 beyond -20, so a table of the few thousand (bfloat16: 16 KB) or twenty
+// thousand (float16: 80 KB) values between fits in shared memory. The device
+// computes each table once, into global memory, with expm1f itself; each block
+// copies it from L2 into shared memory and streams a few tiles. The float32
+// value before the one rounding is expm1f's bit for bit, so the result equals
+// PyTorch's for every alpha by construction. The backward (grad * alpha *
+// expf(x), aten elu_backward's order) looks expf up the same way. The first
+// call on a device builds its tables and waits for them; a first call during
+// CUDA graph capture cannot wait, so there each block computes its own.
+//
+// The first step 7 (FORMULA Poly, kept as attempts) computes a cheap expm1
+// (a polynomial near 0, one MUFU.EX2 below), rounds r = fast(x) * alpha and r * (1 -+ eps) to 16 bits,
 // and where those two disagree (a 16-bit rounding boundary lies within eps of
 // r) computes expm1f after all. If |fast - expm1f| <= delta |expm1f| for every
 // 16-bit input (there are 32768 negative ones: notebook 12 measures delta over
@@ -15,21 +29,33 @@
 //   -DELU7_CHECK=c    1 (default) fast, checked, expm1f where the check asks;
 //                     0 expm1f always (step 6's 16-bit formula, the control);
 //                     2 fast and unchecked (not exact: what the check costs)
-//   -DELU7_FORMULA=f  the fast expm1: Auto (default: Lean on bfloat16, Mid on
-//                     float16), or one for both: Lean, Lean4 (one more term),
-//                     Mid (degree 6 to 1/4), Accurate (degree 7, split log2(e))
+//   -DELU7_FORMULA=f  Auto (default: Table on both dtypes); Poly (the first
+//                     step 7: Lean on bfloat16, Mid on float16), or one
+//                     polynomial for both: Lean, Lean4 (one more term), Mid
+//                     (degree 6 to 1/4), Accurate (degree 7, split log2(e)).
+//                     CHECK applies to the polynomials; Table needs no check
 //   -DELU7_LOAD=p     1 (default) loads with L2 evict_last, step 6's best
 //                     float32 build; 0 plain loads
+//   -DELU7_BF16_THREADS=t, -DELU7_BF16_TILES=k, -DELU7_FP16_THREADS=t,
+//   -DELU7_FP16_TILES=k  the table kernels' launch per dtype: t threads per
+//                     block, k tiles of t vectors per block (512, 4 and 1024,
+//                     16); k = 0: a persistent grid (as many blocks as fit)
+//   -DELU7_FILL=f     1 (default) blocks copy the device's global table; 0 each
+//                     block computes its own with expm1f
 //   -DELU7_OP=Approx  the float32 path computes fast(x) * alpha (ELU7_FORMULA's; Lean for Auto), unchecked:
 //                     with alpha = 1 it returns fast(x) itself, which is how
 //                     delta is measured (default Expf, step 6's formula)
-// elu-study: binding = storage16
+// elu-study: binding = storage16 backward16
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <stdexcept>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <type_traits>
 
 #include "common/elu.cuh"
 
@@ -45,10 +71,26 @@
 #ifndef ELU7_OP
 #define ELU7_OP Expf
 #endif
+#ifndef ELU7_BF16_THREADS
+#define ELU7_BF16_THREADS 512
+#endif
+#ifndef ELU7_BF16_TILES
+#define ELU7_BF16_TILES 4
+#endif
+#ifndef ELU7_FP16_THREADS
+#define ELU7_FP16_THREADS 1024
+#endif
+#ifndef ELU7_FP16_TILES
+#define ELU7_FP16_TILES 16
+#endif
+#ifndef ELU7_FILL
+#define ELU7_FILL 1
+#endif
 
 namespace step7 {
 
 constexpr int kThreads = 128;
+constexpr int kMaxDevices = 64;
 
 // Cheap expm1s for x <= 0 (NaN stays NaN, -0 stays -0, -inf gives -1). Each
 // switch at -theta between a polynomial near 0 (where 2^t - 1 would cancel) and
@@ -109,13 +151,21 @@ struct Accurate {  // theta = ln(2)/2, degree 7, log2(e) split: about 16 instruc
   }
 };
 
-// Auto: bfloat16 keeps 8 bits, so Lean's eps (2^-17) puts few results near a rounding boundary;
+// Poly: bfloat16 keeps 8 bits, so Lean's eps (2^-16) puts few results near a rounding boundary;
 // float16 keeps 11, and at that eps the fallback runs in most warps: it takes Mid.
+// Auto: the table on both 16-bit types. The float32 path (ELU7_OP=Approx, for measuring delta) has no
+// table: its inputs are not 16-bit values.
+struct Table {};
+struct Poly {};
 struct Auto {};
 template <class T, class F> struct FormulaOf { using type = F; };
-template <> struct FormulaOf<__nv_bfloat16, Auto> { using type = Lean; };
-template <> struct FormulaOf<__half, Auto> { using type = Mid; };
+template <> struct FormulaOf<__nv_bfloat16, Auto> { using type = Table; };
+template <> struct FormulaOf<__half, Auto> { using type = Table; };
 template <> struct FormulaOf<float, Auto> { using type = Lean; };
+template <> struct FormulaOf<__nv_bfloat16, Poly> { using type = Lean; };
+template <> struct FormulaOf<__half, Poly> { using type = Mid; };
+template <> struct FormulaOf<float, Poly> { using type = Lean; };
+template <> struct FormulaOf<float, Table> { using type = Lean; };
 template <class T>
 using Fast = typename FormulaOf<T, ELU7_FORMULA>::type;
 
@@ -181,6 +231,251 @@ __device__ __forceinline__ uint4 load(const uint4* p) {
 #endif
 }
 
+// -- the table (FORMULA Table, the default) ---------------------------------------------------------------
+//
+// A 16-bit value's magnitude bits m (its pattern without the sign) index a table: entry m - kLo holds
+// f(-value(m)) for m in [kLo, kHi]. Below kLo, expm1f(x) is x itself and expf(x) is 1 (|x| < 2^-26); above kHi
+// (beyond -20 for expm1f, -110 for expf), -1 and 0. The exhaustive check (every bit pattern, 77 alphas)
+// confirms both ends on the GPU.
+template <class T> struct Bits;
+template <> struct Bits<__nv_bfloat16> {
+  static constexpr uint32_t kInf = 0x7F80;  // above: NaN
+  static __device__ __forceinline__ float value(uint32_t m) { return __uint_as_float(m << 16); }
+};
+template <> struct Bits<__half> {
+  static constexpr uint32_t kInf = 0x7C00;
+  static __device__ __forceinline__ float value(uint32_t m) { return __half2float(__ushort_as_half(uint16_t(m))); }
+};
+
+struct Expm1 {  // the forward's table: expm1f, as PyTorch's elu computes it
+  // bfloat16: from 2^-26 (0x3280); float16: from its smallest subnormal, 2^-24 (m = 1), so that zero of either
+  // sign passes through as x itself (expm1f(+0) is +0, which an entry for -0 would not give). Up to 20.
+  template <class T> static constexpr uint32_t kLo = std::is_same_v<T, __half> ? 0x0001 : 0x3280;
+  template <class T> static constexpr uint32_t kHi = std::is_same_v<T, __half> ? 0x4D00 : 0x41A0;
+  static __device__ __forceinline__ float of(float x) { return expm1f(x); }
+};
+struct Exp {  // the backward's table: expf, as PyTorch's elu_backward computes it
+  // From 0 on float16 (entry 0 is expf(-0) = 1) and 2^-26 on bfloat16 (expf(-2^-26) = 1, as below it); to 110.
+  template <class T> static constexpr uint32_t kLo = std::is_same_v<T, __half> ? 0x0000 : 0x3280;
+  template <class T> static constexpr uint32_t kHi = std::is_same_v<T, __half> ? 0x56E0 : 0x42DC;
+  static __device__ __forceinline__ float of(float x) { return expf(x); }
+};
+
+template <class T, class F>
+constexpr uint32_t table_entries() { return F::template kHi<T> - F::template kLo<T> + 1; }
+template <class T, class F>
+constexpr uint32_t padded_entries() { return (table_entries<T, F>() + 3) & ~3u; }  // whole float4s
+template <class T, class F>
+constexpr size_t table_bytes() { return padded_entries<T, F>() * sizeof(float); }
+
+// The table kernels' launch, per dtype: threads per block, and tiles (one vector per thread each) per block,
+// taken blockIdx.x, + gridDim.x, ...; 0 tiles: a persistent grid (as many blocks as fit at once). Many
+// short-lived blocks stream like step 2's one-shot grid; each pays for its table, so float16's (80 KB)
+// takes more tiles per block than bfloat16's (16 KB). Notebook 12 measures the choices.
+template <class T> struct Shape {
+  static constexpr int kThreads = std::is_same_v<T, __half> ? ELU7_FP16_THREADS : ELU7_BF16_THREADS;
+  static constexpr int kTiles = std::is_same_v<T, __half> ? ELU7_FP16_TILES : ELU7_BF16_TILES;
+  static constexpr int kMinBlocks = 2048 / kThreads >= 2 ? 2 : 1;
+};
+
+// Entry i of a table, computed: f(-value(kLo + i)).
+template <class T, class F>
+__device__ __forceinline__ float entry(uint32_t i) { return F::of(-Bits<T>::value(F::template kLo<T> + i)); }
+
+// Every entry of a table into global memory, once per device (see global_table).
+template <class T, class F>
+__global__ void table_fill_kernel(float* table) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < padded_entries<T, F>()) table[i] = i < table_entries<T, F>() ? entry<T, F>(i) : 0.0f;
+}
+
+// A block's shared-memory table: copied from the device's global one (16-byte loads from L2), or, where there is
+// none (a first call during CUDA graph capture, or ELU7_FILL=0), computed by the block itself.
+template <class T, class F>
+__device__ __forceinline__ void fill(float* table, const float* __restrict__ global) {
+  if (ELU7_FILL == 1 && global != nullptr) {
+    for (uint32_t i = threadIdx.x; i < padded_entries<T, F>() / 4; i += blockDim.x) {
+      reinterpret_cast<float4*>(table)[i] = __ldg(reinterpret_cast<const float4*>(global) + i);
+    }
+  } else {
+    for (uint32_t i = threadIdx.x; i < table_entries<T, F>(); i += blockDim.x) table[i] = entry<T, F>(i);
+  }
+  __syncthreads();
+}
+
+// The two 16-bit halves of a word: magnitude bits and the float value.
+template <class T>
+__device__ __forceinline__ void halves(uint32_t w, uint32_t m[2], float v[2]) {
+  m[0] = w & 0x7FFFu;
+  m[1] = (w >> 16) & 0x7FFFu;
+  const float2 f = Pair<T>::unpack(w);
+  v[0] = f.x;
+  v[1] = f.y;
+}
+
+// ELU of two 16-bit values through the table: x > 0 ? x : expm1f(x) * alpha, expm1f(x) looked up, except
+// below kLo and for NaN (u above the table's span), where the value itself goes on (alpha * NaN is NaN).
+template <class T>
+__device__ __forceinline__ uint32_t elu2_table(uint32_t w, float alpha, const float* table) {
+  constexpr uint32_t kLo = Expm1::kLo<T>;
+  constexpr uint32_t kLast = table_entries<T, Expm1>() - 1;
+  constexpr uint32_t kSpan = Bits<T>::kInf - kLo;
+  uint32_t m[2];
+  float x[2], r[2];
+  halves<T>(w, m, x);
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const uint32_t u = m[k] - kLo;  // wraps below kLo: then u > kSpan
+    const float e = u > kSpan ? x[k] : table[u < kLast ? u : kLast];
+    r[k] = x[k] > 0.0f ? x[k] : e * alpha;
+  }
+  return Pair<T>::pack(r[0], r[1]);
+}
+
+// dELU from the input, two values: x <= 0 ? grad * alpha * expf(x) : grad (NaN x: grad), expf(x) looked up;
+// below kLo the first entry is expf(-2^-26) = 1, above kHi the last is 0 (-inf included).
+template <class T>
+__device__ __forceinline__ uint32_t dx2_table(uint32_t gw, uint32_t xw, float alpha, const float* table) {
+  constexpr uint32_t kLo = Exp::kLo<T>;
+  constexpr uint32_t kLast = table_entries<T, Exp>() - 1;
+  uint32_t m[2];
+  float x[2], r[2];
+  halves<T>(xw, m, x);
+  const float2 g = Pair<T>::unpack(gw);
+  const float gs[2] = {g.x, g.y};
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const uint32_t u = (m[k] > kLo ? m[k] : kLo) - kLo;
+    const float e = table[u < kLast ? u : kLast];  // read for every lane: a load in one branch only is a branch
+    r[k] = x[k] <= 0.0f ? gs[k] * alpha * e : gs[k];
+  }
+  return Pair<T>::pack(r[0], r[1]);
+}
+
+// dELU from the result y = ELU(x) (alpha >= 0): y <= 0 ? grad * (y + alpha) : grad. No table.
+template <class T>
+__device__ __forceinline__ uint32_t dy2(uint32_t gw, uint32_t yw, float alpha) {
+  const float2 g = Pair<T>::unpack(gw), y = Pair<T>::unpack(yw);
+  return Pair<T>::pack(y.x <= 0.0f ? g.x * (y.x + alpha) : g.x, y.y <= 0.0f ? g.y * (y.y + alpha) : g.y);
+}
+
+template <class T, class Fn>
+__device__ __forceinline__ uint4 map4(const uint4& a, const uint4& b, Fn fn) {
+  return make_uint4(fn(a.x, b.x), fn(a.y, b.y), fn(a.z, b.z), fn(a.w, b.w));
+}
+
+// Each block fills its table, then takes tiles of Shape<T>::kThreads vectors: blockIdx.x, + gridDim.x, ...
+template <class T>
+__global__ void __launch_bounds__(Shape<T>::kThreads, Shape<T>::kMinBlocks)
+table16_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, int64_t n_vec, float alpha,
+               const float* __restrict__ global) {
+  extern __shared__ float4 smem[];
+  float* table = reinterpret_cast<float*>(smem);
+  fill<T, Expm1>(table, global);
+  const int64_t stride = int64_t(gridDim.x) * Shape<T>::kThreads;
+  for (int64_t i = int64_t(blockIdx.x) * Shape<T>::kThreads + threadIdx.x; i < n_vec; i += stride) {
+    const uint4 v = load(x + i);
+    y[i] = map4<T>(v, v, [&](uint32_t w, uint32_t) { return elu2_table<T>(w, alpha, table); });
+  }
+}
+
+// The backward's vector path, the same grid: grad and x (or y) in, grad_in out; the table only from x.
+template <class T, bool kFromResult>
+__global__ void __launch_bounds__(Shape<T>::kThreads, Shape<T>::kMinBlocks)
+backward16_kernel(const uint4* __restrict__ g, const uint4* __restrict__ xy, uint4* __restrict__ out, int64_t n_vec,
+                  float alpha, const float* __restrict__ global) {
+  extern __shared__ float4 smem[];
+  float* table = reinterpret_cast<float*>(smem);
+  if constexpr (!kFromResult) fill<T, Exp>(table, global);
+  const int64_t stride = int64_t(gridDim.x) * Shape<T>::kThreads;
+  for (int64_t i = int64_t(blockIdx.x) * Shape<T>::kThreads + threadIdx.x; i < n_vec; i += stride) {
+    const uint4 gv = load(g + i), xv = load(xy + i);
+    if constexpr (kFromResult) {
+      out[i] = map4<T>(gv, xv, [&](uint32_t a, uint32_t b) { return dy2<T>(a, b, alpha); });
+    } else {
+      out[i] = map4<T>(gv, xv, [&](uint32_t a, uint32_t b) { return dx2_table<T>(a, b, alpha, table); });
+    }
+  }
+}
+
+// The scalar backward of the 16-bit types (misaligned pointers, the n % 8 tail): expf, no table.
+template <class T>
+__global__ void backward_scalar16_kernel(const T* __restrict__ g, const T* __restrict__ xy, T* __restrict__ out,
+                                         int64_t n, float alpha, bool from_result) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float a = to_float(g[i]), b = to_float(xy[i]);
+    const float r = from_result ? (b <= 0.0f ? a * (b + alpha) : a) : (b <= 0.0f ? a * alpha * expf(b) : a);
+    out[i] = from_float(r, out[i]);
+  }
+}
+
+// Host state, per build of this file, device and kernel (each asked for once): the grid's blocks per SM and
+// the global tables. In an unnamed namespace on purpose: a function-local static of a template is a unique
+// symbol that the dynamic linker shares between every build of this file loaded in one process, so a second
+// build would skip its own kernel's shared-memory opt-in.
+namespace {
+enum Slot { kForwardBf16, kForwardFp16, kFromXBf16, kFromXFp16, kFromYBf16, kFromYFp16, kSlots };
+std::atomic<int> per_sm_cache[kSlots][kMaxDevices];
+std::atomic<float*> table_cache[kSlots][kMaxDevices];
+std::mutex table_mutex;
+template <class T>
+constexpr int slot(int bf16_slot) { return std::is_same_v<T, __half> ? bf16_slot + 1 : bf16_slot; }
+
+int current_device() {
+  int device = 0;
+  elu::check(cudaGetDevice(&device), "cudaGetDevice");
+  if (device < 0 || device >= kMaxDevices) throw std::out_of_range("elu: device index out of range");
+  return device;
+}
+}  // namespace
+
+// The grid of a table kernel: Shape<T>::kTiles tiles per block, or (0) as many blocks as fit on every SM at
+// once. The shared-memory opt-in and the occupancy are asked for once per device and kernel.
+template <class T, class Kernel>
+unsigned int table_grid(Kernel kernel, size_t smem, int64_t n_vec, int which) {
+  const int device = current_device();
+  int per_sm = per_sm_cache[which][device].load(std::memory_order_relaxed);
+  if (per_sm == 0) {
+    elu::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+               "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    elu::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Shape<T>::kThreads, smem),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (per_sm < 1) throw std::runtime_error("elu: the table kernel does not fit on an SM");
+    per_sm_cache[which][device].store(per_sm, std::memory_order_relaxed);
+  }
+  const int64_t tiles = elu::ceil_div(n_vec, Shape<T>::kThreads);
+  int64_t blocks = Shape<T>::kTiles > 0 ? elu::ceil_div(tiles, Shape<T>::kTiles) : 0;
+  if (Shape<T>::kTiles == 0) {
+    int sms = 0;
+    elu::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    blocks = int64_t(sms) * per_sm;
+  }
+  return elu::grid_blocks(blocks < tiles ? blocks : tiles);
+}
+
+// The device's global table of f for T, built on first use: allocated, filled on the caller's stream and waited
+// for, once. Nullptr where the stream is being captured into a CUDA graph (no allocation or wait may happen
+// there): the kernel then computes its table itself.
+template <class T, class F>
+const float* global_table(cudaStream_t stream, int which) {
+  const int device = current_device();
+  float* table = table_cache[which][device].load(std::memory_order_acquire);
+  if (table != nullptr || ELU7_FILL == 0) return table;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  elu::check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone) return nullptr;
+  const std::lock_guard<std::mutex> lock(table_mutex);
+  table = table_cache[which][device].load(std::memory_order_acquire);
+  if (table != nullptr) return table;
+  elu::check(cudaMalloc(&table, table_bytes<T, F>()), "cudaMalloc (the expm1f/expf table)");
+  table_fill_kernel<T, F><<<elu::ceil_div(padded_entries<T, F>(), 256), 256, 0, stream>>>(table);
+  elu::check(cudaGetLastError(), "the table's fill kernel");
+  elu::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (the table's fill)");
+  table_cache[which][device].store(table, std::memory_order_release);
+  return table;
+}
+
 // One 16-byte vector per thread: 8 values at 16 bits, 4 at 32.
 template <class T, int kCheck>
 __global__ void __launch_bounds__(kThreads) vector16_kernel(const uint4* __restrict__ x, uint4* __restrict__ y,
@@ -224,6 +519,9 @@ inline bool checkable(float alpha) {
 }
 
 template <class T>
+constexpr bool kTableFormula = std::is_same_v<Fast<T>, Table>;
+
+template <class T>
 void launch16(const T* x, T* y, int64_t n, float alpha, cudaStream_t stream) {
   const int64_t done = elu::aligned16(x, y) ? n & ~int64_t(7) : 0;
   if (done < n) {
@@ -232,9 +530,45 @@ void launch16(const T* x, T* y, int64_t n, float alpha, cudaStream_t stream) {
   }
   const int64_t n_vec = done / 8;
   if (n_vec == 0) return;
-  const auto kernel = checkable(alpha) ? vector16_kernel<T, ELU7_CHECK> : vector16_kernel<T, 0>;
-  kernel<<<elu::grid_blocks(elu::ceil_div(n_vec, kThreads)), kThreads, 0, stream>>>(
-      reinterpret_cast<const uint4*>(x), reinterpret_cast<uint4*>(y), n_vec, alpha);
+  const auto* xv = reinterpret_cast<const uint4*>(x);
+  auto* yv = reinterpret_cast<uint4*>(y);
+  if constexpr (kTableFormula<T> && ELU7_CHECK != 0) {
+    constexpr size_t smem = table_bytes<T, Expm1>();
+    const int which = slot<T>(kForwardBf16);
+    const float* global = global_table<T, Expm1>(stream, which);
+    const unsigned int grid = table_grid<T>(table16_kernel<T>, smem, n_vec, which);
+    table16_kernel<T><<<grid, Shape<T>::kThreads, smem, stream>>>(xv, yv, n_vec, alpha, global);
+  } else {
+    const auto kernel = checkable(alpha) ? vector16_kernel<T, ELU7_CHECK> : vector16_kernel<T, 0>;
+    kernel<<<elu::grid_blocks(elu::ceil_div(n_vec, kThreads)), kThreads, 0, stream>>>(xv, yv, n_vec, alpha);
+  }
+}
+
+template <class T>
+void launch_backward16(const T* g, const T* xy, T* out, int64_t n, float alpha, bool from_result,
+                       cudaStream_t stream) {
+  const bool aligned = elu::aligned16(g, xy) && elu::aligned16(out, out);
+  const int64_t done = aligned ? n & ~int64_t(7) : 0;
+  if (done < n) {
+    const int64_t blocks = elu::ceil_div(n - done, 256) < 65536 ? elu::ceil_div(n - done, 256) : 65536;
+    backward_scalar16_kernel<T><<<elu::grid_blocks(blocks), 256, 0, stream>>>(g + done, xy + done, out + done,
+                                                                             n - done, alpha, from_result);
+  }
+  const int64_t n_vec = done / 8;
+  if (n_vec == 0) return;
+  const auto* gv = reinterpret_cast<const uint4*>(g);
+  const auto* xv = reinterpret_cast<const uint4*>(xy);
+  auto* ov = reinterpret_cast<uint4*>(out);
+  if (from_result) {
+    const unsigned int grid = table_grid<T>(backward16_kernel<T, true>, 0, n_vec, slot<T>(kFromYBf16));
+    backward16_kernel<T, true><<<grid, Shape<T>::kThreads, 0, stream>>>(gv, xv, ov, n_vec, alpha, nullptr);
+  } else {
+    constexpr size_t smem = table_bytes<T, Exp>();
+    const int which = slot<T>(kFromXBf16);
+    const float* global = global_table<T, Exp>(stream, which);
+    const unsigned int grid = table_grid<T>(backward16_kernel<T, false>, smem, n_vec, which);
+    backward16_kernel<T, false><<<grid, Shape<T>::kThreads, smem, stream>>>(gv, xv, ov, n_vec, alpha, global);
+  }
 }
 
 }  // namespace step7
@@ -256,5 +590,16 @@ void launch_elu_16(const void* x, void* y, int64_t n, float alpha, bool bf16, cu
     step7::launch16(static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), n, alpha, stream);
   } else {
     step7::launch16(static_cast<const __half*>(x), static_cast<__half*>(y), n, alpha, stream);
+  }
+}
+
+void launch_elu_backward_16(const void* g, const void* x_or_y, void* out, int64_t n, float alpha, bool is_result,
+                            bool bf16, cudaStream_t stream) {
+  if (bf16) {
+    step7::launch_backward16(static_cast<const __nv_bfloat16*>(g), static_cast<const __nv_bfloat16*>(x_or_y),
+                             static_cast<__nv_bfloat16*>(out), n, alpha, is_result, stream);
+  } else {
+    step7::launch_backward16(static_cast<const __half*>(g), static_cast<const __half*>(x_or_y),
+                             static_cast<__half*>(out), n, alpha, is_result, stream);
   }
 }

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from elu_study.core.build import build_all, compile_variant  # noqa: E402
-from elu_study.core.entries import build_id, computes_elu, fuzz_builds  # noqa: E402
+from elu_study.core.entries import build_id, computes_elu, exact_at_16_bits, fuzz_builds  # noqa: E402
 from elu_study.core.ops import OPS  # noqa: E402
 from elu_study.testing import fuzz, strategies  # noqa: E402
 from elu_study.testing.suite import settings_from_config  # noqa: E402
@@ -78,10 +78,12 @@ def test_every_case_matches_pytorch_and_writes_nothing_else(module, build, op_na
     # a copy kernel's results are not ELU's (its accesses are fuzzed all the same); its backward is the shared one
     compare = computes_elu(*build) or op_name != "elu"
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+    # float16 and bfloat16 too where the build's op takes them (steps 6 and 7, CUB): compared bit for bit
+    dtypes = fuzz.accepted_dtypes(module, op) if exact_at_16_bits(*build) else (torch.float32,)
 
     @seed(f"{fuzz_settings.seed}:{build_id(*build)}:{op_name}")
     @_settings(fuzz_settings)
-    @given(case=strategies.cases(op, strategies.lengths(sm_count=sm_count)))
+    @given(case=strategies.cases(op, strategies.lengths(sm_count=sm_count), dtypes=dtypes))
     def holds(case):
         fuzz.check_case(fn, op, case, device, compare)
 

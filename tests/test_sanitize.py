@@ -233,8 +233,20 @@ def test_the_child_calls_every_length_and_checks_every_result():
     calls = child.exercise(fake.elu, OPS["elu"], "cpu")
     assert calls == len(fake.lengths) and calls >= 8 * len(child.SMALL_LENGTHS)
     assert set(child.SMALL_LENGTHS) | {child.LARGE_LENGTH} == set(fake.lengths)
-    with pytest.raises(AssertionError, match="wrong result"):
+    with pytest.raises(AssertionError, match="wrong torch.float32 result"):
         child.exercise(_Elu(overrun=True).elu, OPS["elu"], "cpu")
+    assert child.dtypes_of(fake.elu, OPS["elu"], "cpu") == [torch.float32, *child.SIXTEEN]
+    with pytest.raises(AssertionError, match="wrong torch.bfloat16 result"):
+        child.exercise(_Elu(overrun=True).elu, OPS["elu"], "cpu", dtype=torch.bfloat16)
+
+
+def test_the_child_takes_only_the_dtypes_an_op_accepts():
+    def float32_only(x, alpha, out=None):
+        if x.dtype != torch.float32:
+            raise TypeError(f"elu: input must be float32, got {x.dtype}")
+        return F.elu(x, alpha)
+
+    assert child.dtypes_of(float32_only, OPS["elu"], "cpu") == [torch.float32]
 
 
 def test_the_child_loads_a_build_without_compiling():

@@ -41,6 +41,9 @@ def synthetic(times: dict[str, float] | None = None) -> dict:
     checks = {e.name: {"dtype": e.mode, "inputs": 65536, "alphas": 77, "expect_exact": kernel.checked(e.flags),
                        "mismatches": 0 if kernel.checked(e.flags) else 12, "required_mismatches": 0,
                        "alphas_with_mismatches": 0, "untouched": 0} for e in measure.kernel_entries()}
+    backward = {e.name: {"dtype": e.mode, "inputs": 65536, "alphas": 77, "grads": 5, "expect_exact": True,
+                         "mismatches": 0, "required_mismatches": 0, "alphas_with_mismatches": 0, "untouched": 0}
+                for e in measure.backward_entries()}
     delta = {}
     for f, (lg, eps) in {"Lean": (-18.5, 2.0 ** -17), "Accurate": (-21.7, 2.0 ** -20)}.items():
         d = {t: {"delta": 2.0 ** lg, "delta_log2": lg, "bound": 2.0 ** lg + analysis.ROUNDING, "holds": True,
@@ -51,7 +54,8 @@ def synthetic(times: dict[str, float] | None = None) -> dict:
                  "warp_instructions": 20.0 * NUMEL / 32, "sm_cycles_per_s": MHZ * 1e6, "duration_ns": 1.2e6}
                 for n in checks]
     return {"provenance": {"gpu": "NVIDIA H200", "sm_count": SMS, "date_utc": "2026-11-30T00:00:00", "commit": "x"},
-            "problem": {"numel": NUMEL}, "rows": rows, "exhaustive": checks, "delta": delta,
+            "problem": {"numel": NUMEL}, "rows": rows, "exhaustive": checks, "exhaustive_backward": backward,
+            "delta": delta,
             "fallback": {f: {t: {"warp_pair_slots": 0.1} for t in analysis.DTYPES} for f in delta},
             "formula_of": {n: "Lean" for n in checks}, "counters": {"rows": counters}}
 
@@ -82,9 +86,11 @@ def test_parsing_a_kernel_source():
     assert kernel.literal_value("0x1.8p-3f") == 0.1875 and kernel.literal_value("0.5f") == 0.5
 
 
-def test_every_step7_build_uses_a_formula_whose_delta_is_measured():
+def test_every_step7_build_uses_a_formula_whose_delta_is_measured_or_the_table():
     for e in measure.kernel_entries():
-        assert kernel.formula_of(e.flags, e.mode) in (*STEP7_DELTA_BUILDS, "expm1f"), e.name
+        assert kernel.formula_of(e.flags, e.mode) in (*STEP7_DELTA_BUILDS, "expm1f", "Table"), e.name
+    assert kernel.formula_of(ENTRIES["7_sixteen_bits bfloat16"].flags, "bfloat16") == "Table"
+    assert kernel.formula_of(ENTRIES["7_poly float16"].flags, "float16") == "Mid"
 
 
 def test_alphas_cover_the_required_ones_and_the_range_edges():
@@ -112,6 +118,17 @@ def test_the_argument_is_delta_plus_three_roundings_within_eps():
     assert analysis.argument_holds(2.0 ** -18.5, eps)
     assert analysis.argument_holds(eps - 3 * 2.0 ** -24, eps), "equality is enough"
     assert not analysis.argument_holds(eps - 2 * 2.0 ** -24, eps)
+
+
+def test_backward_rows_are_timed_over_torch_add_and_have_their_goals():
+    rec = synthetic({"7_backward float16": 1.03, "torch.add float16": 1.5})
+    assert analysis.x_own_copy(rec, "7_backward float16")[0] == pytest.approx(1.03 / 1.5)
+    bw = analysis.frame(rec, "float16", backward=True)
+    assert set(bw.index) == {"7_backward", "aten.elu_backward", "torch.add"}
+    assert not set(bw.index) & set(analysis.frame(rec, "float16").index)
+    goals = analysis.goals_frame(rec)
+    assert any("backward" in g for g in goals.index) and "0 mismatches" in set(goals["measured"])
+    assert "5 grads" in analysis.exhaustive_verdict(rec)
 
 
 def test_x_own_copy_is_over_the_same_dtypes_copy():
@@ -174,7 +191,7 @@ def test_failures_name_exact_builds_that_differ_not_the_ablation():
     bad = analysis.failures(rec)
     assert any("7_exact float16" in b for b in bad) and any("Lean on bfloat16" in b for b in bad)
     assert not any("7_unchecked" in b for b in bad)
-    exact = sum(c["expect_exact"] for c in rec["exhaustive"].values())
+    exact = sum(c["expect_exact"] for c in analysis.checks_of(rec).values())
     assert f"**{exact} of {exact}** builds meant to be exact are all bit-identical" in analysis.exhaustive_verdict(
         synthetic())
     assert f"**{exact - 1} of {exact}**" in analysis.exhaustive_verdict(rec) and "NOT 7_exact float16" in (
@@ -222,8 +239,45 @@ def test_default_build_is_bit_identical_on_every_input_at_the_required_alphas(dt
 
 @gpu
 @pytest.mark.parametrize("dtype", analysis.DTYPES)
-def test_the_default_formulas_argument_holds(dtype):
-    formula = kernel.formula_of(ENTRIES[f"7_sixteen_bits {dtype}"].flags, dtype)
+def test_the_backward_is_bit_identical_to_atens_on_every_input(dtype):
+    c = measure.check_backward(ENTRIES[f"7_backward {dtype}"].build(), dtype, measure.REQUIRED_ALPHAS)
+    assert c["grads"] == 5 and c["alphas"] == 6
+    assert c["mismatches"] == 0 and c["untouched"] == 0, c
+
+
+@gpu
+@pytest.mark.parametrize("dtype", analysis.DTYPES)
+def test_the_table_built_by_each_block_gives_the_same_bits(dtype):
+    """ELU7_FILL=0 (each block computes its table: the path of a first call inside CUDA graph capture)."""
+    module = compile_variant(kernel.VARIANT, extra_cuda_cflags=["-DELU7_FILL=0"])
+    c = measure.check_patterns(module, dtype, measure.REQUIRED_ALPHAS)
+    assert c["mismatches"] == 0 and c["untouched"] == 0, c
+
+
+@gpu
+def test_the_table_kernels_replay_in_a_cuda_graph_on_a_side_stream():
+    module = ENTRIES["7_sixteen_bits bfloat16"].build()
+    x = (torch.randn(1 << 20, device="cuda") * 4).to(torch.bfloat16)
+    g = torch.randn_like(x)
+    y, dx = torch.empty_like(x), torch.empty_like(x)
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        module.elu(x, 0.5, out=y)  # warm-up on the side stream, as graph capture asks
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph, stream=stream):
+            module.elu(x, 0.5, out=y)
+            module.elu_backward(g, x, 0.5, out=dx)
+    y.zero_(), dx.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y.view(torch.int16), torch.nn.functional.elu(x, 0.5).view(torch.int16))
+    assert torch.equal(dx.view(torch.int16), torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x).view(torch.int16))
+
+
+@gpu
+@pytest.mark.parametrize("dtype", analysis.DTYPES)
+def test_the_polynomials_argument_holds(dtype):
+    formula = kernel.formula_of(ENTRIES[f"7_poly {dtype}"].flags, dtype)
     variant, flags = STEP7_DELTA_BUILDS[formula]
     d, _, _ = measure.delta_of(compile_variant(variant, extra_cuda_cflags=list(flags)), dtype)
     eps = kernel.eps_by_formula()[formula]["eps"]

@@ -33,6 +33,7 @@ _BINDING_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*binding\s*=\s*(.*)$", re.MU
 # "// elu-study: binding = ..." word that compiles the binding with -DELU_BINDING_<WORD>.
 BINDING_FEATURES = {
     "storage16": "elu() also takes float16 and bfloat16 tensors (launch_elu_16; math in float32)",
+    "backward16": "elu_backward() also takes float16 and bfloat16 tensors (launch_elu_backward_16)",
     "launch-shape": "set_launch_shape(threads, vectors, hints, blocks_per_sm): a launch chosen at run time",
 }
 

@@ -166,33 +166,62 @@ ATTEMPTS = (
 # Step 7 (notebook 12, `python -m elu_study sixteen`): 16-bit storage at its own roof, bit for bit F.elu.
 # Each build sets every knob of kernels/7_sixteen_bits.cu and differs from the file's defaults by one.
 _STEP7_BASE = {"CHECK": "1", "FORMULA": "Auto", "LOAD": "1"}
-_STEP7_BUILDS = {
-    "7_sixteen_bits": ("a fast expm1 (a polynomial near 0, one MUFU.EX2 below), checked; expm1f where the check "
-                       "asks. bfloat16: Lean (degree 3 to 3/64, eps 2^-16); float16: Mid (degree 6 to 1/4, eps 2^-19)",
-                       {}),
-    "7_lean": ("Lean on both dtypes (float16 at eps 2^-16)", {"FORMULA": "Lean"}),
-    "7_lean4": ("Lean4 on both: degree 4 to 1/8, eps 2^-17", {"FORMULA": "Lean4"}),
-    "7_mid": ("Mid on both: degree 6 to 1/4, eps 2^-19", {"FORMULA": "Mid"}),
+_STEP7_BUILDS = {  # name: (what, knobs changed, the entry it changes from: 7_sixteen_bits if None)
+    "7_sixteen_bits": ("expm1f looked up: a table of every 16-bit value where expm1f is neither x nor -1, in shared "
+                       "memory, filled by each block of a persistent grid; exact for every alpha by construction",
+                       {}, None),
+    "7_poly": ("the first step 7: a fast expm1 (a polynomial near 0, one MUFU.EX2 below), checked, expm1f where the "
+               "check asks. bfloat16: Lean (degree 3 to 3/64, eps 2^-16); float16: Mid (degree 6 to 1/4, eps 2^-19)",
+               {"FORMULA": "Poly"}, None),
+    "7_lean": ("Lean on both dtypes (float16 at eps 2^-16)", {"FORMULA": "Lean"}, None),
+    "7_lean4": ("Lean4 on both: degree 4 to 1/8, eps 2^-17", {"FORMULA": "Lean4"}, None),
+    "7_mid": ("Mid on both: degree 6 to 1/4, eps 2^-19", {"FORMULA": "Mid"}, None),
     "7_accurate": ("degree 7 to ln(2)/2 and log2(e) split in two: delta 2^-21.7, twice the instructions",
-                   {"FORMULA": "Accurate"}),
-    "7_exact": ("expm1f for every element (step 6's 16-bit formula): the control", {"CHECK": "0"}),
-    "7_unchecked": ("the fast expm1 with no check: NOT bit-exact; what the check costs", {"CHECK": "2"}),
-    "7_plain_loads": ("plain loads instead of L2 evict_last", {"LOAD": "0"}),
+                   {"FORMULA": "Accurate"}, None),
+    "7_exact": ("expm1f for every element (step 6's 16-bit formula): the control", {"CHECK": "0"}, None),
+    "7_unchecked": ("7_poly with no check: NOT bit-exact; what the check costs", {"FORMULA": "Poly", "CHECK": "2"},
+                    "7_poly"),
+    "7_plain_loads": ("plain loads instead of L2 evict_last", {"LOAD": "0"}, None),
+    "7_persistent": ("the table's first launch: a persistent grid (as many blocks as fit at once, each looping over "
+                     "tiles) instead of many short-lived blocks", {"BF16_TILES": "0", "FP16_TILES": "0"}, None),
+    "7_block_fill": ("each block computes its table with expm1f instead of copying the device's global one",
+                     {"FILL": "0"}, None),
 }
 
 
-def _step7(name: str, what: str, change: dict, mode: str) -> Entry:
+def _step7(name: str, what: str, change: dict, base: str | None, mode: str) -> Entry:
     knobs = {**_STEP7_BASE, **change}
     return Entry(f"{name} {mode}", "attempt", what, "7_sixteen_bits", tuple(f"-DELU7_{k}={v}" for k, v in knobs.items()),
-                 checked=False, group=f"step7_{mode}", base=None if not change else f"7_sixteen_bits {mode}", mode=mode)
+                 checked=False, group=f"step7_{mode}", base=None if not change else f"{base or '7_sixteen_bits'} {mode}",
+                 mode=mode)
+
+
+def _step7_rows(mode: str) -> tuple[Entry, ...]:
+    """One dtype's step 7 rows: the builds, the roofs (copy_; torch.add's three streams for the backward), PyTorch's
+    own forward and backward, and the peers (torch.compile, Triton, CUB)."""
+    group = f"step7_{mode}"
+    own = tuple(_step7(name, what, change, base, mode) for name, (what, change, base) in _STEP7_BUILDS.items())
+    return (*own,
+            Entry(f"7_backward {mode}", "attempt", "step 7's backward: grad * alpha * expf(x), expf(x) looked up the "
+                  "same way", "7_sixteen_bits", tuple(f"-DELU7_{k}={v}" for k, v in _STEP7_BASE.items()),
+                  checked=False, group=group, mode=mode),
+            Entry(f"aten.elu_backward {mode}", "attempt", f"PyTorch's elu_backward on {mode}", checked=False,
+                  group=group, mode=mode),
+            Entry(f"torch.add {mode}", "attempt", f"torch.add(a, b, out=c) of {mode}: two reads and a write, the "
+                  "backward's roof", checked=False, group=group, mode=mode),
+            Entry(f"torch.compile(F.elu) {mode}", "attempt", f"Inductor's kernel on {mode}", checked=False,
+                  group=group, mode=mode),
+            Entry(f"triton {mode}", "attempt", f"the Triton peer on {mode}: float32 math, libdevice expm1, one rounding",
+                  checked=False, group=group, mode=mode),
+            Entry(f"cub_transform {mode}", "attempt", f"cub::DeviceTransform on {mode} with PyTorch's formula (expm1f)",
+                  "peers/cub_transform", checked=False, group=group, mode=mode))
 
 
 STEP7 = (
-    *(_step7(name, what, change, mode) for mode in ("bfloat16", "float16") for name, (what, change) in _STEP7_BUILDS.items()),
+    *_step7_rows("bfloat16"),
+    *_step7_rows("float16"),
     Entry("copy_ float16", "attempt", "y.copy_(x) of float16: the roof for float16 storage", checked=False,
           group="step7_float16", mode="float16"),
-    *(Entry(f"torch.compile(F.elu) {mode}", "attempt", f"Inductor's kernel on {mode}", checked=False,
-            group=f"step7_{mode}", mode=mode) for mode in ("bfloat16", "float16")),
 )
 # The float32 builds that measure the fast formulas' distance to expm1f (delta): alpha = 1 returns fast(x).
 STEP7_DELTA_BUILDS = {formula: ("7_sixteen_bits", ("-DELU7_OP=Approx", f"-DELU7_FORMULA={formula}"))
@@ -262,6 +291,16 @@ def fuzz_builds(which: str) -> list[tuple[str, tuple[str, ...]]]:
     if which == "all":
         return builds()
     return [(name, ()) for name in known_variants()]
+
+
+INEXACT_16 = ("6_16bit_expf", "7_unchecked")  # entries whose 16-bit results are not PyTorch's bits, by design
+
+
+def exact_at_16_bits(variant: str, flags: tuple[str, ...] | list[str] = ()) -> bool:
+    """Whether a build's 16-bit path (if it has one) claims PyTorch's bits: not where a study entry that builds it
+    is one of INEXACT_16 (expf - 1, or step 7's unchecked polynomial)."""
+    same = [e for e in ENTRIES.values() if e.variant == variant and tuple(e.flags) == tuple(flags)]
+    return not any(e.name.split()[0] in INEXACT_16 for e in same)
 
 
 def computes_elu(variant: str, flags: tuple[str, ...] | list[str] = ()) -> bool:

@@ -54,11 +54,12 @@ def _compiled_elu():
     return torch.compile(F.elu)
 
 
-def timed_call(entry: Entry, x, y) -> Callable[[], object]:
-    """The exact call that is timed (and profiled): the kernel alone, its output preallocated where it can be."""
+def timed_call(entry: Entry, x, y, cache: dict | None = None) -> Callable[[], object]:
+    """The exact call that is timed (and profiled): the kernel alone, its output preallocated where it can be.
+    16-bit entries share their tensors through ``cache`` (one per batch)."""
 
     if entry.mode in ("bfloat16", "float16"):
-        return _timed_16bit(entry, x)
+        return _timed_16bit(entry, x, cache)
     if entry.variant:
         module = entry.build()
         if entry.mode == "in_place":
@@ -89,22 +90,45 @@ def timed_call(entry: Entry, x, y) -> Callable[[], object]:
     raise ValueError(f"unknown entry {entry.name}")
 
 
-def _timed_16bit(entry: Entry, x) -> Callable[[], object]:
-    """A 16-bit storage entry's call: x rounded once to the dtype (the same values, half the bytes)."""
-    dtype = getattr(torch, entry.mode)
-    xh = x.to(dtype)
-    yh = torch.empty_like(xh)
+def sixteen_bit_tensors(x, dtype: torch.dtype, cache: dict | None = None) -> tuple:
+    """(x, grad, out) in a 16-bit dtype: x rounded once (the same values, half the bytes), a grad drawn like x
+    (for the backward rows) and one output buffer. Shared, through ``cache``, by every entry of a batch: 6.4 GB
+    per dtype at the full shape, instead of that per entry."""
+    cache = {} if cache is None else cache
+    if dtype not in cache:
+        gen = torch.Generator(device=x.device).manual_seed(4321)
+        grad = torch.randn(x.shape, device=x.device, generator=gen, dtype=dtype)
+        cache[dtype] = (x.to(dtype), grad, torch.empty(x.shape, device=x.device, dtype=dtype))
+    return cache[dtype]
+
+
+def _timed_16bit(entry: Entry, x, cache: dict | None) -> Callable[[], object]:
+    """A 16-bit storage entry's call, on the batch's shared 16-bit tensors."""
+    xh, gh, yh = sixteen_bit_tensors(x, getattr(torch, entry.mode), cache)
+    kind = entry.name.removesuffix(f" {entry.mode}")
     if entry.variant:
         module = entry.build()
+        if kind.endswith("backward"):
+            return lambda: module.elu_backward(gh, xh, ALPHA, False, out=yh)
         return lambda: module.elu(xh, ALPHA, out=yh)
-    if entry.name.startswith("F.elu "):
-        return lambda: F.elu(xh, ALPHA)
-    if entry.name.startswith("torch.compile(F.elu) "):
-        compiled = _compiled_elu()
-        return lambda: compiled(xh, ALPHA)
-    if entry.name.startswith("copy_ "):
-        return lambda: yh.copy_(xh)
-    raise ValueError(f"unknown entry {entry.name}")
+    calls = {
+        "F.elu": lambda: F.elu(xh, ALPHA),
+        "torch.compile(F.elu)": lambda: _compiled_elu()(xh, ALPHA),
+        "copy_": lambda: yh.copy_(xh),
+        "torch.add": lambda: torch.add(xh, gh, out=yh),
+        "aten.elu_backward": lambda: torch.ops.aten.elu_backward(gh, ALPHA, 1, 1, False, xh),
+        "triton": lambda: triton_module().elu(xh, ALPHA, out=yh),
+    }
+    if kind not in calls:
+        raise ValueError(f"unknown entry {entry.name}")
+    return calls[kind]
+
+
+def triton_module():
+    """elu_study.core.triton_elu (its elu(x, alpha, out=) is the Triton peer), imported on first use."""
+    from elu_study.core import triton_elu  # lazy: triton is optional, imported only when its entry is used
+
+    return triton_elu
 
 
 @dataclass
@@ -155,7 +179,7 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
                 fn = elu_fn(entry)
                 m.check = check_elu(fn, shape=shape, alpha=ALPHA, trials=trials).to_dict()
                 m.near_zero_rel_err = near_zero_rel_error(fn, ALPHA)
-            if entry.variant and entry.kind != "peer":  # a library's file holds its own set of kernels
+            if entry.variant and not entry.variant.startswith("peers/"):  # a library's file holds its own kernels
                 key = (entry.variant, entry.flags)  # entries that call one build another way share its SASS
                 if key not in sass:
                     sass[key] = inspect_variant(entry.build()).to_dict()
@@ -164,11 +188,12 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
         torch.cuda.empty_cache()
         x = input_tensor(shape)
         y = torch.empty_like(x)
-        calls = {e.name: timed_call(e, x, y) for e in entries}
+        cache: dict = {}
+        calls = {e.name: timed_call(e, x, y, cache) for e in entries}
         timings = time_interleaved(calls, rounds=rounds, progress=progress)
         for name, timing in timings.items():
             rows[name].timing = timing
-        del x, y, calls
+        del x, y, calls, cache
         torch.cuda.empty_cache()
     prov = provenance()
     spec = gpu_spec(prov["gpu"])

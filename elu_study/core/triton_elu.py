@@ -6,6 +6,9 @@ robustness rather than speed: offsets are 64-bit (so more than 2^31 elements wor
 autotuning key is the power-of-two size class of the length rather than the exact length, so a
 sweep over many lengths (or a fuzz run) tunes once per class instead of once per length.
 
+On float16 and bfloat16 the math is float32 with libdevice's expm1 and one rounding, as PyTorch's own
+kernel computes it (notebook 12 checks it on every 16-bit input); float32 keeps the tutorial's exp - 1.
+
 Importing this module imports triton; ``elu_study`` itself imports it only when a Triton entry
 is used, so the package works on a machine without Triton.
 """
@@ -16,7 +19,9 @@ import torch
 import triton
 import triton.language as tl
 import triton.testing
+from triton.language.extra import libdevice
 
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 CONFIGS = [triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b in (1024, 2048, 4096, 8192) for w in (4, 8)]
 
 
@@ -33,8 +38,12 @@ def elu_kernel(x_ptr, y_ptr, n_elements, alpha, size_class, BLOCK_SIZE: tl.const
     mask = offsets < n_elements
     x = tl.load(x_ptr + offsets, mask=mask)
     # "x > 0" as in kernels/common/elu.cuh: NaN takes the exp branch and stays NaN.
-    y = tl.where(x > 0, x, alpha * (tl.exp(x) - 1.0))
-    tl.store(y_ptr + offsets, y, mask=mask)
+    if x.dtype == tl.float32:
+        y = tl.where(x > 0, x, alpha * (tl.exp(x) - 1.0))
+    else:  # 16-bit storage: PyTorch's formula in float32, rounded once by the store
+        xf = x.to(tl.float32)
+        y = tl.where(xf > 0, xf, libdevice.expm1(xf) * alpha)
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def size_class(n: int) -> int:
@@ -43,7 +52,7 @@ def size_class(n: int) -> int:
 
 
 def elu(x: torch.Tensor, alpha: float = 1.0, out: torch.Tensor | None = None) -> torch.Tensor:
-    """ELU(x) with the Triton kernel; float32 CUDA tensors of any length, alignment and layout.
+    """ELU(x) with the Triton kernel; float32, float16 or bfloat16 CUDA tensors of any length, alignment and layout.
 
     Non-contiguous inputs are copied to a dense buffer first; ``out`` (contiguous, same shape)
     receives the result; ``out=x`` works, through a temporary (see below).
@@ -51,8 +60,8 @@ def elu(x: torch.Tensor, alpha: float = 1.0, out: torch.Tensor | None = None) ->
     if not isinstance(x, torch.Tensor) or not x.is_cuda:
         raise ValueError(f"elu: input must be a CUDA tensor, got {type(x).__name__} on "
                          f"{getattr(x, 'device', 'no device')}")
-    if x.dtype != torch.float32:
-        raise TypeError(f"elu: input must be float32, got {x.dtype}")
+    if x.dtype not in DTYPES:
+        raise TypeError(f"elu: input must be float32, float16 or bfloat16, got {x.dtype}")
     alpha = float(alpha)
     if alpha != alpha or alpha in (float("inf"), float("-inf")):
         raise ValueError(f"elu: alpha must be finite, got {alpha}")
@@ -62,8 +71,8 @@ def elu(x: torch.Tensor, alpha: float = 1.0, out: torch.Tensor | None = None) ->
     else:
         if not out.is_cuda or out.device != x.device:
             raise ValueError(f"elu: out is on {out.device} but input is on {x.device}")
-        if out.dtype != torch.float32:
-            raise TypeError(f"elu: out must be float32 like the input, got {out.dtype}")
+        if out.dtype != x.dtype:
+            raise TypeError(f"elu: out must be {str(x.dtype).removeprefix('torch.')} like the input, got {out.dtype}")
         if out.shape != x.shape:
             raise ValueError(f"elu: out has shape {tuple(out.shape)} but input has shape {tuple(x.shape)}")
         if not out.is_contiguous():

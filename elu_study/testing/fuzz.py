@@ -28,6 +28,7 @@ from elu_study.core.ops import OPS, OpSpec
 from elu_study.testing.strategies import BadCall, Case, Layout, Values, extent, storage_index
 
 POISON = 0x7FA5A5A5  # the int32 bits of a signalling NaN that no kernel computes from these inputs
+POISON16 = 0x7FA5  # its 16-bit half: a NaN in float16 and bfloat16 alike, never a result (results' NaNs are 0x7FFF)
 GUARD = 4096  # poisoned elements on each side of every output, and random ones around every input
 
 
@@ -45,11 +46,16 @@ def _generator(device: torch.device, seed: int) -> torch.Generator:
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.view(torch.int32)
+    return t.view(torch.int32 if t.element_size() == 4 else torch.int16)
 
 
-def make_input(shape, layout: Layout, vals: Values, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(buffer, view): random values in a buffer GUARD larger on each side, the input a strided view of it."""
+def _poison(t: torch.Tensor) -> int:
+    return POISON if t.element_size() == 4 else POISON16
+
+
+def make_input(shape, layout: Layout, vals: Values, device, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """(buffer, view): random values in a buffer GUARD larger on each side, the input a strided view of it; a
+    16-bit dtype rounds the float32 values (specials included) once."""
     numel = math.prod(shape)
     start = GUARD + layout.offset
     buffer = torch.randn(start + extent(shape, layout.strides) + GUARD, device=device,
@@ -57,11 +63,14 @@ def make_input(shape, layout: Layout, vals: Values, device) -> tuple[torch.Tenso
     for index, value in vals.specials:
         if numel:
             buffer[storage_index(shape, layout.strides, start, index % numel)] = value
+    buffer = buffer.to(dtype)
     return buffer, buffer.as_strided(shape, layout.strides, start)
 
 
-def poisoned(n: int, device) -> torch.Tensor:
-    return torch.empty(n, dtype=torch.int32, device=device).fill_(POISON).view(torch.float32)
+def poisoned(n: int, device, dtype=torch.float32) -> torch.Tensor:
+    if dtype == torch.float32:
+        return torch.empty(n, dtype=torch.int32, device=device).fill_(POISON).view(torch.float32)
+    return torch.empty(n, dtype=torch.int16, device=device).fill_(POISON16).view(dtype)
 
 
 def _describe_mismatch(result: torch.Tensor, expected: torch.Tensor) -> str:
@@ -75,10 +84,17 @@ def _describe_mismatch(result: torch.Tensor, expected: torch.Tensor) -> str:
 
 
 def _check_values(result: torch.Tensor, expected: torch.Tensor, compare: bool = True) -> None:
-    if result.dtype == torch.float32:  # the poison is a float32 pattern; a 16-bit result is compared below
-        unwritten = int((_bits(result.contiguous()) == POISON).sum().item())
-        assert unwritten == 0, f"{unwritten} of {result.numel()} output elements were never written (still poison)"
+    """float32 within atol/rtol of PyTorch (the steps' formulas are not PyTorch's); 16-bit bit for bit, as the
+    16-bit paths claim."""
+    unwritten = int((_bits(result.contiguous()) == _poison(result)).sum().item())
+    assert unwritten == 0, f"{unwritten} of {result.numel()} output elements were never written (still poison)"
     if not compare:
+        return
+    if result.dtype != torch.float32:
+        differ = _bits(result.contiguous()) != _bits(expected.contiguous())
+        if bool(differ.any()):
+            raise AssertionError(f"{int(differ.sum())} of {result.numel()} {result.dtype} elements differ from "
+                                 f"PyTorch's bits; first at flat indices {differ.flatten().nonzero()[:5].flatten().tolist()}")
         return
     same = torch.isclose(result, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
     if not bool(same.all()):
@@ -97,14 +113,15 @@ def check_case(call: Callable, op: OpSpec, case: Case, device, compare: bool = T
     ``compare=False`` (a build that computes no ELU, such as a copy kernel) leaves out the comparison
     with the reference; every other property holds all the same."""
     device = torch.device(device)
-    buffers, inputs = zip(*(make_input(case.shape, lay, vals, device) for lay, vals in zip(case.layouts, case.values)))
+    buffers, inputs = zip(*(make_input(case.shape, lay, vals, device, case.dtype)
+                            for lay, vals in zip(case.layouts, case.values)))
     before = [_bits(b).clone() for b in buffers]
     expected = op.expected([x.clone() for x in inputs], case.alpha)
     numel = case.numel
     out_start = GUARD + case.out_offset
     out_buffer = out = None
     if case.out == "given":
-        out_buffer = poisoned(out_start + numel + GUARD, device)
+        out_buffer = poisoned(out_start + numel + GUARD, device, case.dtype)
         out = out_buffer[out_start : out_start + numel].view(case.shape)
     elif case.out == "in_place":
         out = inputs[op.in_place]  # holds the input's values, which the op reads: it cannot be poisoned
@@ -116,7 +133,7 @@ def check_case(call: Callable, op: OpSpec, case: Case, device, compare: bool = T
     _synchronize(inputs[0])
 
     assert isinstance(result, torch.Tensor), f"returned {type(result).__name__}, not a tensor"
-    assert result.dtype == torch.float32 and result.device == inputs[0].device, f"returned {result.dtype} on {result.device}"
+    assert result.dtype == case.dtype and result.device == inputs[0].device, f"returned {result.dtype} on {result.device}"
     assert tuple(result.shape) == case.shape, f"returned shape {tuple(result.shape)} for input shape {case.shape}"
     if out is not None:
         assert result.data_ptr() == out.data_ptr() and result.stride() == out.stride(), "out= given but not returned"
@@ -124,15 +141,15 @@ def check_case(call: Callable, op: OpSpec, case: Case, device, compare: bool = T
         assert result.is_contiguous(), "a fresh output must be contiguous"
         if numel:
             for b in buffers:
-                lo, hi = b.data_ptr(), b.data_ptr() + b.numel() * 4
+                lo, hi = b.data_ptr(), b.data_ptr() + b.numel() * b.element_size()
                 assert not lo <= result.data_ptr() < hi, "a fresh output aliases an input"
 
     _check_values(result, expected, compare)
     if out_buffer is not None:
         bits = _bits(out_buffer)
-        _check_bits(torch.full_like(bits[:out_start], POISON), bits[:out_start], "guard band before out")
+        _check_bits(torch.full_like(bits[:out_start], _poison(out_buffer)), bits[:out_start], "guard band before out")
         tail = bits[out_start + numel :]
-        _check_bits(torch.full_like(tail, POISON), tail, "guard band after out")
+        _check_bits(torch.full_like(tail, _poison(out_buffer)), tail, "guard band after out")
     for i, (buffer, snapshot) in enumerate(zip(buffers, before)):
         now = _bits(buffer)
         name = op.inputs[i]
@@ -155,7 +172,7 @@ def rules_for(op: OpSpec) -> dict[str, tuple[type, str]]:
     any_input = "(" + "|".join(op.message_names) + ")"
     rules = {
         "input device": (ValueError, rf"{name}: {any_input} must be a CUDA tensor"),
-        "input dtype": (TypeError, rf"{name}: {any_input} must be float32"),
+        "input dtype": (TypeError, rf"{name}: {any_input} must be (float32|\w+ like {first})"),
         "alpha": (ValueError, rf"{name}: alpha must be finite"),
         "out device": (ValueError, rf"{name}: out must be a CUDA tensor"),
         "out dtype": (TypeError, rf"{name}: out must be (float32|\w+ like the input)"),
@@ -178,10 +195,12 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
 
 
 def accepted_dtypes(module, op: OpSpec) -> tuple[torch.dtype, ...]:
-    """The dtypes an op of a build takes: float32, and for ``elu`` of a file with
-    ``// elu-study: binding = storage16`` (step 6) float16 and bfloat16 too (out must then match the input)."""
+    """The dtypes an op of a build takes: float32, and float16 and bfloat16 too for ``elu`` of a file with
+    ``// elu-study: binding = storage16`` (steps 6 and 7) and for ``elu_backward`` of one with ``backward16``
+    (step 7); every other tensor of the call must then have the first input's dtype."""
     spec = getattr(module, "spec", None)
-    if op.name == "elu" and spec is not None and "storage16" in binding_features(spec.cuda_source()):
+    feature = {"elu": "storage16", "elu_backward": "backward16"}.get(op.name)
+    if spec is not None and feature in binding_features(spec.cuda_source()):
         return (torch.float32, torch.float16, torch.bfloat16)
     return (torch.float32,)
 
@@ -199,6 +218,8 @@ def violations(x: torch.Tensor, out: torch.Tensor | None, alpha: float, device: 
         if t.dtype not in dtypes:
             broken.add("input dtype")
     for t in others:
+        if t.dtype in dtypes and x.dtype in dtypes and t.dtype != x.dtype:
+            broken.add("input dtype")
         if on_device(x) and on_device(t) and t.device != x.device:
             broken.add("input device index")
         if t.shape != x.shape:

@@ -57,6 +57,7 @@ class Case:
     out: str  # none | given | in_place
     out_offset: int  # elements past the guard band where a given out starts
     omit_out: bool  # with out "none": leave the argument out rather than pass None
+    dtype: torch.dtype = torch.float32  # every tensor's: a 16-bit one where the build's op takes it
 
     @property
     def numel(self) -> int:
@@ -168,7 +169,8 @@ def alphas() -> st.SearchStrategy[float]:
 
 
 @st.composite
-def cases(draw, op: OpSpec, length_strategy: st.SearchStrategy[int] | None = None, max_numel: int = MAX_NUMEL):
+def cases(draw, op: OpSpec, length_strategy: st.SearchStrategy[int] | None = None, max_numel: int = MAX_NUMEL,
+          dtypes: tuple[torch.dtype, ...] = (torch.float32,)):
     if length_strategy is None:
         length_strategy = lengths(max_numel=max_numel)
     shape = draw(shapes(length_strategy, max_numel))
@@ -185,6 +187,7 @@ def cases(draw, op: OpSpec, length_strategy: st.SearchStrategy[int] | None = Non
         out=out,
         out_offset=draw(st.integers(0, MAX_OFFSET)),
         omit_out=draw(st.booleans()),
+        dtype=draw(st.sampled_from(dtypes)),
     )
 
 

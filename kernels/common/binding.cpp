@@ -22,6 +22,12 @@ void launch_elu_backward(const float* g, const float* x_or_y, float* out, int64_
 // hold n contiguous 16-bit floats (bfloat16 if bf16, else float16); math in float32.
 void launch_elu_16(const void* x, void* y, int64_t n, float alpha, bool bf16, cudaStream_t stream);
 #endif
+#ifdef ELU_BINDING_BACKWARD16
+// A kernel file with "// elu-study: binding = ... backward16" also defines this: g, x_or_y and out hold n
+// contiguous 16-bit floats of one dtype (bfloat16 if bf16, else float16); math in float32, one rounding.
+void launch_elu_backward_16(const void* g, const void* x_or_y, void* out, int64_t n, float alpha, bool is_result,
+                            bool bf16, cudaStream_t stream);
+#endif
 #ifdef ELU_BINDING_LAUNCH_SHAPE
 #include <tuple>
 #include <vector>
@@ -72,10 +78,14 @@ void check_input(const at::Tensor& x) {
 #endif
 }
 
+// float32 as Python spells it; the 16-bit types as c10 does (Half, BFloat16).
+std::string dtype_name(const at::Tensor& t) {
+  return t.scalar_type() == at::kFloat ? std::string("float32") : std::string(c10::toString(t.scalar_type()));
+}
+
 void check_out(const at::Tensor& out, const at::Tensor& x) {
   TORCH_CHECK_VALUE(out.is_cuda(), "elu: out must be a CUDA tensor, got one on ", out.device());
-  TORCH_CHECK_TYPE(out.scalar_type() == x.scalar_type(), "elu: out must be ",
-                   x.scalar_type() == at::kFloat ? std::string("float32") : std::string(c10::toString(x.scalar_type())),
+  TORCH_CHECK_TYPE(out.scalar_type() == x.scalar_type(), "elu: out must be ", dtype_name(x),
                    " like the input, got ", out.scalar_type());
 }
 
@@ -116,15 +126,43 @@ at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_ar
   return y;
 }
 
-// grad_in = grad_output * dELU/dx, as aten elu_backward (scale = input_scale = 1). float32 only;
+// The dtypes elu_backward() takes: float32, and float16/bfloat16 where the kernel file has a 16-bit backward.
+bool backward_dtype_ok(at::ScalarType t) {
+#ifdef ELU_BINDING_BACKWARD16
+  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
+#else
+  return t == at::kFloat;
+#endif
+}
+
+#ifdef ELU_BINDING_BACKWARD16
+constexpr const char* kBackwardDtypes = "float32, float16 or bfloat16";
+#else
+constexpr const char* kBackwardDtypes = "float32";
+#endif
+
+void check_backward_out(const at::Tensor& out, const at::Tensor& grad) {
+  TORCH_CHECK_VALUE(out.is_cuda(), "elu_backward: out must be a CUDA tensor, got one on ", out.device());
+  TORCH_CHECK_TYPE(out.scalar_type() == grad.scalar_type(), "elu_backward: out must be ", dtype_name(grad),
+                   " like the inputs, got ", out.scalar_type());
+  TORCH_CHECK_VALUE(out.device() == grad.device(), "elu_backward: out is on ", out.device(),
+                    " but grad_output is on ", grad.device());
+  TORCH_CHECK_VALUE(out.sizes() == grad.sizes(), "elu_backward: out has shape ", shape(out),
+                    " but grad_output has shape ", shape(grad));
+  TORCH_CHECK_VALUE(out.is_contiguous(), "elu_backward: out must be contiguous");
+}
+
+// grad_in = grad_output * dELU/dx, as aten elu_backward (scale = input_scale = 1), in the inputs' dtype;
 // the same checks, messages and order as elu(): all before any launch or copy.
 at::Tensor elu_backward(const at::Tensor& grad, const at::Tensor& x, double alpha, bool is_result,
                         const pybind11::object& out_arg) {
   const char* xname = is_result ? "result" : "x";
   TORCH_CHECK_VALUE(grad.is_cuda(), "elu_backward: grad_output must be a CUDA tensor, got one on ", grad.device());
-  TORCH_CHECK_TYPE(grad.scalar_type() == at::kFloat, "elu_backward: grad_output must be float32, got ", grad.scalar_type());
+  TORCH_CHECK_TYPE(backward_dtype_ok(grad.scalar_type()), "elu_backward: grad_output must be ", kBackwardDtypes,
+                   ", got ", grad.scalar_type());
   TORCH_CHECK_VALUE(x.is_cuda(), "elu_backward: ", xname, " must be a CUDA tensor, got one on ", x.device());
-  TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat, "elu_backward: ", xname, " must be float32, got ", x.scalar_type());
+  TORCH_CHECK_TYPE(x.scalar_type() == grad.scalar_type(), "elu_backward: ", xname, " must be ", dtype_name(grad),
+                   " like grad_output, got ", x.scalar_type());
   TORCH_CHECK_VALUE(std::isfinite(alpha), "elu_backward: alpha must be finite, got " + std::to_string(alpha));
   // PyTorch's own refusal (aten elu_backward), word for word after the prefix.
   TORCH_CHECK(!is_result || alpha >= 0.0, "elu_backward: In-place elu backward calculation is triggered with a negative "
@@ -138,14 +176,7 @@ at::Tensor elu_backward(const at::Tensor& grad, const at::Tensor& x, double alph
   at::Tensor out;
   if (has_out) {
     out = out_arg.cast<at::Tensor>();
-    TORCH_CHECK_VALUE(out.is_cuda(), "elu_backward: out must be a CUDA tensor, got one on ", out.device());
-    TORCH_CHECK_TYPE(out.scalar_type() == at::kFloat, "elu_backward: out must be float32 like the inputs, got ",
-                     out.scalar_type());
-    TORCH_CHECK_VALUE(out.device() == grad.device(), "elu_backward: out is on ", out.device(),
-                      " but grad_output is on ", grad.device());
-    TORCH_CHECK_VALUE(out.sizes() == grad.sizes(), "elu_backward: out has shape ", shape(out),
-                      " but grad_output has shape ", shape(grad));
-    TORCH_CHECK_VALUE(out.is_contiguous(), "elu_backward: out must be contiguous");
+    check_backward_out(out, grad);
     TORCH_CHECK(!partially_overlap(out, grad) && !partially_overlap(out, x),
                 "elu_backward: out shares memory with an input without being it; "
                 "pass out=grad_output for in-place, or a separate tensor");
@@ -155,8 +186,17 @@ at::Tensor elu_backward(const at::Tensor& grad, const at::Tensor& x, double alph
   const at::Tensor xc = x.contiguous();
   at::Tensor result = has_out ? out : at::empty_like(gc, at::MemoryFormat::Contiguous);
   if (grad.numel() == 0) return result;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+#ifdef ELU_BINDING_BACKWARD16
+  if (gc.scalar_type() != at::kFloat) {
+    launch_elu_backward_16(gc.const_data_ptr(), xc.const_data_ptr(), result.mutable_data_ptr(), gc.numel(),
+                           static_cast<float>(alpha), is_result, gc.scalar_type() == at::kBFloat16, stream);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return result;
+  }
+#endif
   launch_elu_backward(gc.const_data_ptr<float>(), xc.const_data_ptr<float>(), result.mutable_data_ptr<float>(),
-                      gc.numel(), static_cast<float>(alpha), is_result, c10::cuda::getCurrentCUDAStream().stream());
+                      gc.numel(), static_cast<float>(alpha), is_result, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return result;
 }
@@ -200,7 +240,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #endif
   m.def("elu_backward", &elu_backward,
         "grad_in = grad_output * (x > 0 ? 1 : alpha * exp(x)), as aten elu_backward; with is_result, from "
-        "result = ELU(x) (alpha >= 0): grad_output * (result > 0 ? 1 : result + alpha). float32 on CUDA",
+        "result = ELU(x) (alpha >= 0): grad_output * (result > 0 ? 1 : result + alpha). float32 on CUDA (and "
+        "float16/bfloat16 where the kernel file has a 16-bit backward)",
         pybind11::arg("grad_output"), pybind11::arg("x"), pybind11::arg("alpha") = 1.0,
         pybind11::arg("is_result") = false, pybind11::arg("out") = pybind11::none());
 }

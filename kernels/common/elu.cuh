@@ -47,6 +47,15 @@ inline bool aligned16(const void* x, const void* y) {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// A CUDA runtime call that must succeed before a launch: its error, cleared so that a later launch check
+// does not see it again, becomes a C++ exception (a Python RuntimeError through the binding).
+inline void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw std::runtime_error(std::string("elu: ") + what + " failed: " + cudaGetErrorString(err));
+  }
+}
+
 // gridDim.x is limited to 2^31 - 1; indices inside kernels are 64-bit.
 inline unsigned int grid_blocks(int64_t blocks) {
   if (blocks > 0x7fffffffLL) {

@@ -1,8 +1,13 @@
 // Peer: the vendor-library way. cub::DeviceTransform::Transform (CCCL, shipped with
 // nvcc) applies a functor elementwise; CUB picks the launch, the vector width and
-// the handling of tails and alignment itself. The functor is step 2's formula
-// (elu::Expf: expf(x) - 1), so its results are bit-comparable with step 2's.
+// the handling of tails and alignment itself. The float32 functor is step 2's formula
+// (elu::Expf: expf(x) - 1), so its results are bit-comparable with step 2's; on
+// float16 and bfloat16 it is PyTorch's (expm1f in float32, one rounding), so they
+// are bit-comparable with F.elu's (notebook 12).
+// elu-study: binding = storage16
 #include <cub/device/device_transform.cuh>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "common/elu.cuh"
 
@@ -13,11 +18,33 @@ struct EluExpf {
   __device__ __forceinline__ float operator()(float x) const { return elu::Expf{}(x, alpha); }
 };
 
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ __half from_float(float v, __half) { return __float2half_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 from_float(float v, __nv_bfloat16) { return __float2bfloat16_rn(v); }
+
+template <class T>
+struct Elu16 {
+  float alpha;
+  __device__ __forceinline__ T operator()(T x) const { return from_float(elu::Expm1f{}(to_float(x), alpha), T{}); }
+};
+
+template <class T, class F>
+void transform(const T* x, T* y, int64_t n, F f, cudaStream_t stream) {
+  elu::check(cub::DeviceTransform::Transform(x, y, n, f, stream), "cub::DeviceTransform::Transform");
+}
+
 }  // namespace
 
 void launch_elu(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream) {
-  const cudaError_t err = cub::DeviceTransform::Transform(x, y, n, EluExpf{alpha}, stream);
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string("elu: cub::DeviceTransform::Transform failed: ") + cudaGetErrorString(err));
+  transform(x, y, n, EluExpf{alpha}, stream);
+}
+
+void launch_elu_16(const void* x, void* y, int64_t n, float alpha, bool bf16, cudaStream_t stream) {
+  if (bf16) {
+    transform(static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), n, Elu16<__nv_bfloat16>{alpha},
+              stream);
+  } else {
+    transform(static_cast<const __half*>(x), static_cast<__half*>(y), n, Elu16<__half>{alpha}, stream);
   }
 }

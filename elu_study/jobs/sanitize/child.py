@@ -36,7 +36,23 @@ def load_library(name: str, path: str):
     return module
 
 
-def exercise(fn, op, device, compare: bool = True) -> int:
+SIXTEEN = (torch.bfloat16, torch.float16)
+RTOL16 = 2.0 ** -6  # two 16-bit ulps: the host's 16-bit reference may round its own exp differently
+
+
+def dtypes_of(fn, op, device) -> list[torch.dtype]:
+    """float32, and the 16-bit dtypes the op takes (a build without a 16-bit path refuses them with TypeError)."""
+    taken = [torch.float32]
+    for dtype in SIXTEEN:
+        try:
+            fn(*[torch.zeros(8, device=device, dtype=dtype) for _ in op.inputs], 1.0)
+            taken.append(dtype)
+        except TypeError:
+            pass
+    return taken
+
+
+def exercise(fn, op, device, compare: bool = True, dtype: torch.dtype = torch.float32) -> int:
     """Call one op on the small inputs; check every result against PyTorch. Returns the number of calls.
 
     Inputs are made on the host and copied over, and results are copied back and checked on the host,
@@ -47,7 +63,10 @@ def exercise(fn, op, device, compare: bool = True) -> int:
     calls = 0
 
     def tensor(n: int, offset: int = 0):  # n values ending at the end of their allocation, offset elements in
-        return torch.randn(n + offset, generator=gen).mul_(4).to(device)[offset:]
+        return torch.randn(n + offset, generator=gen).mul_(4).to(device=device, dtype=dtype)[offset:]
+
+    def empty(n: int):
+        return torch.empty(n, device=device, dtype=dtype)
 
     def call(inputs, alpha, out=_OMITTED):
         nonlocal calls
@@ -56,24 +75,25 @@ def exercise(fn, op, device, compare: bool = True) -> int:
         got = result.cpu()  # reads every element: initcheck sees one never written
         if tuple(got.shape) != tuple(expected.shape):
             raise AssertionError(f"{op.name}: result of shape {tuple(got.shape)} for inputs of {tuple(expected.shape)}")
-        if compare and not torch.isclose(got, expected, rtol=RTOL, atol=ATOL, equal_nan=True).all():
-            raise AssertionError(f"{op.name}: wrong result for shape {tuple(expected.shape)}, alpha {alpha}")
+        rtol = RTOL if dtype == torch.float32 else RTOL16
+        if compare and not torch.isclose(got.float(), expected.float(), rtol=rtol, atol=ATOL, equal_nan=True).all():
+            raise AssertionError(f"{op.name}: wrong {dtype} result for shape {tuple(expected.shape)}, alpha {alpha}")
         calls += 1
 
     k = len(op.inputs)
     for i, n in enumerate(SMALL_LENGTHS):
         alpha = (1.0, -0.5, 0.0, 1.7)[i % 4]
         call([tensor(n) for _ in range(k)], alpha)  # out allocated by the binding
-        call([tensor(n) for _ in range(k)], alpha, out=torch.empty(n, device=device))  # exact, never written before
+        call([tensor(n) for _ in range(k)], alpha, out=empty(n))  # exact, never written before
         for x_off, out_off in ((1, 0), (0, 3), (2, 2)):  # misaligned input, output, both
-            call([tensor(n, x_off) for _ in range(k)], alpha, out=torch.empty(n + out_off, device=device)[out_off:])
+            call([tensor(n, x_off) for _ in range(k)], alpha, out=empty(n + out_off)[out_off:])
         if op.in_place is not None:
             for off in (0, 1):
                 inputs = [tensor(n, off) for _ in range(k)]
                 call(inputs, alpha, out=inputs[op.in_place])
         strided = [tensor(2 * n)[::2] for _ in range(k)]  # the binding copies it to contiguous
-        call(strided, alpha, out=torch.empty(n, device=device))
-    call([tensor(LARGE_LENGTH) for _ in range(k)], 1.0, out=torch.empty(LARGE_LENGTH, device=device))
+        call(strided, alpha, out=empty(n))
+    call([tensor(LARGE_LENGTH) for _ in range(k)], 1.0, out=empty(LARGE_LENGTH))
     if op.in_place is not None:
         inputs = [tensor(LARGE_LENGTH, 1) for _ in range(k)]
         call(inputs, 1.0, out=inputs[op.in_place])
@@ -95,7 +115,8 @@ def child(spec_path: str) -> int:
         for op in ops:
             # A copy kernel's elu is not ELU; its build's elu_backward (kernels/common/backward.cu) is the real one.
             compare = entry.get("computes_elu", True) or op.name != "elu"
-            total += exercise(getattr(module, op.name), op, device, compare)
+            fn = getattr(module, op.name)
+            total += sum(exercise(fn, op, device, compare, dtype) for dtype in dtypes_of(fn, op, device))
         print(f"elu-study sanitize child: {entry['id']} ok", flush=True)
     print(f"{CHILD_OK}: {total} calls over {len(spec['builds'])} build(s)", flush=True)
     return 0

@@ -16,9 +16,12 @@ ROUNDING = 3 * 2.0 ** -24  # the roundings of r, r (1 - eps) and r (1 + eps): wh
 LANES = 32  # threads per warp instruction
 DEFAULT = "7_sixteen_bits"
 MUST, AIM = 1.05, 1.02  # the issue's goals: at most 1.05x the same dtype's copy_, aiming at 1.02x
-# The one rule for "issue-bound", stated in the same words by notebooks 08 (jobs/beyond/analysis.py) and 12.
+BACKWARD_ROWS = ("7_backward", "aten.elu_backward", "torch.add")  # timed against torch.add's three streams
 
 
+def is_backward(name: str) -> bool:
+    """A backward row (or its roof): its time is taken over the dtype's torch.add, not its copy_."""
+    return name.split()[0] in BACKWARD_ROWS
 
 
 def argument_holds(delta: float, eps: float) -> bool:
@@ -34,39 +37,51 @@ def own_copy_ms(record: dict, dtype: str) -> float:
     return next(r for r in record["rows"] if r["name"] == f"copy_ {dtype}")["timing"]["median_ms"]
 
 
+def roof_ms(record: dict, name: str, dtype: str) -> float:
+    """A 16-bit row's own roof: the dtype's copy_, or for a backward row the dtype's torch.add (three streams)."""
+    roof = f"torch.add {dtype}" if is_backward(name) else f"copy_ {dtype}"
+    return next(r for r in record["rows"] if r["name"] == roof)["timing"]["median_ms"]
+
+
 def x_own_copy(record: dict, name: str) -> tuple[float, float, float]:
-    """(median, p10, p90) of a 16-bit row's time over its own dtype's copy_ median (same batch)."""
+    """(median, p10, p90) of a 16-bit row's time over its own roof's median (same batch): the dtype's copy_, or
+    torch.add's for a backward row."""
     r = next(r for r in record["rows"] if r["name"] == name)
-    roof = own_copy_ms(record, r["mode"])
+    roof = roof_ms(record, name, r["mode"])
     t = r["timing"]
     return t["median_ms"] / roof, t["p10_ms"] / roof, t["p90_ms"] / roof
 
 
-
-
+def checks_of(record: dict) -> dict:
+    """Every exhaustive check of the record, forward and backward, by entry name."""
+    return {**record.get("exhaustive", {}), **record.get("exhaustive_backward", {})}
 
 
 def mismatches(record: dict, name: str) -> int | None:
-    c = record.get("exhaustive", {}).get(name)
+    c = checks_of(record).get(name)
     return None if c is None else c["mismatches"]
 
 
-def frame(record: dict, dtype: str) -> pd.DataFrame:
-    """One dtype's rows, fastest first: time, x own copy_ with p10-p90, exhaustive mismatches, ncu's counters."""
+def frame(record: dict, dtype: str, backward: bool = False) -> pd.DataFrame:
+    """One dtype's forward rows (or its backward rows, over torch.add), fastest first: time, x own roof with
+    p10-p90, exhaustive mismatches, ncu's counters."""
     c = counter_rows(record)
     out = []
     for r in rows_of(record, dtype):
+        if is_backward(r["name"]) != backward:
+            continue
         x, p10, p90 = x_own_copy(record, r["name"])
         k = c.get(r["name"], {})
         bad = mismatches(record, r["name"])
-        out.append({"entry": r["name"].removesuffix(f" {dtype}"), "ms": r["timing"]["median_ms"], "x own copy_": x,
+        out.append({"entry": r["name"].removesuffix(f" {dtype}"), "ms": r["timing"]["median_ms"],
+                    "x torch.add" if backward else "x own copy_": x,
                     "p10-p90": f"{p10:.3f}-{p90:.3f}", "mismatches": "" if bad is None else str(bad),
                     "inst/elem": k.get("thread_instructions_per_element"), "issue %": issue_pct(record, r["name"]),
                     "DRAM %": k.get("dram_pct_of_peak")})
-    return pd.DataFrame(out).sort_values("x own copy_").set_index("entry")
+    return pd.DataFrame(out).sort_values("x torch.add" if backward else "x own copy_").set_index("entry")
 
 
-FORMATS = {"x own copy_": "{:.3f}", "inst/elem": "{:.1f}", "eps log2": "{:.2f}", "delta log2": "{:.2f}",
+FORMATS = {"x own copy_": "{:.3f}", "x torch.add": "{:.3f}", "inst/elem": "{:.1f}", "eps log2": "{:.2f}", "delta log2": "{:.2f}",
            "delta + 3*2^-24 log2": "{:.2f}", "expm1f in warp slots %": "{:.1f}", "issue %": "{:.0f}", "DRAM %": "{:.1f}",
            "budget inst/elem": "{:.1f}", "SM MHz": "{:.0f}", "used %": "{:.0f}"}
 
@@ -91,25 +106,33 @@ def delta_frame(record: dict) -> pd.DataFrame:
 
 
 def exhaustive_frame(record: dict) -> pd.DataFrame:
-    out = [{"entry": name, "exact by design": "yes" if c["expect_exact"] else "no (ablation)", "inputs": c["inputs"],
-            "alphas": c["alphas"], "mismatches": c["mismatches"], "at the 6 required alphas": c["required_mismatches"],
-            "alphas with any": c["alphas_with_mismatches"], "unwritten": c["untouched"]}
-           for name, c in record["exhaustive"].items()]
+    claim = lambda c: "yes" if c["expect_exact"] else "not claimed (peer)" if c.get("peer") else "no (ablation)"  # noqa: E731
+    out = [{"entry": name, "exact by design": claim(c), "inputs": c["inputs"],
+            "alphas": c["alphas"], "grads": c.get("grads", ""), "mismatches": c["mismatches"],
+            "at the 6 required alphas": c["required_mismatches"], "alphas with any": c["alphas_with_mismatches"],
+            "unwritten": c["untouched"]}
+           for name, c in checks_of(record).items()]
     return pd.DataFrame(out).set_index("entry")
 
 
 def exhaustive_verdict(record: dict) -> str:
     """One line: inputs and alphas, and which builds differ from F.elu anywhere."""
-    checks = record["exhaustive"]
+    checks = checks_of(record)
     exact = [n for n, c in checks.items() if c["expect_exact"]]
     failed = [n for n in exact if checks[n]["mismatches"] or checks[n]["untouched"]]
     first = next(iter(checks.values()))
-    ablations = ", ".join(f"`{n}` {c['mismatches']:,}" for n, c in checks.items() if not c["expect_exact"])
+    ablations = ", ".join(f"`{n}` {c['mismatches']:,}" for n, c in checks.items()
+                          if not c["expect_exact"] and not c.get("peer"))
+    peers = ", ".join(f"`{n}` {c['mismatches']:,}" for n, c in checks.items() if c.get("peer"))
     head = (f"Every one of the {first['inputs']:,} bit patterns of each dtype at {first['alphas']} alphas, into a "
             f"NaN-poisoned output, bit for bit against `F.elu`: ")
     verdict = (f"**{len(exact) - len(failed)} of {len(exact)}** builds meant to be exact are" +
                (" all bit-identical" if not failed else f" bit-identical; NOT {', '.join(failed)}"))
-    return head + verdict + (f". The unchecked ablation differs: {ablations} outputs." if ablations else ".")
+    grads = next((c["grads"] for c in checks.values() if c.get("grads")), 0)
+    backward = (f" The backward builds are checked the same way against `aten.elu_backward`, each x with {grads} "
+                "grads, from the input and (alpha >= 0) from the result." if grads else "")
+    return (head + verdict + (f". The unchecked ablation differs: {ablations} outputs." if ablations else ".")
+            + (f" The peers, checked the same way, differ in: {peers} outputs." if peers else "") + backward)
 
 
 def clock_mhz(record: dict, dtype: str) -> float | None:
@@ -179,7 +202,7 @@ def gap_line(record: dict, dtype: str, names: set) -> str:
     default, unchecked = f"{DEFAULT} {dtype}", f"7_unchecked {dtype}"
     x = x_own_copy(record, default)[0]
     line = f"- {dtype} (`{record.get('formula_of', {}).get(default, '?')}`): **{x:.3f}x** its own `copy_`."
-    if unchecked in names:
+    if unchecked in names and record.get("formula_of", {}).get(default) != "Table":
         xu = x_own_copy(record, unchecked)[0]
         line += (f" The fast formula alone (`7_unchecked`) costs {100 * (xu - 1):+.1f} %, the check and its fallback "
                  f"{100 * (x - xu):+.1f} %.")
@@ -222,7 +245,7 @@ def expm1f_line(record: dict) -> str:
 # -- predictions ------------------------------------------------------------------------------------------
 
 
-METRICS = {"x_own_copy": "x own copy_", "mismatches": "mismatches", "delta_log2": "delta",
+METRICS = {"x_own_copy": "x own roof", "inst": "inst/elem", "mismatches": "mismatches", "delta_log2": "delta",
            "argument": "(delta + 3*2^-24) / eps", "check_inst": "check inst/elem", "fallback_slots": "expm1f slots"}
 
 
@@ -246,11 +269,13 @@ def measured(record: dict, p: Prediction) -> float | None:
         return measured_counts(record, p)
     if p.metric == "x_own_copy":
         return x_own_copy(record, p.subject)[0] if p.subject in names else None
+    if p.metric == "inst":
+        return counter_rows(record).get(p.subject, {}).get("thread_instructions_per_element")
     if p.metric == "mismatches":
         checks = record.get("exhaustive", {})
         if p.subject == "every checked build":
             used = record.get("formula_of", {})
-            return sum(c["mismatches"] + c["untouched"] for n, c in checks.items()
+            return sum(c["mismatches"] + c["untouched"] for n, c in checks_of(record).items()
                        if c["expect_exact"] and not (p.exclude and used.get(n) == p.exclude)) if checks else None
         return mismatches(record, p.subject)
     d = record.get("delta", {}).get(p.subject)
@@ -279,7 +304,7 @@ def describe(lo: float, hi: float, metric: str) -> str:
         return "holds (at most 1)" if hi <= 1 else f"fails ({lo:.2f} to {hi:.2f})"
     if metric == "delta_log2":
         return f"2^{lo:.1f} to 2^{hi:.1f}"
-    if metric == "check_inst":
+    if metric in ("check_inst", "inst"):
         return f"{lo:.1f}-{hi:.1f} inst/elem"
     if metric == "fallback_slots":
         return f"{100 * lo:.1f}-{100 * hi:.1f} % slots"
@@ -288,6 +313,7 @@ def describe(lo: float, hi: float, metric: str) -> str:
 
 def shown_value(value: float, metric: str) -> str:
     return {"delta_log2": f"2^{value:.2f}", "mismatches": f"{value:,.0f}", "check_inst": f"{value:.1f}",
+            "inst": f"{value:.1f}",
             "fallback_slots": f"{100 * value:.1f} %"}.get(metric, f"{value:.3f}")
 
 
@@ -324,7 +350,7 @@ def goals_frame(record: dict) -> pd.DataFrame:
 
 def failures(record: dict) -> list[str]:
     """What must hold in every run: exactness of the checked builds and the argument for every formula used."""
-    bad = [f"{n}: {c['mismatches']} mismatches, {c['untouched']} unwritten" for n, c in record["exhaustive"].items()
+    bad = [f"{n}: {c['mismatches']} mismatches, {c['untouched']} unwritten" for n, c in checks_of(record).items()
            if c["expect_exact"] and (c["mismatches"] or c["untouched"])]
     used = {(f, record["exhaustive"][n]["dtype"]) for n, f in record.get("formula_of", {}).items()
             if n in record["exhaustive"] and record["exhaustive"][n]["expect_exact"] and f in record["delta"]}

@@ -1,5 +1,5 @@
-"""Step 7's figures: each 16-bit row's time over its own dtype's copy_ (the job's figure), each fast formula's
-distance to expm1f per binade, and a diagram of the rounding check (notebook 12)."""
+"""Step 7's figures: each 16-bit row's time over its own roof (the job's figure), each fast formula's distance to
+expm1f per binade, and diagrams of the rounding check and of the table (notebook 12)."""
 
 from __future__ import annotations
 
@@ -7,43 +7,57 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
 from matplotlib.patches import Patch
 
-from elu_study.jobs.sixteen.analysis import AIM, DEFAULT, DTYPES, MUST, ROUNDING, own_copy_ms, rows_of, x_own_copy
+from elu_study.jobs.sixteen.analysis import (AIM, DEFAULT, DTYPES, MUST, ROUNDING, is_backward, own_copy_ms, roof_ms,
+                                             rows_of, x_own_copy)
 
-COLORS = {"default": "tab:blue", "step7": "tab:purple", "other": "tab:gray"}
+COLORS = {"default": "tab:blue", "backward": "tab:cyan", "step7": "tab:purple", "other": "tab:gray"}
+ROOFS = ("copy_", "torch.add")
 
 
 def color(name: str) -> str:
-    return COLORS["default"] if name.startswith(f"{DEFAULT} ") else COLORS["step7"] if name.startswith("7_") else (
-        COLORS["other"])
+    if name.startswith(f"{DEFAULT} "):
+        return COLORS["default"]
+    if name.startswith("7_backward"):
+        return COLORS["backward"]
+    return COLORS["step7"] if name.startswith("7_") else COLORS["other"]
+
+
+def label(name: str, dtype: str) -> str:
+    short = name.removesuffix(f" {dtype}")
+    return f"{short} (over torch.add)" if is_backward(name) else short
 
 
 def xcopy_panel(ax, record: dict, dtype: str) -> None:
-    rows = sorted((r for r in rows_of(record, dtype) if not r["name"].startswith("copy_")),
+    rows = sorted((r for r in rows_of(record, dtype) if r["name"].split()[0] not in ROOFS),
                   key=lambda r: x_own_copy(record, r["name"])[0])
     x = np.array([x_own_copy(record, r["name"]) for r in rows])
     y = np.arange(len(rows))[::-1]
     ax.barh(y, x[:, 0] - 1, left=1, xerr=[(x[:, 0] - x[:, 1]).clip(0), (x[:, 2] - x[:, 0]).clip(0)],
             color=[color(r["name"]) for r in rows], capsize=2)
-    ax.set_yticks(y, [r["name"].removesuffix(f" {dtype}") for r in rows], fontsize=8)
+    ax.set_yticks(y, [label(r["name"], dtype) for r in rows], fontsize=8)
     ax.axvline(1.0, color="tab:green", lw=1.5)
     ax.axvline(AIM, color="tab:olive", ls=":")
     ax.axvline(MUST, color="tab:red", ls="--")
     ax.set_xlim(0.98, max(1.1, float(x[:, 2].max()) + 0.03))
-    ax.set_title(f"{dtype}: roof = copy_ of {dtype}, {own_copy_ms(record, dtype):.3f} ms", fontsize=10)
-    ax.set_xlabel(f"time over {dtype} copy_'s (median; whiskers p10-p90)")
+    backward = any(is_backward(r["name"]) for r in rows)
+    add = f", torch.add {roof_ms(record, 'torch.add', dtype):.3f} ms" if backward else ""
+    ax.set_title(f"{dtype}: roofs copy_ {own_copy_ms(record, dtype):.3f} ms{add}", fontsize=10)
+    ax.set_xlabel("time over the row's own roof (median; whiskers p10-p90)")
 
 
 def xcopy_figure(record: dict):
     """Each 16-bit row's time over the same dtype's copy_, one panel per dtype, with the must and the aim."""
-    fig, axes = plt.subplots(1, len(DTYPES), figsize=(12, 5.2))
+    fig, axes = plt.subplots(1, len(DTYPES), figsize=(13, 7))
     for ax, dtype in zip(axes, DTYPES):
         xcopy_panel(ax, record, dtype)
     handles = [Patch(color=COLORS["default"], label=f"{DEFAULT} (the step, as built by default)"),
+               Patch(color=COLORS["backward"], label="7_backward (over torch.add, three streams)"),
                Patch(color=COLORS["step7"], label="step 7, one change each"),
-               Patch(color=COLORS["other"], label="F.elu, torch.compile, step 6"),
-               plt.Line2D([], [], color="tab:green", lw=1.5, label="roof: the dtype's copy_"),
+               Patch(color=COLORS["other"], label="PyTorch, torch.compile, Triton, CUB, step 6"),
+               plt.Line2D([], [], color="tab:green", lw=1.5, label="roof: the dtype's copy_ (torch.add for backward)"),
                plt.Line2D([], [], color="tab:olive", ls=":", label=f"aim {AIM:.2f}x"),
                plt.Line2D([], [], color="tab:red", ls="--", label=f"must {MUST:.2f}x")]
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
@@ -102,6 +116,36 @@ def rounding_figure(eps: float = 0.012):
     axes[1].set_xlim(0.86, 1.08)
     axes[1].set_xlabel("value; ticks: 16-bit values; dotted: rounding boundaries halfway between them (a toy format, "
                        "eps far larger than it is)")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def magnitudes(dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every finite negative value of a 16-bit dtype by its magnitude bits (0 .. infinity), as float32."""
+    bits = torch.arange(0x8000, 0x10000, dtype=torch.int32).to(torch.int16).view(getattr(torch, dtype)).float()
+    keep = torch.isfinite(bits)
+    return np.arange(0x8000)[keep.numpy()], bits[keep].numpy()
+
+
+def table_figure():
+    """What the table holds, per dtype: expm1(x) of every negative 16-bit x against its magnitude bits (the index),
+    shaded where it is neither x nor -1 (computed here on the CPU in float32: a diagram; the kernel's table is
+    expm1f computed on the GPU)."""
+    fig, axes = plt.subplots(1, len(DTYPES), figsize=(12, 3.4))
+    for ax, dtype in zip(axes, DTYPES):
+        m, x = magnitudes(dtype)
+        e = torch.expm1(torch.from_numpy(x)).numpy()
+        inside = (e != x) & (e != -1.0)
+        ax.plot(m, e, color="tab:blue", lw=1.5, label="expm1(x), x = -value(m)")
+        lo, hi = int(m[inside].min()), int(m[inside].max())
+        ax.axvspan(lo, hi, color="tab:orange", alpha=0.2, label=f"the table: {hi - lo + 1:,} entries, {4 * (hi - lo + 1) / 1024:.0f} KB")
+        ax.set_xlabel(f"magnitude bits m of a negative {dtype} (hex)")
+        ticks = sorted({*([0] if lo > 0x1000 else []), lo, hi, int(m.max())})
+        ax.set_xticks(ticks, [f"{t:#06x}" for t in ticks], fontsize=8)
+        ax.set_ylabel("expm1(x)")
+        ax.set_title(f"{dtype}: left of the band expm1(x) = x, right of it -1", fontsize=10)
+        ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     plt.close(fig)
     return fig

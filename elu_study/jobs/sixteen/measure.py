@@ -20,13 +20,14 @@ from elu_study.core.hardware import SHAPE, provenance
 from elu_study.core.ncu import profile
 from elu_study.core.sass import sass_by_function
 from elu_study.jobs.sixteen import kernel
-from elu_study.jobs.sixteen.analysis import DTYPES, ROUNDING, argument_holds
+from elu_study.jobs.sixteen.analysis import DTYPES, ROUNDING, argument_holds, is_backward
 
 REQUIRED_ALPHAS = (1.0, 0.5, 0.0, -0.7, 1.3, 2.5)  # the issue's: bit-identical at each of these
 # Around the check's alpha range ([2^-100, 2^100] or 0) and beyond it, where the kernel takes expm1f.
 EXTREME_ALPHAS = (1e-30, 1e30, -1e-3, 2.0 ** -100, 2.0 ** 100, 2.0 ** -101, 2.0 ** 101)
 RANDOM_ALPHAS, ALPHA_SEED = 64, 7
 POISON = 0x7FC1  # a NaN (in either dtype) with a payload F.elu never returns: an unwritten output shows
+PEERS16 = ("triton", "cub_transform")
 STEP6_16 = {"bfloat16": "6_beyond_copy bfloat16", "float16": "6_beyond_copy float16"}
 SAMPLE = 1 << 24  # values drawn like the timed input (randn x INPUT_SCALE) to count how often the check falls back
 WARP_LANES, PAIRS_PER_THREAD = 32, 4  # a thread takes one 16-byte vector: 4 pairs of 16-bit values
@@ -41,8 +42,17 @@ def alphas() -> list[float]:
 
 
 def kernel_entries() -> list:
-    """Step 7's kernel builds, each called on one dtype (the catalogue's STEP7 entries that build a file)."""
-    return [e for e in STEP7 if e.variant]
+    """Step 7's forward builds, each called on one dtype (the catalogue's STEP7 entries that build its file)."""
+    return [e for e in STEP7 if e.variant == kernel.VARIANT and not is_backward(e.name)]
+
+
+def backward_entries() -> list:
+    return [e for e in STEP7 if e.variant == kernel.VARIANT and is_backward(e.name)]
+
+
+def peer_entries() -> list:
+    """The 16-bit peers that claim PyTorch's formula: Triton and CUB (checked on every input like step 7)."""
+    return [e for e in STEP7 if e.name.split()[0] in PEERS16]
 
 
 def patterns(dtype: str) -> torch.Tensor:
@@ -132,8 +142,8 @@ def deltas(eps: dict) -> tuple[dict, dict]:
 
 
 def check_patterns(module, dtype: str, alpha_list) -> dict:
-    """Every bit pattern of a dtype through ``module.elu`` into a NaN-poisoned output, bit for bit against
-    F.elu in that dtype, at each alpha."""
+    """Every bit pattern of a dtype through ``module.elu`` (or any ``elu(x, alpha, out=)``) into a NaN-poisoned
+    output, bit for bit against F.elu in that dtype, at each alpha."""
     x = patterns(dtype)
     bad, nan_only, untouched = {}, 0, 0
     for a in alpha_list:
@@ -147,35 +157,94 @@ def check_patterns(module, dtype: str, alpha_list) -> dict:
             bad[a] = n
             nan_only += int((differ & out.isnan() & ref.isnan()).sum())
         untouched += int(((got == POISON) & (want != POISON)).sum())
+    return tally(dtype, alpha_list, bad, nan_only, untouched)
+
+
+def tally(dtype: str, alpha_list, bad: dict, nan_only: int, untouched: int, grads: int = 0) -> dict:
     required = [a for a in alpha_list if a in REQUIRED_ALPHAS]
-    return {"dtype": dtype, "inputs": 1 << 16, "alphas": len(alpha_list), "mismatches": sum(bad.values()),
-            "required_alphas": required, "required_mismatches": sum(bad.get(a, 0) for a in required),
-            "alphas_with_mismatches": len(bad), "first_mismatching": [[a, n] for a, n in list(bad.items())[:6]],
-            "nan_payload_only": nan_only, "untouched": untouched}
+    out = {"dtype": dtype, "inputs": 1 << 16, "alphas": len(alpha_list), "mismatches": sum(bad.values()),
+           "required_alphas": required, "required_mismatches": sum(bad.get(a, 0) for a in required),
+           "alphas_with_mismatches": len(bad), "first_mismatching": [[a, n] for a, n in list(bad.items())[:6]],
+           "nan_payload_only": nan_only, "untouched": untouched}
+    return {**out, "grads": grads} if grads else out
+
+
+def grads_for(dtype: str) -> list[torch.Tensor]:
+    """The grads the backward is checked with, one per pass over every x: randn at three scales, every bit pattern
+    reversed (so each x meets NaN, inf, 0 and subnormal grads), and ones."""
+    t = getattr(torch, dtype)
+    gen = torch.Generator(device="cuda").manual_seed(99)
+    drawn = [(torch.randn(1 << 16, device="cuda", generator=gen) * s).to(t) for s in (1e-3, 1.0, 1e3)]
+    return [*drawn, patterns(dtype).flip(0), torch.ones(1 << 16, device="cuda", dtype=t)]
+
+
+def check_backward(module, dtype: str, alpha_list) -> dict:
+    """Every bit pattern of a dtype as x, against each of ``grads_for``, through ``module.elu_backward`` into a
+    poisoned output, bit for bit against aten.elu_backward in that dtype; from the result y = F.elu(x) too
+    (is_result, alpha >= 0, as in-place elu_ saves it)."""
+    x = patterns(dtype)
+    bad, nan_only, untouched = {}, 0, 0
+    for a in alpha_list:
+        for g in grads_for(dtype):
+            cases = [(False, x)] + ([(True, F.elu(x, a))] if a >= 0 else [])
+            for is_result, v in cases:
+                out = torch.full((1 << 16,), POISON, dtype=torch.int16, device="cuda").view(x.dtype)
+                module.elu_backward(g, v, a, is_result, out=out)
+                ref = torch.ops.aten.elu_backward(g, a, 1, 1, is_result, v)
+                got, want = out.view(torch.int16), ref.view(torch.int16)
+                differ = got != want
+                n = int(differ.sum())
+                if n:
+                    bad[a] = bad.get(a, 0) + n
+                    nan_only += int((differ & out.isnan() & ref.isnan()).sum())
+                untouched += int(((got == POISON) & (want != POISON)).sum())
+    return tally(dtype, alpha_list, bad, nan_only, untouched, grads=len(grads_for(dtype)))
+
+
+def module_of(entry):
+    """What has the entry's elu(x, alpha, out=): its build, or the Triton peer's module."""
+    return entry.build() if entry.variant else harness.triton_module()
 
 
 def exhaustive(entries, alpha_list) -> dict:
     """Each entry (one build on one dtype) on every bit pattern of its dtype at every alpha."""
     out = {}
     for e in tqdm(entries, desc="every bit pattern", unit="build"):
-        exact = kernel.checked(e.flags) if e.variant == kernel.VARIANT else True
-        out[e.name] = {"build": [e.variant, list(e.flags)], "expect_exact": exact,
-                       **check_patterns(e.build(), e.mode, alpha_list)}
+        peer = e.name.split()[0] in PEERS16  # checked the same way, but their exactness is not this study's claim
+        exact = kernel.checked(e.flags) if e.variant == kernel.VARIANT else not peer
+        out[e.name] = {"build": [e.variant, list(e.flags)], "expect_exact": exact, "peer": peer,
+                       **check_patterns(module_of(e), e.mode, alpha_list)}
     return out
 
 
+def exhaustive_backward(entries, alpha_list) -> dict:
+    return {e.name: {"build": [e.variant, list(e.flags)], "expect_exact": True,
+                     **check_backward(e.build(), e.mode, alpha_list)} for e in entries}
+
+
+def kernel_name(entry) -> str:
+    """The 16-bit kernel a step 7 entry launches on its full-shape input: the backward's, the table's, or the
+    one-shot vector kernel at the entry's CHECK."""
+    if is_backward(entry.name):
+        return "backward16_kernel"
+    if kernel.formula_of(entry.flags, entry.mode) == "Table":
+        return "table16_kernel"
+    return f"vector16_kernel (CHECK {kernel.knob(entry.flags, 'CHECK')})"
+
+
 def sass16(entry) -> dict:
-    """The static SASS of the 16-bit kernel a step 7 entry launches (its vector path, at its CHECK)."""
+    """The static SASS of the 16-bit kernel a step 7 entry launches (see kernel_name)."""
     try:
         functions = sass_by_function(built_library(entry.build()))
     except (OSError, subprocess.SubprocessError) as err:  # no cuobjdump: the record says so
         return {"error": f"{type(err).__name__}: {err}"}
-    check = kernel.knob(entry.flags, "CHECK")
-    names = [n for n in functions if "vector16_kernel" in n and DTYPE_TOKEN[entry.mode] in n and f"Li{check}E" in n]
+    which = kernel_name(entry)
+    token = {"backward16_kernel": "Lb0E", "table16_kernel": ""}.get(which, f"Li{kernel.knob(entry.flags, 'CHECK')}E")
+    names = [n for n in functions if which.split()[0] in n and DTYPE_TOKEN[entry.mode] in n and token in n]
     if len(names) != 1:
-        return {"error": f"expected one vector16_kernel<{entry.mode}, {check}>, found {names}"}
+        return {"error": f"expected one {which} for {entry.mode}, found {names}"}
     ops = functions[names[0]]
-    return {"function": names[0], "instructions": len(ops), "elements_per_thread": 8,
+    return {"function": names[0], "kernel": which, "instructions": len(ops), "elements_per_thread": 8,
             "opcodes": dict(Counter(op.split(".")[0] for op in ops).most_common())}
 
 
@@ -183,7 +252,8 @@ def sass16(entry) -> dict:
 
 
 def timed_names(dtype: str) -> list[str]:
-    """One dtype's batch: float32 copy_ (annotate's roof), the dtype's copy_ and F.elu, step 6, step 7's rows."""
+    """One dtype's batch: float32 copy_ (annotate's roof), the dtype's copy_ and F.elu, step 6, and step 7's rows
+    (its builds, its backward and the backward's roof, torch.compile and the peers)."""
     own = [e.name for e in STEP7 if e.mode == dtype]
     return list(dict.fromkeys(["copy_", f"copy_ {dtype}", f"F.elu {dtype}", STEP6_16[dtype], *own]))
 
@@ -218,25 +288,31 @@ def counters(names: list[str]) -> dict:
     return {"ncu": c["ncu"], "rows": c["rows"]}
 
 
+PROFILED = ("7_sixteen_bits", "7_poly", "7_unchecked", "7_exact", "7_backward")  # the rows ncu reads, per dtype
+
+
 def run(rounds: int = 5, with_counters: bool = True) -> dict:
     """The record of ``python -m elu_study sixteen``."""
-    entries = kernel_entries()
+    entries, backward, peers = kernel_entries(), backward_entries(), peer_entries()
     step6 = [ENTRIES[n] for n in STEP6_16.values()]
-    build_all(sorted({*builds(entries + step6), *STEP7_DELTA_BUILDS.values()}))
+    build_all(sorted({*builds(entries + step6 + backward + peers), *STEP7_DELTA_BUILDS.values()}))
     text = kernel.source()
     eps = kernel.eps_by_formula(text)
     delta, fallback = deltas(eps)
-    checks = exhaustive(entries + step6, alphas())
-    sass = {e.name: sass16(e) for e in entries}
+    checks = exhaustive(entries + step6 + peers, alphas())
+    backward_checks = exhaustive_backward(backward, alphas())
+    sass = {e.name: sass16(e) for e in entries + backward}
     torch.cuda.empty_cache()
     record = time_batches(rounds)
     record.update({
         "provenance": provenance(), "eps": eps, "delta": delta, "fallback": fallback, "exhaustive": checks,
+        "exhaustive_backward": backward_checks,
         "formula_of": {e.name: kernel.formula_of(e.flags, e.mode, text) for e in entries}, "sass16": sass,
         "alphas": {"required": list(REQUIRED_ALPHAS), "random": RANDOM_ALPHAS, "seed": ALPHA_SEED,
                    "extremes": list(EXTREME_ALPHAS), "all": alphas()},
         "timed_alpha": ALPHA, "rounding": ROUNDING,
-        "counters": counters([e.name for e in entries]) if with_counters else {"skipped": "--no-counters", "rows": []},
+        "counters": counters([f"{n} {d}" for d in DTYPES for n in PROFILED]) if with_counters
+        else {"skipped": "--no-counters", "rows": []},
     })
     record["problem"]["shape"] = list(SHAPE)
     return record
