@@ -77,7 +77,7 @@ def exercise(fn, op, device, compare: bool = True, dtype: torch.dtype = torch.fl
             raise AssertionError(f"{op.name}: result of shape {tuple(got.shape)} for inputs of {tuple(expected.shape)}")
         rtol = RTOL if dtype == torch.float32 else RTOL16
         if compare and not torch.isclose(got.float(), expected.float(), rtol=rtol, atol=ATOL, equal_nan=True).all():
-            raise AssertionError(f"{op.name}: wrong {dtype} result for shape {tuple(expected.shape)}, alpha {alpha}")
+            raise AssertionError(f"{op.name}: wrong result ({dtype}) for shape {tuple(expected.shape)}, alpha {alpha}")
         calls += 1
 
     k = len(op.inputs)
