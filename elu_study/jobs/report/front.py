@@ -207,7 +207,9 @@ def step7_line(sixteen: dict) -> str:
             + ("bit for bit" if exact else "NOT bit for bit") + " PyTorch on every input")
     names = {r["name"] for r in sixteen["rows"]}
     backward = [sixteen_analysis.x_own_copy(sixteen, f"7_backward {d}")[0] for d in dtypes if f"7_backward {d}" in names]
-    return text + (f"; the backward within {max(backward):.3f}x `torch.add`'s." if backward else ".")
+    text += f"; the backward within {max(backward):.3f}x `torch.add`'s." if backward else "."
+    aim = [d for d, v in xs.items() if v <= sixteen_analysis.AIM]
+    return text + f" Aim ({sixteen_analysis.AIM:.2f}x) met on {' and '.join(aim) if aim else 'neither'}."
 
 
 def noise_line(gpu: str, records: dict) -> str:
