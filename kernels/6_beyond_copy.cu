@@ -191,9 +191,7 @@ __global__ void scalar16_kernel(const T* __restrict__ x, T* __restrict__ y, int6
 
 template <class T>
 void launch_scalar16(const T* x, T* y, int64_t n, float alpha, cudaStream_t stream) {
-  constexpr int threads = 256;
-  const int64_t blocks = elu::ceil_div(n, threads) < 65536 ? elu::ceil_div(n, threads) : 65536;
-  scalar16_kernel<T><<<elu::grid_blocks(blocks), threads, 0, stream>>>(x, y, n, alpha);
+  scalar16_kernel<T><<<elu::scalar_grid(n), elu::kScalarThreads, 0, stream>>>(x, y, n, alpha);
 }
 
 inline int sm_count() {

@@ -58,6 +58,7 @@
 #include <type_traits>
 
 #include "common/elu.cuh"
+#include "common/sixteen.cuh"
 
 #ifndef ELU7_CHECK
 #define ELU7_CHECK 1
@@ -175,28 +176,9 @@ struct Approx {  // the float32 path with the fast formula (for measuring delta:
   }
 };
 
-template <class T> struct Pair;  // two 16-bit values <-> two floats, one instruction each way
-template <> struct Pair<__nv_bfloat16> {
-  using T2 = __nv_bfloat162;
-  static __device__ __forceinline__ float2 unpack(uint32_t w) { T2 v; memcpy(&v, &w, 4); return __bfloat1622float2(v); }
-  static __device__ __forceinline__ uint32_t pack(float a, float b) {
-    const T2 v = __floats2bfloat162_rn(a, b);
-    uint32_t w; memcpy(&w, &v, 4); return w;
-  }
-};
-template <> struct Pair<__half> {
-  using T2 = __half2;
-  static __device__ __forceinline__ float2 unpack(uint32_t w) { T2 v; memcpy(&v, &w, 4); return __half22float2(v); }
-  static __device__ __forceinline__ uint32_t pack(float a, float b) {
-    const T2 v = __floats2half2_rn(a, b);
-    uint32_t w; memcpy(&w, &v, 4); return w;
-  }
-};
-
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ __half from_float(float v, __half) { return __float2half_rn(v); }
-__device__ __forceinline__ __nv_bfloat16 from_float(float v, __nv_bfloat16) { return __float2bfloat16_rn(v); }
+using elu::Pair;
+using elu::from_float;
+using elu::to_float;
 
 __device__ __forceinline__ float exact(float x, float alpha) { return x > 0.0f ? x : expm1f(x) * alpha; }
 
@@ -406,7 +388,7 @@ __global__ void backward_scalar16_kernel(const T* __restrict__ g, const T* __res
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float a = to_float(g[i]), b = to_float(xy[i]);
     const float r = from_result ? (b <= 0.0f ? a * (b + alpha) : a) : (b <= 0.0f ? a * alpha * expf(b) : a);
-    out[i] = from_float(r, out[i]);
+    out[i] = from_float<T>(r);
   }
 }
 
@@ -433,8 +415,7 @@ int current_device() {
 // The grid of a table kernel: Shape<T>::kTiles tiles per block, or (0) as many blocks as fit on every SM at
 // once. The shared-memory opt-in and the occupancy are asked for once per device and kernel.
 template <class T, class Kernel>
-unsigned int table_grid(Kernel kernel, size_t smem, int64_t n_vec, int which) {
-  const int device = current_device();
+unsigned int table_grid(Kernel kernel, size_t smem, int64_t n_vec, int which, int device) {
   int per_sm = per_sm_cache[which][device].load(std::memory_order_relaxed);
   if (per_sm == 0) {
     elu::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
@@ -458,8 +439,7 @@ unsigned int table_grid(Kernel kernel, size_t smem, int64_t n_vec, int which) {
 // for, once. Nullptr where the stream is being captured into a CUDA graph (no allocation or wait may happen
 // there): the kernel then computes its table itself.
 template <class T, class F>
-const float* global_table(cudaStream_t stream, int which) {
-  const int device = current_device();
+const float* global_table(cudaStream_t stream, int which, int device) {
   float* table = table_cache[which][device].load(std::memory_order_acquire);
   if (table != nullptr || ELU7_FILL == 0) return table;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -506,7 +486,7 @@ template <class T>
 __global__ void scalar16_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, float alpha) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    y[i] = from_float(exact(to_float(x[i]), alpha), y[i]);
+    y[i] = from_float<T>(exact(to_float(x[i]), alpha));
   }
 }
 
@@ -525,8 +505,8 @@ template <class T>
 void launch16(const T* x, T* y, int64_t n, float alpha, cudaStream_t stream) {
   const int64_t done = elu::aligned16(x, y) ? n & ~int64_t(7) : 0;
   if (done < n) {
-    const int64_t blocks = elu::ceil_div(n - done, 256) < 65536 ? elu::ceil_div(n - done, 256) : 65536;
-    scalar16_kernel<T><<<elu::grid_blocks(blocks), 256, 0, stream>>>(x + done, y + done, n - done, alpha);
+    scalar16_kernel<T><<<elu::scalar_grid(n - done), elu::kScalarThreads, 0, stream>>>(x + done, y + done, n - done,
+                                                                                       alpha);
   }
   const int64_t n_vec = done / 8;
   if (n_vec == 0) return;
@@ -534,9 +514,9 @@ void launch16(const T* x, T* y, int64_t n, float alpha, cudaStream_t stream) {
   auto* yv = reinterpret_cast<uint4*>(y);
   if constexpr (kTableFormula<T> && ELU7_CHECK != 0) {
     constexpr size_t smem = table_bytes<T, Expm1>();
-    const int which = slot<T>(kForwardBf16);
-    const float* global = global_table<T, Expm1>(stream, which);
-    const unsigned int grid = table_grid<T>(table16_kernel<T>, smem, n_vec, which);
+    const int which = slot<T>(kForwardBf16), device = current_device();
+    const float* global = global_table<T, Expm1>(stream, which, device);
+    const unsigned int grid = table_grid<T>(table16_kernel<T>, smem, n_vec, which, device);
     table16_kernel<T><<<grid, Shape<T>::kThreads, smem, stream>>>(xv, yv, n_vec, alpha, global);
   } else {
     const auto kernel = checkable(alpha) ? vector16_kernel<T, ELU7_CHECK> : vector16_kernel<T, 0>;
@@ -550,23 +530,23 @@ void launch_backward16(const T* g, const T* xy, T* out, int64_t n, float alpha, 
   const bool aligned = elu::aligned16(g, xy) && elu::aligned16(out, out);
   const int64_t done = aligned ? n & ~int64_t(7) : 0;
   if (done < n) {
-    const int64_t blocks = elu::ceil_div(n - done, 256) < 65536 ? elu::ceil_div(n - done, 256) : 65536;
-    backward_scalar16_kernel<T><<<elu::grid_blocks(blocks), 256, 0, stream>>>(g + done, xy + done, out + done,
-                                                                             n - done, alpha, from_result);
+    backward_scalar16_kernel<T><<<elu::scalar_grid(n - done), elu::kScalarThreads, 0, stream>>>(
+        g + done, xy + done, out + done, n - done, alpha, from_result);
   }
   const int64_t n_vec = done / 8;
   if (n_vec == 0) return;
   const auto* gv = reinterpret_cast<const uint4*>(g);
   const auto* xv = reinterpret_cast<const uint4*>(xy);
   auto* ov = reinterpret_cast<uint4*>(out);
+  const int device = current_device();
   if (from_result) {
-    const unsigned int grid = table_grid<T>(backward16_kernel<T, true>, 0, n_vec, slot<T>(kFromYBf16));
+    const unsigned int grid = table_grid<T>(backward16_kernel<T, true>, 0, n_vec, slot<T>(kFromYBf16), device);
     backward16_kernel<T, true><<<grid, Shape<T>::kThreads, 0, stream>>>(gv, xv, ov, n_vec, alpha, nullptr);
   } else {
     constexpr size_t smem = table_bytes<T, Exp>();
     const int which = slot<T>(kFromXBf16);
-    const float* global = global_table<T, Exp>(stream, which);
-    const unsigned int grid = table_grid<T>(backward16_kernel<T, false>, smem, n_vec, which);
+    const float* global = global_table<T, Exp>(stream, which, device);
+    const unsigned int grid = table_grid<T>(backward16_kernel<T, false>, smem, n_vec, which, device);
     backward16_kernel<T, false><<<grid, Shape<T>::kThreads, smem, stream>>>(gv, xv, ov, n_vec, alpha, global);
   }
 }

@@ -26,7 +26,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from elu_study.core.build import build_all, compile_variant  # noqa: E402
 from elu_study.core.entries import build_id, computes_elu, exact_at_16_bits, fuzz_builds  # noqa: E402
-from elu_study.core.ops import OPS  # noqa: E402
+from elu_study.core.ops import OPS, accepted_dtypes  # noqa: E402
 from elu_study.testing import fuzz, strategies  # noqa: E402
 from elu_study.testing.suite import settings_from_config  # noqa: E402
 
@@ -79,7 +79,7 @@ def test_every_case_matches_pytorch_and_writes_nothing_else(module, build, op_na
     compare = computes_elu(*build) or op_name != "elu"
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
     # float16 and bfloat16 too where the build's op takes them (steps 6 and 7, CUB): compared bit for bit
-    dtypes = fuzz.accepted_dtypes(module, op) if exact_at_16_bits(*build) else (torch.float32,)
+    dtypes = accepted_dtypes(module, op) if exact_at_16_bits(*build) else (torch.float32,)
 
     @seed(f"{fuzz_settings.seed}:{build_id(*build)}:{op_name}")
     @_settings(fuzz_settings)
@@ -99,7 +99,7 @@ def test_bad_calls_raise_their_documented_error_and_the_next_call_works(module, 
     other = f"cuda:{(device.index + 1) % torch.cuda.device_count()}" if torch.cuda.device_count() > 1 else None
     places = ("device", "device", "foreign", "meta") + (("other",) if other else ())
     compare = computes_elu(*build) or op_name != "elu"  # a copy kernel's build still has the real backward
-    dtypes = fuzz.accepted_dtypes(module, op)  # step 6's elu also takes float16 and bfloat16
+    dtypes = accepted_dtypes(module, op)  # step 6's elu also takes float16 and bfloat16
 
     @seed(f"{fuzz_settings.seed}:{build_id(*build)}:bad" + ("" if op_name == "elu" else f":{op_name}"))
     @_settings(fuzz_settings)

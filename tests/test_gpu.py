@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from elu_study import compile_variant, known_variants
 from elu_study.core.check import ATOL, RTOL
-from elu_study.core.ops import OPS
+from elu_study.core.ops import OPS, accepted_dtypes
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(),
@@ -116,8 +116,6 @@ def test_other_device_index_is_respected(module):
     ],
 )
 def test_bad_inputs_raise_clear_errors_and_the_context_survives(module, bad, error, message):
-    from elu_study.testing.fuzz import accepted_dtypes  # lazy: it needs hypothesis (the test extra); these tests do not
-
     x = bad()
     if x.is_cuda and x.dtype in accepted_dtypes(module, OPS["elu"]):
         y = module.elu(x, 1.0)  # step 6 takes float16: a result, in float16, not an error

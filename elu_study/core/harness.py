@@ -42,9 +42,7 @@ def elu_fn(entry: Entry) -> Callable:
     if entry.name == "F.elu_":
         return lambda x, alpha, out: F.elu_(out.copy_(x), alpha)
     if entry.name == "triton":
-        from elu_study.core import triton_elu  # lazy: triton is optional, imported only when its entry is used
-
-        return lambda x, alpha, out: triton_elu.elu(x, alpha, out=out)
+        return lambda x, alpha, out: triton_module().elu(x, alpha, out=out)
     raise ValueError(f"{entry.name} computes no ELU")
 
 
@@ -80,9 +78,8 @@ def timed_call(entry: Entry, x, y, cache: dict | None = None) -> Callable[[], ob
         buf = x.clone()
         return lambda: F.elu_(buf, ALPHA)
     if entry.name == "triton":
-        from elu_study.core import triton_elu  # lazy: triton is optional
-
-        return lambda: triton_elu.elu(x, ALPHA, out=y)
+        elu = triton_module().elu
+        return lambda: elu(x, ALPHA, out=y)
     if entry.name == "read_only":
         return lambda: x.sum()
     if entry.name == "write_only":

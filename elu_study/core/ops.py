@@ -23,6 +23,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from elu_study.core.build import binding_features
+
 
 @dataclass(frozen=True)
 class OpSpec:
@@ -71,3 +73,18 @@ def registered_ops(module) -> list[str]:
 def ops_of(module) -> list[OpSpec]:
     """The OpSpecs of the ops a module has (an op it lacks, e.g. a backward not yet written, is left out)."""
     return [spec for name, spec in OPS.items() if hasattr(module, name)]
+
+
+# The binding feature that lets an op take float16 and bfloat16 (see core.build.BINDING_FEATURES).
+SIXTEEN_BIT_FEATURE = {"elu": "storage16", "elu_backward": "backward16"}
+
+
+def accepted_dtypes(module, op: OpSpec) -> tuple[torch.dtype, ...]:
+    """The dtypes an op of a build takes: float32, and float16 and bfloat16 too for ``elu`` of a file with
+    ``// elu-study: binding = storage16`` (steps 6 and 7) and for ``elu_backward`` of one with ``backward16``
+    (step 7); every other tensor of the call must then have the first input's dtype. Read from the build's
+    spec (set by compile_variant); a module without one is taken as float32 only."""
+    spec = getattr(module, "spec", None)
+    if spec is not None and SIXTEEN_BIT_FEATURE.get(op.name) in binding_features(spec.cuda_source()):
+        return (torch.float32, torch.float16, torch.bfloat16)
+    return (torch.float32,)

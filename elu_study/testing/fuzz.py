@@ -22,7 +22,6 @@ from typing import Callable
 
 import torch
 
-from elu_study.core.build import binding_features
 from elu_study.core.check import ATOL, RTOL
 from elu_study.core.ops import OPS, OpSpec
 from elu_study.testing.strategies import BadCall, Case, Layout, Values, extent, storage_index
@@ -194,22 +193,11 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
     return t.data_ptr(), t.data_ptr() + extent(t.shape, t.stride()) * t.element_size()
 
 
-def accepted_dtypes(module, op: OpSpec) -> tuple[torch.dtype, ...]:
-    """The dtypes an op of a build takes: float32, and float16 and bfloat16 too for ``elu`` of a file with
-    ``// elu-study: binding = storage16`` (steps 6 and 7) and for ``elu_backward`` of one with ``backward16``
-    (step 7); every other tensor of the call must then have the first input's dtype."""
-    spec = getattr(module, "spec", None)
-    feature = {"elu": "storage16", "elu_backward": "backward16"}.get(op.name)
-    if spec is not None and feature in binding_features(spec.cuda_source()):
-        return (torch.float32, torch.float16, torch.bfloat16)
-    return (torch.float32,)
-
-
 def violations(x: torch.Tensor, out: torch.Tensor | None, alpha: float, device: torch.device,
                others: tuple[torch.Tensor, ...] = (), dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> set[str]:
     """The documented rules a call breaks, read from the tensors themselves (not from what was meant).
     ``x`` is the first input; ``others`` the op's further inputs (elu_backward's x after grad_output);
-    ``dtypes`` what the op takes (``accepted_dtypes``)."""
+    ``dtypes`` what the op takes (``core.ops.accepted_dtypes``)."""
     broken = set()
     on_device = lambda t: t.device.type == device.type  # noqa: E731
     for t in (x, *others):

@@ -66,9 +66,7 @@ __global__ void float4_kernel(const float* __restrict__ g, const float* __restri
 
 template <class Op>
 void launch_scalar(const float* g, const float* x, float* out, int64_t n, float alpha, cudaStream_t stream) {
-  constexpr int threads = 256;
-  const int64_t blocks = ceil_div(n, threads) < 65536 ? ceil_div(n, threads) : 65536;
-  scalar_kernel<Op><<<grid_blocks(blocks), threads, 0, stream>>>(g, x, out, n, alpha);
+  scalar_kernel<Op><<<scalar_grid(n), kScalarThreads, 0, stream>>>(g, x, out, n, alpha);
 }
 
 template <class Op>

@@ -64,6 +64,14 @@ inline unsigned int grid_blocks(int64_t blocks) {
   return static_cast<unsigned int>(blocks);
 }
 
+// The scalar kernels' launch: 256 threads, one element each, at most 65536 blocks (a grid-stride loop does
+// the rest).
+constexpr int kScalarThreads = 256;
+inline unsigned int scalar_grid(int64_t n) {
+  const int64_t blocks = ceil_div(n, kScalarThreads);
+  return grid_blocks(blocks < 65536 ? blocks : 65536);
+}
+
 template <class Op>
 __global__ void scalar_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n, float alpha) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -74,9 +82,7 @@ __global__ void scalar_kernel(const float* __restrict__ x, float* __restrict__ y
 // not fast) and for the n % 4 elements after a float4 kernel's last vector.
 template <class Op>
 void launch_scalar(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream) {
-  constexpr int threads = 256;
-  const int64_t blocks = ceil_div(n, threads) < 65536 ? ceil_div(n, threads) : 65536;
-  scalar_kernel<Op><<<grid_blocks(blocks), threads, 0, stream>>>(x, y, n, alpha);
+  scalar_kernel<Op><<<scalar_grid(n), kScalarThreads, 0, stream>>>(x, y, n, alpha);
 }
 
 // A float4 launcher's entry and exit: misaligned pointers go to the scalar

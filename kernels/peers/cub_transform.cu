@@ -6,10 +6,9 @@
 // are bit-comparable with F.elu's (notebook 12).
 // elu-study: binding = storage16
 #include <cub/device/device_transform.cuh>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include "common/elu.cuh"
+#include "common/sixteen.cuh"
 
 namespace {
 
@@ -18,15 +17,10 @@ struct EluExpf {
   __device__ __forceinline__ float operator()(float x) const { return elu::Expf{}(x, alpha); }
 };
 
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ __half from_float(float v, __half) { return __float2half_rn(v); }
-__device__ __forceinline__ __nv_bfloat16 from_float(float v, __nv_bfloat16) { return __float2bfloat16_rn(v); }
-
 template <class T>
 struct Elu16 {
   float alpha;
-  __device__ __forceinline__ T operator()(T x) const { return from_float(elu::Expm1f{}(to_float(x), alpha), T{}); }
+  __device__ __forceinline__ T operator()(T x) const { return elu::from_float<T>(elu::Expm1f{}(elu::to_float(x), alpha)); }
 };
 
 template <class T, class F>

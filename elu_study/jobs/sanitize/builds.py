@@ -7,6 +7,7 @@ from pathlib import Path
 
 from elu_study.core.build import compile_variant, resolve_variant
 from elu_study.core.entries import build_id, computes_elu, fuzz_builds
+from elu_study.core.ops import accepted_dtypes, ops_of
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ def select_builds(names: list[str] | None = None, which: str = "all") -> list[Bu
 
 
 def library_entry(b: Build) -> dict:
-    """What the child needs to load a build: its module name and shared library (compiled here if need be)."""
+    """What the child needs to load a build: its module name and shared library (compiled here if need be), and
+    the dtypes each of its ops takes (the child, loading the library alone, cannot read the build's spec)."""
     module = compile_variant(b.variant, extra_cuda_cflags=list(b.flags))
-    return {"id": b.id, "module": module.__name__, "library": module.__file__, "computes_elu": b.computes_elu}
+    dtypes = {op.name: [str(d).removeprefix("torch.") for d in accepted_dtypes(module, op)] for op in ops_of(module)}
+    return {"id": b.id, "module": module.__name__, "library": module.__file__, "computes_elu": b.computes_elu,
+            "dtypes": dtypes}

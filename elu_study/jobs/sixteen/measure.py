@@ -147,17 +147,26 @@ def check_patterns(module, dtype: str, alpha_list) -> dict:
     x = patterns(dtype)
     bad, nan_only, untouched = {}, 0, 0
     for a in alpha_list:
-        out = torch.full((1 << 16,), POISON, dtype=torch.int16, device="cuda").view(x.dtype)
+        out = poisoned(x.dtype)
         module.elu(x, a, out=out)
-        ref = F.elu(x, a)
-        got, want = out.view(torch.int16), ref.view(torch.int16)
-        differ = got != want
-        n = int(differ.sum())
+        n, nan, unwritten = differences(out, F.elu(x, a))
         if n:
             bad[a] = n
-            nan_only += int((differ & out.isnan() & ref.isnan()).sum())
-        untouched += int(((got == POISON) & (want != POISON)).sum())
+        nan_only, untouched = nan_only + nan, untouched + unwritten
     return tally(dtype, alpha_list, bad, nan_only, untouched)
+
+
+def poisoned(dtype: torch.dtype) -> torch.Tensor:
+    """An output for every bit pattern, filled with POISON: an element the kernel never writes shows."""
+    return torch.full((1 << 16,), POISON, dtype=torch.int16, device="cuda").view(dtype)
+
+
+def differences(out: torch.Tensor, ref: torch.Tensor) -> tuple[int, int, int]:
+    """(outputs whose bits differ from the reference's, of those NaN in both, outputs left unwritten)."""
+    got, want = out.view(torch.int16), ref.view(torch.int16)
+    differ = got != want
+    return (int(differ.sum()), int((differ & out.isnan() & ref.isnan()).sum()),
+            int(((got == POISON) & (want != POISON)).sum()))
 
 
 def tally(dtype: str, alpha_list, bad: dict, nan_only: int, untouched: int, grads: int = 0) -> dict:
@@ -188,16 +197,12 @@ def check_backward(module, dtype: str, alpha_list) -> dict:
         for g in grads_for(dtype):
             cases = [(False, x)] + ([(True, F.elu(x, a))] if a >= 0 else [])
             for is_result, v in cases:
-                out = torch.full((1 << 16,), POISON, dtype=torch.int16, device="cuda").view(x.dtype)
+                out = poisoned(x.dtype)
                 module.elu_backward(g, v, a, is_result, out=out)
-                ref = torch.ops.aten.elu_backward(g, a, 1, 1, is_result, v)
-                got, want = out.view(torch.int16), ref.view(torch.int16)
-                differ = got != want
-                n = int(differ.sum())
+                n, nan, unwritten = differences(out, torch.ops.aten.elu_backward(g, a, 1, 1, is_result, v))
                 if n:
                     bad[a] = bad.get(a, 0) + n
-                    nan_only += int((differ & out.isnan() & ref.isnan()).sum())
-                untouched += int(((got == POISON) & (want != POISON)).sum())
+                nan_only, untouched = nan_only + nan, untouched + unwritten
     return tally(dtype, alpha_list, bad, nan_only, untouched, grads=len(grads_for(dtype)))
 
 
