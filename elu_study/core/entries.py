@@ -167,8 +167,9 @@ ATTEMPTS = (
 # Each build sets every knob of kernels/7_sixteen_bits.cu and differs from the file's defaults by one.
 _STEP7_BASE = {"CHECK": "1", "FORMULA": "Auto", "LOAD": "1"}
 _STEP7_BUILDS = {  # name: (what, knobs changed, the entry it changes from: 7_sixteen_bits if None)
-    "7_sixteen_bits": ("expm1f looked up: a table of every 16-bit value where expm1f is neither x nor -1, in shared "
-                       "memory, filled by each block of a persistent grid; exact for every alpha by construction",
+    "7_sixteen_bits": ("expm1f looked up: a table of every 16-bit value where expm1f is neither x nor -1, computed "
+                       "once per device and copied into shared memory by each block of a many-block grid; exact for "
+                       "every alpha by construction",
                        {}, None),
     "7_poly": ("the first step 7: a fast expm1 (a polynomial near 0, one MUFU.EX2 below), checked, expm1f where the "
                "check asks. bfloat16: Lean (degree 3 to 3/64, eps 2^-16); float16: Mid (degree 6 to 1/4, eps 2^-19)",
