@@ -10,6 +10,7 @@ import matplotlib
 import pytest
 import torch
 
+from elu_study.core import exhaustive
 from elu_study.core.build import compile_variant
 from elu_study.core import hardware
 from elu_study.core.tables import compact
@@ -94,10 +95,10 @@ def test_every_step7_build_uses_a_formula_whose_delta_is_measured_or_the_table()
 
 
 def test_alphas_cover_the_required_ones_and_the_range_edges():
-    a = measure.alphas()
-    assert a[:6] == [1.0, 0.5, 0.0, -0.7, 1.3, 2.5] and len(a) == 6 + measure.RANDOM_ALPHAS + len(measure.EXTREME_ALPHAS)
-    assert a == measure.alphas(), "seeded"
-    drawn = a[6:6 + measure.RANDOM_ALPHAS]
+    a = exhaustive.alphas()
+    assert a[:6] == [1.0, 0.5, 0.0, -0.7, 1.3, 2.5] and len(a) == 6 + exhaustive.RANDOM_ALPHAS + len(exhaustive.EXTREME_ALPHAS)
+    assert a == exhaustive.alphas(), "seeded"
+    drawn = a[6:6 + exhaustive.RANDOM_ALPHAS]
     assert all(float(torch.tensor(v, dtype=torch.float32)) == v for v in drawn), "float32 values: one rounding"
     assert {2.0 ** -100, 2.0 ** 100, 2.0 ** -101, 2.0 ** 101} <= set(a)
 
@@ -232,7 +233,7 @@ def test_the_job_says_it_needs_a_gpu(capsys):
 @pytest.mark.parametrize("dtype", analysis.DTYPES)
 def test_default_build_is_bit_identical_on_every_input_at_the_required_alphas(dtype):
     module = ENTRIES[f"7_sixteen_bits {dtype}"].build()
-    c = measure.check_patterns(module, dtype, measure.REQUIRED_ALPHAS)
+    c = exhaustive.check_patterns(module, dtype, exhaustive.REQUIRED_ALPHAS)
     assert c["inputs"] == 65536 and c["alphas"] == 6
     assert c["mismatches"] == 0 and c["untouched"] == 0, c
 
@@ -240,7 +241,7 @@ def test_default_build_is_bit_identical_on_every_input_at_the_required_alphas(dt
 @gpu
 @pytest.mark.parametrize("dtype", analysis.DTYPES)
 def test_the_backward_is_bit_identical_to_atens_on_every_input(dtype):
-    c = measure.check_backward(ENTRIES[f"7_backward {dtype}"].build(), dtype, measure.REQUIRED_ALPHAS)
+    c = exhaustive.check_backward(ENTRIES[f"7_backward {dtype}"].build(), dtype, exhaustive.REQUIRED_ALPHAS)
     assert c["grads"] == 5 and c["alphas"] == 6
     assert c["mismatches"] == 0 and c["untouched"] == 0, c
 
@@ -250,7 +251,7 @@ def test_the_backward_is_bit_identical_to_atens_on_every_input(dtype):
 def test_the_table_built_by_each_block_gives_the_same_bits(dtype):
     """ELU7_FILL=0 (each block computes its table: the path of a first call inside CUDA graph capture)."""
     module = compile_variant(kernel.VARIANT, extra_cuda_cflags=["-DELU7_FILL=0"])
-    c = measure.check_patterns(module, dtype, measure.REQUIRED_ALPHAS)
+    c = exhaustive.check_patterns(module, dtype, exhaustive.REQUIRED_ALPHAS)
     assert c["mismatches"] == 0 and c["untouched"] == 0, c
 
 

@@ -111,10 +111,13 @@ ABLATIONS = (
 _STEP6_BASE = {"THREADS": "128", "VECS": "1", "LOAD": "0", "STORE": "0", "ORDER": "0", "OP": "Expf", "OP16": "Expm1f"}
 
 
-def _attempt(name: str, what: str, **change: str) -> Entry:
-    knobs = {**_STEP6_BASE, **change}
+def _attempt(name: str, what: str, base: str = "6_base", **change: str) -> Entry:
+    knobs = {**_STEP6_BASE, **({"LOAD": "3"} if base == STEP6_DEFAULT else {}), **change}
     return Entry(name, "attempt", what, "6_beyond_copy", tuple(f"-DELU6_{k}={v}" for k, v in knobs.items()),
-                 group="step6_one_change", base="6_base" if change else "2+128_threads")
+                 group="step6_one_change", base=base if change else "2+128_threads")
+
+
+STEP6_DEFAULT = "6_load_evict_last"  # the attempt whose knobs became step 6's defaults; round 2 changes one from it
 
 
 def _mode(name: str, what: str, of: str, mode: str, checked: bool = True) -> Entry:
@@ -144,6 +147,11 @@ _ATTEMPT_BUILDS = (
     _attempt("6_expm1f_2_vectors", "expm1f with 2 vectors per thread (two changes: more work in flight per thread)",
              OP="Expm1f", VECS="2"),
     _attempt("6_16bit_expf", "the 16-bit path with expf - 1 instead of expm1f (float32 path unchanged)", OP16="Expf"),
+    # Round 2: one change each from the new default (loads with L2 evict_last), toward the two-stream floor.
+    _attempt("6_evict_last_2_vectors", "evict_last loads, 2 vectors per thread", STEP6_DEFAULT, VECS="2"),
+    _attempt("6_evict_last_64_threads", "evict_last loads, 64-thread blocks", STEP6_DEFAULT, THREADS="64"),
+    _attempt("6_evict_last_store_cs", "evict_last loads, stores st.global.cs", STEP6_DEFAULT, STORE="1"),
+    _attempt("6_evict_last_reversed", "evict_last loads, tiles taken from the end", STEP6_DEFAULT, ORDER="1"),
 )
 _BUILT = {e.name: e for e in (*STEPS, *_ATTEMPT_BUILDS)}  # the builds _mode calls another way
 # Step 6 called other ways: in place (the same bytes, no new allocation) and with 16-bit storage (half the bytes).
@@ -224,10 +232,28 @@ STEP7 = (
     Entry("copy_ float16", "attempt", "y.copy_(x) of float16: the roof for float16 storage", checked=False,
           group="step7_float16", mode="float16"),
 )
+# The float32 backward (grad and x in, grad_input out: three streams) against its own roof, torch.add; the study's
+# kernel is kernels/common/backward.cu, in every build (here step 6's); two attempts, one change each.
+_BACKWARD32 = ("6_beyond_copy", "kernels/common/backward.cu, float4, 256 threads: in every build, here step 6's")
+BACKWARD = (
+    Entry("torch.add", "backward", "torch.add(x, g, out=c) of float32: two reads and a write, the backward's roof",
+          checked=False),
+    Entry("aten.elu_backward", "backward", "PyTorch's elu_backward on float32 (what autograd of F.elu runs)",
+          checked=False),
+    Entry("elu_backward", "backward", f"the study's backward: {_BACKWARD32[1]}", _BACKWARD32[0], checked=False),
+    Entry("elu_backward_evict_last", "backward", "one change: grad and x loaded with an L2 evict_last policy",
+          _BACKWARD32[0], ("-DELU_BWD_LOAD=3",), checked=False, base="elu_backward"),
+    Entry("elu_backward_128_threads", "backward", "one change: 128-thread blocks", _BACKWARD32[0],
+          ("-DELU_BWD_THREADS=128",), checked=False, base="elu_backward"),
+)
+# Step 7's rows the main record holds (each against its own dtype's roof): the roofs, PyTorch, the peers, the step.
+SIXTEEN_IN_STUDY = ("copy_", "F.elu", "torch.compile(F.elu)", "triton", "cub_transform", "7_sixteen_bits",
+                    "torch.add", "aten.elu_backward", "7_backward")
+DTYPES16 = ("bfloat16", "float16")
 # The float32 builds that measure the fast formulas' distance to expm1f (delta): alpha = 1 returns fast(x).
 STEP7_DELTA_BUILDS = {formula: ("7_sixteen_bits", ("-DELU7_OP=Approx", f"-DELU7_FORMULA={formula}"))
                       for formula in ("Lean", "Lean4", "Mid", "Accurate")}
-_ALL = (*BASELINES, *STEPS, *PEERS, *ABLATIONS, *ATTEMPTS, *STEP7)
+_ALL = (*BASELINES, *STEPS, *PEERS, *ABLATIONS, *ATTEMPTS, *STEP7, *BACKWARD)
 ENTRIES = {e.name: e for e in _ALL}
 if len(ENTRIES) != len(_ALL):
     raise ValueError("elu_study.study: entry names must be unique")
@@ -240,8 +266,31 @@ STREAM_HALVES = ("read_only", "write_only")
 
 
 def study_entries() -> list[Entry]:
-    """The main study's rows (``python -m elu_study``): every entry but step 6's attempts."""
-    return [e for e in ENTRIES.values() if e.kind in KINDS]
+    """The main study's rows (``python -m elu_study``): the float32 steps, ablations, baselines and peers, the
+    backward rows, and step 7's main rows on each 16-bit dtype (not step 6's or step 7's other attempts)."""
+    sixteen = [ENTRIES[f"{name} {dtype}"] for dtype in DTYPES16 for name in SIXTEEN_IN_STUDY]
+    return [e for e in ENTRIES.values() if e.kind in KINDS] + list(BACKWARD) + sixteen
+
+
+def profiled_entries() -> list[Entry]:
+    """The entries ``python -m elu_study profile`` reads counters of by default: the float32 forward rows that
+    launch a kernel (copy_ is a driver copy). Step 7's kernels have theirs in step 7's record."""
+    return [e for e in study_entries() if e.kind in KINDS and e.name != "copy_"]
+
+
+# The rows timed against torch.add's three streams (grad and x in, grad_input out), not against copy_.
+BACKWARD_ROWS = ("7_backward", "aten.elu_backward", "torch.add", *(e.name for e in BACKWARD))
+
+
+def is_backward(name: str) -> bool:
+    """A backward row (or its roof, torch.add), of any dtype: "7_backward bfloat16", "elu_backward"."""
+    return name.split()[0] in BACKWARD_ROWS
+
+
+def roof_of(name: str, mode: str = "") -> str:
+    """The row a row's time is taken over: its dtype's copy_, or its dtype's torch.add for a backward row."""
+    roof = "torch.add" if is_backward(name) else "copy_"
+    return f"{roof} {mode}" if mode in DTYPES16 else roof
 
 
 BYTES_PER_ELEMENT = {"": 4, "in_place": 4, "bfloat16": 2, "float16": 2}  # per direction

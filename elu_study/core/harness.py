@@ -18,7 +18,9 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from elu_study.core.check import INPUT_SCALE, check_elu, near_zero_rel_error
-from elu_study.core.entries import ALPHA, BYTES_PER_ELEMENT, STREAM_HALVES, Entry, resolve, stream_floor_ms
+from elu_study.core import exhaustive
+from elu_study.core.entries import (ALPHA, BYTES_PER_ELEMENT, DTYPES16, STREAM_HALVES, Entry, is_backward, resolve,
+                                    roof_of, stream_floor_ms)
 from elu_study.core.hardware import SHAPE, floor_ms, gpu_spec, provenance, tbps
 from elu_study.core.sass import inspect_variant
 from elu_study.core.timing import time_interleaved
@@ -56,8 +58,10 @@ def timed_call(entry: Entry, x, y, cache: dict | None = None) -> Callable[[], ob
     """The exact call that is timed (and profiled): the kernel alone, its output preallocated where it can be.
     16-bit entries share their tensors through ``cache`` (one per batch)."""
 
-    if entry.mode in ("bfloat16", "float16"):
+    if entry.mode in DTYPES16:
         return _timed_16bit(entry, x, cache)
+    if is_backward(entry.name):
+        return _timed_backward32(entry, x, y, cache)
     if entry.variant:
         module = entry.build()
         if entry.mode == "in_place":
@@ -97,6 +101,28 @@ def sixteen_bit_tensors(x, dtype: torch.dtype, cache: dict | None = None) -> tup
         grad = torch.randn(x.shape, device=x.device, generator=gen, dtype=dtype)
         cache[dtype] = (x.to(dtype), grad, torch.empty(x.shape, device=x.device, dtype=dtype))
     return cache[dtype]
+
+
+def grad_tensor(x, cache: dict | None = None):
+    """The float32 backward's grad: randn like x (seed 4321), drawn once per batch through ``cache``."""
+    cache = {} if cache is None else cache
+    if "grad" not in cache:
+        gen = torch.Generator(device=x.device).manual_seed(4321)
+        cache["grad"] = torch.randn(x.shape, device=x.device, generator=gen)
+    return cache["grad"]
+
+
+def _timed_backward32(entry: Entry, x, y, cache: dict | None) -> Callable[[], object]:
+    """A float32 backward row's call: grad and x in, y out (torch.add moves the same three streams)."""
+    g = grad_tensor(x, cache)
+    if entry.variant:
+        module = entry.build()
+        return lambda: module.elu_backward(g, x, ALPHA, False, out=y)
+    calls = {"torch.add": lambda: torch.add(x, g, out=y),
+             "aten.elu_backward": lambda: torch.ops.aten.elu_backward(g, ALPHA, 1, 1, False, x)}
+    if entry.name not in calls:
+        raise ValueError(f"unknown entry {entry.name}")
+    return calls[entry.name]
 
 
 def _timed_16bit(entry: Entry, x, cache: dict | None) -> Callable[[], object]:
@@ -144,6 +170,7 @@ class Measurement:
     sass: dict | None = None
     extra: dict = field(default_factory=dict)
     mode: str = ""
+    exhaustive: dict | None = None  # a 16-bit row's check on every bit pattern of its dtype (core.exhaustive)
 
 
 @contextlib.contextmanager
@@ -162,6 +189,31 @@ def input_tensor(shape=SHAPE):
     return torch.randn(shape, device="cuda", generator=gen).mul_(INPUT_SCALE)
 
 
+def module_of(entry: Entry):
+    """What has the entry's elu(x, alpha, out=) (and elu_backward): its build, or the Triton peer's module."""
+    return entry.build() if entry.variant else triton_module()
+
+
+def check_entry(entry: Entry, m: Measurement, shape, trials: int) -> None:
+    """An entry's correctness, by what it computes: a float32 forward against float64 (check_elu), a float32
+    backward against aten's at full size, a 16-bit kernel or peer on every bit pattern of its dtype at
+    exhaustive.alphas() (forward against F.elu, backward against aten.elu_backward, bit for bit)."""
+    if entry.mode in DTYPES16:
+        if is_backward(entry.name) and entry.variant:
+            m.exhaustive = exhaustive.check_backward(entry.build(), entry.mode, exhaustive.alphas())
+        elif not is_backward(entry.name) and (entry.variant or entry.name.startswith("triton")):
+            m.exhaustive = exhaustive.check_patterns(module_of(entry), entry.mode, exhaustive.alphas())
+    elif is_backward(entry.name) and entry.variant:
+        x = input_tensor(shape)
+        m.check = exhaustive.check_backward32(entry.build(), x, grad_tensor(x), ALPHA)
+        del x
+        torch.cuda.empty_cache()
+    elif entry.checked:
+        fn = elu_fn(entry)
+        m.check = check_elu(fn, shape=shape, alpha=ALPHA, trials=trials).to_dict()
+        m.near_zero_rel_err = near_zero_rel_error(fn, ALPHA)
+
+
 def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress: bool = False) -> dict:
     """Check every entry, then time them all in interleaved rounds; return a results record."""
     entries = resolve(entries)
@@ -172,10 +224,7 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
         for entry in tqdm(entries, desc="checking", unit="entry", disable=not progress):
             m = Measurement(entry.name, entry.kind, entry.what, entry.group, entry.base, list(entry.flags), timing={},
                             mode=entry.mode)
-            if entry.checked:
-                fn = elu_fn(entry)
-                m.check = check_elu(fn, shape=shape, alpha=ALPHA, trials=trials).to_dict()
-                m.near_zero_rel_err = near_zero_rel_error(fn, ALPHA)
+            check_entry(entry, m, shape, trials)
             if entry.variant and not entry.variant.startswith("peers/"):  # a library's file holds its own kernels
                 key = (entry.variant, entry.flags)  # entries that call one build another way share its SASS
                 if key not in sass:
@@ -202,16 +251,20 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
         "method": {"trials": trials, "rounds": rounds, "interleaved": True},
         "rows": [m.__dict__ for m in rows.values()],
     }
+    if any(m.exhaustive for m in rows.values()):
+        record["alphas16"] = exhaustive.alphas()  # every alpha each 16-bit row's exhaustive check ran at
     return annotate(record)
 
 
 def annotate(record: dict) -> dict:
-    """Derived columns for every row: TB/s, % of the datasheet floor, time over copy_."""
+    """Derived columns for every row: TB/s, % of the datasheet floor, time over float32 copy_ (x_copy), and time
+    over the row's own roof (x_roof: its dtype's copy_, or its dtype's torch.add for a backward row), if held."""
     numel = record["problem"]["numel"]
     peak = record.get("peak_bytes_per_s")
     roof = next((r["timing"]["median_ms"] for r in record["rows"] if r["name"] == "copy_"), None)
     record["floor_ms"] = floor_ms(numel, peak) if peak else None
     record["roof_ms"] = roof
+    by_name = {r["name"]: r for r in record["rows"]}
     stream = stream_floor_ms(record["rows"])
     if stream is not None:  # a record made before the stream halves were entries has none
         record["stream_floor_ms"] = stream
@@ -219,10 +272,15 @@ def annotate(record: dict) -> dict:
         ms = row["timing"]["median_ms"]
         # The bytes this row moves, as a share of a float32 read+write stream: 16-bit storage moves half,
         # and each half of a stream (read_only, write_only) moves one direction only.
+        # A backward row moves three streams (grad and x in, grad_input out): 1.5 times the forward's bytes.
         share = BYTES_PER_ELEMENT[row.get("mode", "")] / 4 * (0.5 if row["name"] in STREAM_HALVES else 1.0)
+        share *= 1.5 if is_backward(row["name"]) else 1.0
         row["tbps"] = tbps(numel, ms) * share
         row["pct_of_peak"] = 100 * record["floor_ms"] * share / ms if peak else None
         row["x_copy"] = ms / roof if roof else None
+        own = by_name.get(roof_of(row["name"], row.get("mode", "")))
+        row["roof"] = own["name"] if own else None
+        row["x_roof"] = ms / own["timing"]["median_ms"] if own else None
     return record
 
 

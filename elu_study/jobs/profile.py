@@ -10,7 +10,7 @@ import torch
 
 from elu_study.core import record
 from elu_study.core.build import build_all
-from elu_study.core.entries import ENTRIES, builds, study_entries
+from elu_study.core.entries import ENTRIES, builds, profiled_entries
 from elu_study.core.ncu import counter_frame, profile
 from elu_study.core.tables import markdown
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         print("python -m elu_study profile needs a CUDA GPU (and ncu); the recorded counters are in results/",
               file=sys.stderr)
         return 2
-    names = args.names or [e.name for e in study_entries() if e.name != "copy_"]
+    names = args.names or [e.name for e in profiled_entries()]
     build_all(builds([ENTRIES[n] for n in names]))
     counters = profile(names)
     path = record.save(counters, "ncu")

@@ -13,10 +13,35 @@
 // Three streams (grad, x, out) instead of two: its roof is 1.5x the forward's time.
 // Everything is in namespace elu::bwd, so nothing collides with a step file's own globals, and
 // the SASS report (elu_study.sass) counts these kernels as shared helpers, not the step's kernel.
+//
+// Two knobs, for the study's one-change attempts at the float32 backward's roof (its defaults are the
+// measured build): -DELU_BWD_THREADS=t (threads per block of the float4 kernel, 256) and
+// -DELU_BWD_LOAD=p (0: plain loads of grad and x; 3: loads with an L2 evict_last policy, as step 6 loads).
 #include "common/elu.cuh"
+
+#ifndef ELU_BWD_THREADS
+#define ELU_BWD_THREADS 256
+#endif
+#ifndef ELU_BWD_LOAD
+#define ELU_BWD_LOAD 0
+#endif
+static_assert(ELU_BWD_LOAD == 0 || ELU_BWD_LOAD == 3, "ELU_BWD_LOAD: 0 (plain) or 3 (L2 evict_last)");
 
 namespace elu {
 namespace bwd {
+
+__device__ __forceinline__ float4 load4(const float* p, int64_t i) {
+#if ELU_BWD_LOAD == 3
+  float4 v;
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(reinterpret_cast<const float4*>(p) + i), "l"(policy));
+  return v;
+#else
+  return reinterpret_cast<const float4*>(p)[i];
+#endif
+}
 
 // "v <= 0", read from the bits. A build with --use_fast_math (step 4) flushes denormals to zero in
 // float comparisons, which would send a positive denormal x down the exp branch (grad * alpha instead
@@ -56,8 +81,8 @@ __global__ void float4_kernel(const float* __restrict__ g, const float* __restri
                               int64_t n, float alpha) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n / 4) {
-    const float4 gv = reinterpret_cast<const float4*>(g)[i];
-    const float4 xv = reinterpret_cast<const float4*>(x)[i];
+    const float4 gv = load4(g, i);
+    const float4 xv = load4(x, i);
     const Op op{};
     reinterpret_cast<float4*>(out)[i] =
         make_float4(op(gv.x, xv.x, alpha), op(gv.y, xv.y, alpha), op(gv.z, xv.z, alpha), op(gv.w, xv.w, alpha));
@@ -78,7 +103,7 @@ void launch(const float* g, const float* x, float* out, int64_t n, float alpha, 
   const int64_t done = n & ~int64_t(3);
   if (done < n) launch_scalar<Op>(g + done, x + done, out + done, n - done, alpha, stream);
   if (done == 0) return;
-  constexpr int threads = 256;
+  constexpr int threads = ELU_BWD_THREADS;
   float4_kernel<Op><<<grid_blocks(ceil_div(n / 4, threads)), threads, 0, stream>>>(g, x, out, n, alpha);
 }
 

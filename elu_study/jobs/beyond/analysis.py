@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
+from elu_study.core.entries import STEP6_DEFAULT
 from elu_study.core.ncu import counter_rows, issue_ms, issue_pct
 from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
 from elu_study.core.tables import compact
@@ -283,9 +284,12 @@ def attempt_counts(record: dict, base: str = "6_base") -> dict[str, list[str]]:
     the same build called another way (in place, 16-bit storage) and the 16-bit references."""
     rows = [r for r in record["rows"] if r["kind"] == "attempt"]
     ref = knobs(next(r for r in rows if r["name"] == base)["flags"])
-    out = {"base": [base], "one": [], "more": [], "other": []}
+    out = {"base": [base], "one": [], "more": [], "round2": [], "other": []}
     for r in rows:
         if r["name"] == base:
+            continue
+        if not r["mode"] and r.get("base") == STEP6_DEFAULT:  # one change from step 6's new default
+            out["round2"].append(r["name"])
             continue
         if r["mode"] or r.get("base") != base:
             out["other"].append(r["name"])
@@ -321,7 +325,8 @@ def readme_block(record: dict) -> str:
     return "\n".join([
         f"**Past the roof (step 6).** From `results/{record_path(p['gpu'], 'beyond').name}`, measured on an {p['gpu']} "
         f"at commit {p.get('commit')} ({p['date_utc'][:10]}){again}. It holds `6_base`, {len(counts['one'])} builds "
-        f"one knob away, {len(counts['more'])} two knobs away or more, and {len(counts['other'])} rows in place or "
-        f"16-bit. [08_beyond_copy](notebooks/08_beyond_copy.ipynb) tells each one.",
+        f"one knob away, {len(counts['more'])} two knobs away or more, "
+        + (f"{len(counts['round2'])} one knob away from the new default (`{STEP6_DEFAULT}`), " if counts["round2"] else "")
+        + f"and {len(counts['other'])} rows in place or 16-bit. [08_beyond_copy](notebooks/08_beyond_copy.ipynb) tells each one.",
         "", readme_table(record), "", f"![{figure.stem}]({readme_link(figure)})",
     ])

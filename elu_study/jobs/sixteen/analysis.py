@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from elu_study.core.entries import is_backward, roof_of
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
 from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
 from elu_study.jobs.sixteen.predictions import GOALS, PREDICTIONS, Prediction
@@ -16,13 +17,6 @@ ROUNDING = 3 * 2.0 ** -24  # the roundings of r, r (1 - eps) and r (1 + eps): wh
 LANES = 32  # threads per warp instruction
 DEFAULT = "7_sixteen_bits"
 MUST, AIM = 1.05, 1.02  # the issue's goals: at most 1.05x the same dtype's copy_, aiming at 1.02x
-BACKWARD_ROWS = ("7_backward", "aten.elu_backward", "torch.add")  # timed against torch.add's three streams
-
-
-def is_backward(name: str) -> bool:
-    """A backward row (or its roof): its time is taken over the dtype's torch.add, not its copy_."""
-    return name.split()[0] in BACKWARD_ROWS
-
 
 def argument_holds(delta: float, eps: float) -> bool:
     """The kernel's argument: if delta + 3 * 2^-24 <= eps, the checked result equals PyTorch's for every alpha."""
@@ -39,7 +33,7 @@ def own_copy_ms(record: dict, dtype: str) -> float:
 
 def roof_ms(record: dict, name: str, dtype: str) -> float:
     """A 16-bit row's own roof: the dtype's copy_, or for a backward row the dtype's torch.add (three streams)."""
-    roof = f"torch.add {dtype}" if is_backward(name) else f"copy_ {dtype}"
+    roof = roof_of(name, dtype)
     return next(r for r in record["rows"] if r["name"] == roof)["timing"]["median_ms"]
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from matplotlib.patches import Patch
 
-from elu_study.jobs.sixteen.analysis import (AIM, DEFAULT, DTYPES, MUST, ROUNDING, is_backward, own_copy_ms, roof_ms,
+from elu_study.core.entries import is_backward
+from elu_study.jobs.sixteen.analysis import (AIM, DEFAULT, DTYPES, MUST, ROUNDING, own_copy_ms, roof_ms,
                                              rows_of, x_own_copy)
 
 COLORS = {"default": "tab:blue", "backward": "tab:cyan", "step7": "tab:purple", "other": "tab:gray"}

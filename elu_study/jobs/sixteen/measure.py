@@ -15,30 +15,20 @@ from tqdm import tqdm
 from elu_study.core import harness
 from elu_study.core.build import build_all, built_library, compile_variant
 from elu_study.core.check import INPUT_SCALE
-from elu_study.core.entries import ALPHA, ENTRIES, STEP7, STEP7_DELTA_BUILDS, builds
+from elu_study.core.entries import ALPHA, ENTRIES, STEP7, STEP7_DELTA_BUILDS, builds, is_backward
+from elu_study.core.exhaustive import (ALPHA_SEED, EXTREME_ALPHAS, RANDOM_ALPHAS, REQUIRED_ALPHAS, alphas,
+                                      check_backward, check_patterns, patterns)
 from elu_study.core.hardware import SHAPE, provenance
 from elu_study.core.ncu import profile
 from elu_study.core.sass import sass_by_function
 from elu_study.jobs.sixteen import kernel
-from elu_study.jobs.sixteen.analysis import DTYPES, ROUNDING, argument_holds, is_backward
+from elu_study.jobs.sixteen.analysis import DTYPES, ROUNDING, argument_holds
 
-REQUIRED_ALPHAS = (1.0, 0.5, 0.0, -0.7, 1.3, 2.5)  # the issue's: bit-identical at each of these
-# Around the check's alpha range ([2^-100, 2^100] or 0) and beyond it, where the kernel takes expm1f.
-EXTREME_ALPHAS = (1e-30, 1e30, -1e-3, 2.0 ** -100, 2.0 ** 100, 2.0 ** -101, 2.0 ** 101)
-RANDOM_ALPHAS, ALPHA_SEED = 64, 7
-POISON = 0x7FC1  # a NaN (in either dtype) with a payload F.elu never returns: an unwritten output shows
 PEERS16 = ("triton", "cub_transform")
 STEP6_16 = {"bfloat16": "6_beyond_copy bfloat16", "float16": "6_beyond_copy float16"}
 SAMPLE = 1 << 24  # values drawn like the timed input (randn x INPUT_SCALE) to count how often the check falls back
 WARP_LANES, PAIRS_PER_THREAD = 32, 4  # a thread takes one 16-byte vector: 4 pairs of 16-bit values
 DTYPE_TOKEN = {"bfloat16": "13__nv_bfloat16", "float16": "6__half"}  # in the 16-bit kernels' mangled names
-
-
-def alphas() -> list[float]:
-    """The required alphas, 64 seeded random ones (randn x 3, float32 values) and the extremes."""
-    gen = torch.Generator().manual_seed(ALPHA_SEED)
-    drawn = (torch.randn(RANDOM_ALPHAS, generator=gen) * 3).tolist()
-    return [*REQUIRED_ALPHAS, *drawn, *EXTREME_ALPHAS]
 
 
 def kernel_entries() -> list:
@@ -53,12 +43,6 @@ def backward_entries() -> list:
 def peer_entries() -> list:
     """The 16-bit peers that claim PyTorch's formula: Triton and CUB (checked on every input like step 7)."""
     return [e for e in STEP7 if e.name.split()[0] in PEERS16]
-
-
-def patterns(dtype: str) -> torch.Tensor:
-    """Every 16-bit bit pattern of a dtype, in order of the signed integer (-32768 .. 32767)."""
-    bits = torch.arange(-32768, 32768, dtype=torch.int32, device="cuda").to(torch.int16)
-    return bits.view(getattr(torch, dtype))
 
 
 def negative_inputs(dtype: str) -> torch.Tensor:
@@ -141,76 +125,6 @@ def deltas(eps: dict) -> tuple[dict, dict]:
 # -- every bit pattern, every alpha ----------------------------------------------------------------------
 
 
-def check_patterns(module, dtype: str, alpha_list) -> dict:
-    """Every bit pattern of a dtype through ``module.elu`` (or any ``elu(x, alpha, out=)``) into a NaN-poisoned
-    output, bit for bit against F.elu in that dtype, at each alpha."""
-    x = patterns(dtype)
-    bad, nan_only, untouched = {}, 0, 0
-    for a in alpha_list:
-        out = poisoned(x.dtype)
-        module.elu(x, a, out=out)
-        n, nan, unwritten = differences(out, F.elu(x, a))
-        if n:
-            bad[a] = n
-        nan_only, untouched = nan_only + nan, untouched + unwritten
-    return tally(dtype, alpha_list, bad, nan_only, untouched)
-
-
-def poisoned(dtype: torch.dtype) -> torch.Tensor:
-    """An output for every bit pattern, filled with POISON: an element the kernel never writes shows."""
-    return torch.full((1 << 16,), POISON, dtype=torch.int16, device="cuda").view(dtype)
-
-
-def differences(out: torch.Tensor, ref: torch.Tensor) -> tuple[int, int, int]:
-    """(outputs whose bits differ from the reference's, of those NaN in both, outputs left unwritten)."""
-    got, want = out.view(torch.int16), ref.view(torch.int16)
-    differ = got != want
-    return (int(differ.sum()), int((differ & out.isnan() & ref.isnan()).sum()),
-            int(((got == POISON) & (want != POISON)).sum()))
-
-
-def tally(dtype: str, alpha_list, bad: dict, nan_only: int, untouched: int, grads: int = 0) -> dict:
-    required = [a for a in alpha_list if a in REQUIRED_ALPHAS]
-    out = {"dtype": dtype, "inputs": 1 << 16, "alphas": len(alpha_list), "mismatches": sum(bad.values()),
-           "required_alphas": required, "required_mismatches": sum(bad.get(a, 0) for a in required),
-           "alphas_with_mismatches": len(bad), "first_mismatching": [[a, n] for a, n in list(bad.items())[:6]],
-           "nan_payload_only": nan_only, "untouched": untouched}
-    return {**out, "grads": grads} if grads else out
-
-
-def grads_for(dtype: str) -> list[torch.Tensor]:
-    """The grads the backward is checked with, one per pass over every x: randn at three scales, every bit pattern
-    reversed (so each x meets NaN, inf, 0 and subnormal grads), and ones."""
-    t = getattr(torch, dtype)
-    gen = torch.Generator(device="cuda").manual_seed(99)
-    drawn = [(torch.randn(1 << 16, device="cuda", generator=gen) * s).to(t) for s in (1e-3, 1.0, 1e3)]
-    return [*drawn, patterns(dtype).flip(0), torch.ones(1 << 16, device="cuda", dtype=t)]
-
-
-def check_backward(module, dtype: str, alpha_list) -> dict:
-    """Every bit pattern of a dtype as x, against each of ``grads_for``, through ``module.elu_backward`` into a
-    poisoned output, bit for bit against aten.elu_backward in that dtype; from the result y = F.elu(x) too
-    (is_result, alpha >= 0, as in-place elu_ saves it)."""
-    x = patterns(dtype)
-    bad, nan_only, untouched = {}, 0, 0
-    for a in alpha_list:
-        for g in grads_for(dtype):
-            cases = [(False, x)] + ([(True, F.elu(x, a))] if a >= 0 else [])
-            for is_result, v in cases:
-                out = poisoned(x.dtype)
-                module.elu_backward(g, v, a, is_result, out=out)
-                n, nan, unwritten = differences(out, torch.ops.aten.elu_backward(g, a, 1, 1, is_result, v))
-                if n:
-                    bad[a] = bad.get(a, 0) + n
-                nan_only, untouched = nan_only + nan, untouched + unwritten
-    return tally(dtype, alpha_list, bad, nan_only, untouched, grads=len(grads_for(dtype)))
-
-
-def module_of(entry):
-    """What has the entry's elu(x, alpha, out=): its build, or the Triton peer's module."""
-    return entry.build() if entry.variant else harness.triton_module()
-
-
 def exhaustive(entries, alpha_list) -> dict:
     """Each entry (one build on one dtype) on every bit pattern of its dtype at every alpha."""
     out = {}
@@ -218,7 +132,7 @@ def exhaustive(entries, alpha_list) -> dict:
         peer = e.name.split()[0] in PEERS16  # checked the same way, but their exactness is not this study's claim
         exact = kernel.checked(e.flags) if e.variant == kernel.VARIANT else not peer
         out[e.name] = {"build": [e.variant, list(e.flags)], "expect_exact": exact, "peer": peer,
-                       **check_patterns(module_of(e), e.mode, alpha_list)}
+                       **check_patterns(harness.module_of(e), e.mode, alpha_list)}
     return out
 
 

@@ -11,11 +11,11 @@ import torch
 
 from elu_study.core import record
 from elu_study.core.build import build_all, compile_variant
-from elu_study.core.entries import KINDS, STEPS, builds, study_entries
+from elu_study.core.entries import KINDS, PEERS, STEPS, builds, study_entries
 from elu_study.core.harness import measure
 from elu_study.core.sass import inspect_variant
 from elu_study.core.tables import markdown
-from elu_study.jobs.study.report import caption, frame, write_report
+from elu_study.jobs.study.report import caption, frame, own_roof_rows, roofs_frame, write_report
 
 __all__ = ["main", "write_report"]
 
@@ -46,9 +46,14 @@ def main(argv: list[str] | None = None) -> int:
         print("\nNO GPU HERE: the kernels above were compiled and inspected; the table below is the recorded run.")
     print()
     print(markdown(frame(rec, kinds=KINDS)))
+    if own_roof_rows(rec):
+        print("\nEach against its own roof (its dtype's copy_, or torch.add for a backward):\n")
+        print(markdown(roofs_frame(rec)))
     print()
     print(caption(rec))
     failed = [r["name"] for r in rec["rows"] if r["check"] and not r["check"]["passed"]]
+    failed += [r["name"] for r in own_roof_rows(rec) if (r.get("exhaustive") or {}).get("mismatches")
+               and r["name"].split()[0] not in {e.name for e in PEERS}]  # a peer's mismatches are its own
     if failed:
         print(f"\nFAILED correctness: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -182,3 +182,44 @@ def near_zero_figure(record: dict, names):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+ROLE_COLORS = {"this study": "tab:blue", "PyTorch": "tab:gray", "peer": "tab:purple"}
+
+
+def role(name: str) -> str:
+    """Who wrote a row's kernel: this study (a step, an attempt, elu_backward), PyTorch, or a peer."""
+    first = name.split()[0]
+    if first in ("F.elu", "torch.compile(F.elu)", "aten.elu_backward", "copy_", "torch.add"):
+        return "PyTorch"
+    return "peer" if first in ("triton", "cub_transform") else "this study"
+
+
+def roofs_figure(record: dict, panels: dict[str, list[str]]):
+    """Each row's time over its own roof (its dtype's copy_, or torch.add for a backward row), one panel per
+    group of ``panels`` (title -> row names), median with p10-p90 whiskers, the roof at 1."""
+    by_name = {r["name"]: r for r in record["rows"]}
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(0.36 * len(n) + 1.0 for n in panels.values()) + 1.2),
+                             gridspec_kw={"height_ratios": [len(n) + 1.5 for n in panels.values()]}, squeeze=False)
+    for ax, (title, names) in zip(axes[:, 0], panels.items()):
+        rows = sorted((by_name[n] for n in names), key=lambda r: r["x_roof"], reverse=True)
+        for i, r in enumerate(rows):
+            own = by_name[r["roof"]]["timing"]["median_ms"]
+            lo, hi = r["timing"]["p10_ms"] / own, r["timing"]["p90_ms"] / own
+            color = ROLE_COLORS[role(r["name"])]
+            ax.plot([lo, hi], [i, i], color=color, lw=2, alpha=0.5)
+            ax.plot(r["x_roof"], i, "o", color=color)
+            ax.text(hi, i, f"  {r['x_roof']:.3f}", va="center", fontsize=8)
+        ax.set_yticks(np.arange(len(rows)), [r["name"] for r in rows])
+        ax.axvline(1.0, **ROOF_STYLE)
+        ax.set_xlim(min(0.95, min(r["x_roof"] for r in rows) - 0.02), max(r["x_roof"] for r in rows) * 1.08)
+        ax.set_title(title, fontsize=10, loc="left")
+        ax.grid(axis="x", alpha=0.3)
+    handles = [Patch(color=c, label=k) for k, c in ROLE_COLORS.items()]
+    handles += [plt.Line2D([], [], **ROOF_STYLE, label="own roof = 1 (the dtype's copy_, or torch.add)"),
+                plt.Line2D([], [], color="k", marker="o", lw=2, alpha=0.5, label="median, p10-p90")]
+    axes[-1, 0].set_xlabel("time over the row's own roof (median; lower is better)")
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8)
+    fig.suptitle(f"Every dtype against its own roof: {record['provenance']['gpu']}", fontsize=11)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from elu_study.core import record
-from elu_study.core.entries import PEERS, STEPS, grid_stride_blocks, group
+from elu_study.core.entries import DTYPES16, PEERS, STEPS, grid_stride_blocks, group, is_backward
 from elu_study.core.tables import markdown
 from elu_study.jobs.study import figures as plots
 
@@ -39,6 +39,55 @@ def frame(rec: dict, kinds=("step", "baseline", "peer")) -> pd.DataFrame:
         }
     )
     return df.set_index("entry")
+
+
+def own_roof_rows(rec: dict) -> list[dict]:
+    """The rows timed against a roof of their own (a 16-bit dtype's copy_, or a backward's torch.add), the roofs
+    themselves left out; none in a record made before the main study held them."""
+    return [r for r in rec["rows"] if r.get("roof") not in (None, "copy_") and r["name"] != r["roof"]]
+
+
+REFERENCES = {"F.elu": "the reference", "aten.elu_backward": "the reference"}
+
+
+def exactness(r: dict) -> str:
+    """A row's check in a few words: mismatching outputs over every input and alpha (16-bit), or the float32
+    backward's against aten's; blank where the row is a reference or a roof."""
+    if r.get("exhaustive"):
+        c = r["exhaustive"]
+        grads = f" x {c['grads']} grads" if c.get("grads") else ""
+        return f"{c['mismatches']:,} of {c['inputs']:,} inputs x {c['alphas']} alphas{grads}"
+    if r.get("check") and "bit_mismatches" in r["check"]:
+        c = r["check"]
+        return f"{'within' if c['passed'] else 'NOT within'} 1e-4 of aten; {c['bit_mismatches']:,} bits differ"
+    return REFERENCES.get(r["name"].split()[0], "not checked")
+
+
+def roofs_frame(rec: dict) -> pd.DataFrame:
+    """Every row with a roof of its own, by dtype and direction, fastest first: time over that roof, its
+    spread, and its check (mismatches over the exhaustive check's inputs and alphas)."""
+    rows = own_roof_rows(rec)
+    df = pd.DataFrame({
+        "entry": [r["name"] for r in rows],
+        "dtype": [r["mode"] or "float32" for r in rows],
+        "roof": [r["roof"] for r in rows],
+        "x own roof": [r["x_roof"] for r in rows],
+        "p90/median": [r["timing"]["p90_ms"] / r["timing"]["median_ms"] for r in rows],
+        "mismatches": [exactness(r) for r in rows],
+    })
+    order = {d: i for i, d in enumerate(("float32", *DTYPES16))}
+    df["_order"] = [order[d] * 2 + is_backward(n) for d, n in zip(df["dtype"], df["entry"])]
+    return df.sort_values(["_order", "x own roof"], kind="stable").drop(columns="_order").set_index("entry")
+
+
+def roof_panels(rec: dict) -> dict[str, list[str]]:
+    """The roofs figure's panels: each dtype's forward (over its copy_) and backward (over its torch.add)."""
+    panels: dict[str, list[str]] = {}
+    for r in sorted(own_roof_rows(rec), key=lambda r: (r["mode"] in DTYPES16, r["mode"])):
+        dtype = r["mode"] or "float32"
+        key = f"{dtype} {'backward, over torch.add' if is_backward(r['name']) else 'forward, over copy_'}"
+        panels.setdefault(key, []).append(r["name"])
+    return panels
 
 
 def readme_frame(rec: dict) -> pd.DataFrame:
@@ -92,6 +141,8 @@ def figures(rec: dict, counters: dict | None, only: str | None = None) -> dict[s
         "ablations": lambda: plots.xcopy_figure(rec, names=list(STEP5_ABLATIONS), kinds=None,
                                                 title="Step 5's changes, one at a time, from step 2"),
     }
+    if own_roof_rows(rec):
+        makers["roofs"] = lambda: plots.roofs_figure(rec, roof_panels(rec))
     if counters:
         makers["counters"] = lambda: plots.counters_figure(counters, [r["name"] for r in counters["rows"]])
     if only is not None:
@@ -101,9 +152,10 @@ def figures(rec: dict, counters: dict | None, only: str | None = None) -> dict[s
     return {name: make() for name, make in makers.items()}
 
 
-def figure_names(counters: dict | None) -> list[str]:
+def figure_names(rec: dict, counters: dict | None) -> list[str]:
     """The figures ``figures`` draws, by the name each is saved under (results/<gpu>[-<name>].png)."""
-    return ["", "xcopy", "distributions", "waves", "ablations", *(["counters"] if counters else [])]
+    return ["", "xcopy", "distributions", "waves", "ablations", *(["roofs"] if own_roof_rows(rec) else []),
+            *(["counters"] if counters else [])]
 
 
 def checked_line(rec: dict) -> str:
@@ -115,12 +167,20 @@ def checked_line(rec: dict) -> str:
     return f"All {len(checked)} entries that compute ELU pass their check against float64."
 
 
+def roofs_block(rec: dict) -> list[str]:
+    """The README's lines for the rows with roofs of their own: a short table (no spread: the figure has it)."""
+    if not own_roof_rows(rec):
+        return []
+    table = roofs_frame(rec)[["dtype", "x own roof", "mismatches"]]
+    return ["Each dtype against its own roof (16-bit `copy_`; `torch.add` for a backward):", "", markdown(table), ""]
+
+
 def readme_block(rec: dict, counters: dict | None, figure_paths: list[Path] | None = None) -> str:
     """The README's results block: the table (fastest first), its caption and checks, and the figures."""
     gpu = rec["provenance"]["gpu"]
-    paths = figure_paths or [record.figure_path(gpu, name) for name in figure_names(counters)]
+    paths = figure_paths or [record.figure_path(gpu, name) for name in figure_names(rec, counters)]
     front = record.figure_path(gpu, FRONT_FIGURE)  # shown on the first screen already
-    lines = [markdown(readme_frame(rec)), "", caption(rec), checked_line(rec), "",
+    lines = [markdown(readme_frame(rec)), "", caption(rec), checked_line(rec), "", *roofs_block(rec),
              "The findings are on the first screen; [06_summary](notebooks/06_summary.ipynb) gives each in full.", "",
              *(f"![{p.stem}]({record.readme_link(p)})" for p in paths if Path(p).name != front.name)]
     return "\n".join(lines)

@@ -12,7 +12,8 @@ import pandas as pd
 from elu_study.core.tables import compact
 from elu_study.core.record import noise, row
 from elu_study.core.tables import markdown
-from elu_study.core.ncu import issue_pct
+from elu_study.core.entries import STEP6_DEFAULT
+from elu_study.core.ncu import counter_rows, issue_pct
 
 
 def one_change(record: dict, name: str) -> str:
@@ -106,3 +107,46 @@ def grade_table(record: dict, predictions) -> str:
     return (compact(markdown(pd.DataFrame(rows).set_index("entry"))) + f"\n\nWritten {written}. Measured: the median of the "
             "run in the Data source line. Noise: the entry's round-to-round noise against `copy_`'s time. A median "
             "outside the range by no more than that noise is HELD (within noise).")
+
+
+# Round 2 (notebook 08): one change each from the new default, predicted before the run that recorded them.
+ROUND2_WRITTEN = "before the run that recorded them (2026-11-30, in the commit that added the four builds)"
+ROUND2_PREDICTIONS = (
+    ("6_evict_last_2_vectors", (0.975, 0.990)),
+    ("6_evict_last_64_threads", (0.975, 0.995)),
+    ("6_evict_last_store_cs", (0.975, 0.990)),
+    ("6_evict_last_reversed", (0.975, 0.990)),
+)
+AIM_0_97 = 0.97  # the issue's aim for float32, toward the two-stream floor
+
+
+def round2_table(record: dict) -> str:
+    """Round 2's builds beside the default they change, fastest first: x copy_, its noise, whether it beats the
+    default by more than the noise, and the DRAM counters that say how hard each drove the memory."""
+    counters = counter_rows(record)
+    default = row(record, STEP6_DEFAULT)
+    names = [STEP6_DEFAULT, *(r["name"] for r in record["rows"] if r.get("base") == STEP6_DEFAULT)]
+    rows = []
+    for name in names:
+        r, c = row(record, name), counters.get(name, {})
+        margin = default["x_copy"] - r["x_copy"]
+        rows.append({"entry": name, "change": one_change(record, name) if name != STEP6_DEFAULT else "(the default)",
+                     "x copy_": r["x_copy"], "noise %": 100 * noise(record, name, "copy_"),
+                     "vs default": "" if name == STEP6_DEFAULT else
+                     ("faster" if margin > noise(record, name, STEP6_DEFAULT) else
+                      "slower" if -margin > noise(record, name, STEP6_DEFAULT) else "within noise"),
+                     "DRAM % peak": c.get("dram_pct_of_peak"), "read-active %": c.get("dram_active_read_pct"),
+                     "write-active %": c.get("dram_active_write_pct")})
+    df = pd.DataFrame(rows).sort_values("x copy_").set_index("entry")
+    return compact(markdown(df, {"x copy_": "{:.4f}", "noise %": "{:.2f}"}))
+
+
+def round2_verdict(record: dict) -> str:
+    """Whether any build reached the aim (0.97x copy_) in this run, and how far the fastest stayed from it."""
+    names = [STEP6_DEFAULT, "6_beyond_copy", *(r["name"] for r in record["rows"] if r.get("base") == STEP6_DEFAULT)]
+    best = min((row(record, n) for n in names), key=lambda r: r["x_copy"])
+    floor = record["stream_floor_ms"] / record["roof_ms"]
+    reached = best["x_copy"] <= AIM_0_97
+    return (f"Fastest of round 2 and the default: `{best['name']}` at {best['x_copy']:.3f}x `copy_`. The aim "
+            f"({AIM_0_97:.2f}x) is {'reached' if reached else 'not reached'} in this run; the measured two-stream "
+            f"floor is {floor:.3f}x.")
