@@ -225,10 +225,17 @@ def test_the_predictions_are_kept_as_written(main_record):
 
 def test_the_attempts_that_beat_step_6_come_from_the_record(beyond_record):
     faster = [r["name"] for r in step6.faster_than_step6(beyond_record)]
-    assert faster[0] == min((r for r in beyond_record["rows"] if r["kind"] == "attempt" and not r["mode"]),
-                            key=lambda r: r["x_copy"])["name"]
+    x6 = record.row(beyond_record, "6_beyond_copy")["x_copy"]
+    attempts = [r for r in beyond_record["rows"] if r["kind"] == "attempt" and not r["mode"]
+                and r.get("base") in ("6_base", "6_load_evict_last")]
+    beat = [r["name"] for r in attempts if x6 - r["x_copy"] > record.noise(beyond_record, r["name"], "6_beyond_copy")]
+    assert sorted(faster) == sorted(beat)
     text = step6.beat_defaults(beyond_record)
-    assert all(f"`{n}`" in text for n in faster)
+    if faster:
+        assert faster[0] == min(attempts, key=lambda r: r["x_copy"])["name"]
+        assert all(f"`{n}`" in text for n in faster)
+    else:
+        assert text.startswith("No attempt beat")
     assert step6.one_change(beyond_record, "6_reversed") == "-DELU6_ORDER=1"
 
 
