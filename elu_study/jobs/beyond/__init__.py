@@ -44,8 +44,6 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--confirm", nargs="+", metavar="ATTEMPT",
                         help="only time these attempts again in fresh processes, beside copy_ and step 6, and add "
                              "that to the existing record")
-    parser.add_argument("--repeat", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--names", nargs="+", default=list(measure.REPEATED), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -56,8 +54,6 @@ def print_processes(runs: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.repeat:
-        return measure.repeat(args.repeat, args.rounds, args.names)
     if not torch.cuda.is_available():
         record = load(REFERENCE_GPU, "beyond")
         print("NO GPU HERE: the recorded run of step 6's attempts:\n")

@@ -3,23 +3,17 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from elu_study.core.build import build_all, resolve_variant
 from elu_study.core.entries import ATTEMPTS, ENTRIES, builds
 from elu_study.core.hardware import provenance
 from elu_study.core.harness import measure
 from elu_study.core.ncu import profile
+from elu_study.core.processes import fresh_processes
 from elu_study.core.record import REFERENCE_GPU, load
 
 # The rows every attempt is compared with, timed in the same rounds.
@@ -107,16 +101,6 @@ def check_16bit(module, dtype_name: str, alphas=ALPHAS16, expect_identical: bool
 # -- the runs --------------------------------------------------------------------------------------
 
 
-def repeat(path: Path, rounds: int, names=REPEATED) -> int:
-    """One fresh process: check and time ``names`` in interleaved rounds and write the medians to ``path``
-    (a scratch file that fresh_processes reads back, not a record)."""
-    timed = measure([ENTRIES[n] for n in names], trials=1, rounds=rounds)
-    path.write_text(json.dumps({r["name"]: {"median_ms": r["timing"]["median_ms"], "x_copy": r["x_copy"],
-                                            "round_medians_ms": r["timing"]["round_medians_ms"]}
-                                for r in timed["rows"]}))
-    return 0
-
-
 def run(processes: int = 3, rounds: int = 5, profile_counters: bool = True) -> dict:
     """The record of ``python -m elu_study beyond``: every attempt timed beside COMPARED, the 16-bit checks,
     the attempts' counters (unless profile_counters is False) and ``processes`` fresh processes."""
@@ -135,18 +119,6 @@ def run(processes: int = 3, rounds: int = 5, profile_counters: bool = True) -> d
     record["processes"] = fresh_processes(REPEATED, processes)
     record["method"]["processes"] = processes
     return record
-
-
-def fresh_processes(names, processes: int, rounds: int = 3) -> list[dict]:
-    """``names`` checked and timed in ``processes`` new Python processes, one after another."""
-    runs = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for k in tqdm(range(processes), desc="fresh processes", unit="process"):
-            path = Path(tmp, f"repeat{k}.json")
-            subprocess.run([sys.executable, "-m", "elu_study", "beyond", "--repeat", str(path), "--rounds", str(rounds),
-                            "--names", *names], check=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            runs.append(json.loads(path.read_text()))  # repeat's scratch file, not a record
-    return runs
 
 
 def confirm(names, processes: int = 3) -> dict:

@@ -15,6 +15,7 @@ from elu_study.core.entries import KINDS, PEERS, STEPS, builds, study_entries
 from elu_study.core.harness import measure
 from elu_study.core.sass import inspect_variant
 from elu_study.core.tables import markdown
+from elu_study.jobs.study import backward
 from elu_study.jobs.study.report import caption, frame, own_roof_rows, roofs_frame, write_report
 
 __all__ = ["main", "write_report"]
@@ -26,12 +27,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
     parser.add_argument("--jobs", type=int, default=None, help="parallel builds (default: half the cores)")
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's results block")
+    parser.add_argument("--confirm-backward", type=int, metavar="N",
+                        help="only time the backward rows again in N fresh processes, with their counters, into the "
+                             "record")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     live = torch.cuda.is_available()
+    if args.confirm_backward and live:
+        rec = backward.confirm(args.confirm_backward)
+        print(f"wrote {record.save(rec)}\n\n{backward.table(rec)}\n\n{backward.aim_line(rec)}")
+        return 0
     build_all(builds() if live else builds(STEPS), workers=args.jobs)
     for entry in STEPS:
         print(f"\n[{entry.name}] {entry.what}")
