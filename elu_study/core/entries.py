@@ -84,7 +84,7 @@ STEPS = (
           group="grid_waves", kind="step"),
     Entry("4_fast_math", "step", "step 2 with __expf, --use_fast_math", "4_fast_math"),
     Entry("5_streaming", "step", "2 float4/thread, 128 threads, __ldcs/__stcs, expm1f", "5_streaming"),
-    Entry("6_beyond_copy", "step", "step 2 with 128-thread blocks, plus a float16/bfloat16 path (notebook 08)",
+    Entry("6_beyond_copy", "step", "step 2 with 128-thread blocks and L2 evict_last loads, plus a 16-bit path",
           "6_beyond_copy"),
 )
 ABLATIONS = (

@@ -119,24 +119,25 @@ ROUND2_PREDICTIONS = (
     ("6_evict_last_store_cs", (0.975, 0.990)),
     ("6_evict_last_reversed", (0.975, 0.990)),
 )
-AIM_0_97 = 0.97  # the issue's aim for float32, toward the two-stream floor
+AIM_0_97 = 0.97  # round 2's further aim for float32 (step 6's own is 0.98x), toward the two-stream floor
 
 
 def round2_table(record: dict) -> str:
     """Round 2's builds beside the default they change, fastest first: x copy_, its noise, whether it beats the
     default by more than the noise, and the DRAM counters that say how hard each drove the memory."""
     counters = counter_rows(record)
-    default = row(record, STEP6_DEFAULT)
-    names = [STEP6_DEFAULT, *(r["name"] for r in record["rows"] if r.get("base") == STEP6_DEFAULT)]
+    default = row(record, "6_beyond_copy")  # step 6 itself: the same knobs as STEP6_DEFAULT, compared as beat_defaults does
+    names = ["6_beyond_copy", STEP6_DEFAULT, *(r["name"] for r in record["rows"] if r.get("base") == STEP6_DEFAULT)]
     rows = []
     for name in names:
         r, c = row(record, name), counters.get(name, {})
         margin = default["x_copy"] - r["x_copy"]
-        rows.append({"entry": name, "change": one_change(record, name) if name != STEP6_DEFAULT else "(the default)",
+        change = {"6_beyond_copy": "(step 6)", STEP6_DEFAULT: "(step 6's knobs, as flags)"}.get(name)
+        rows.append({"entry": name, "change": change or one_change(record, name),
                      "x copy_": r["x_copy"], "noise %": 100 * noise(record, name, "copy_"),
-                     "vs default": "" if name == STEP6_DEFAULT else
-                     ("faster" if margin > noise(record, name, STEP6_DEFAULT) else
-                      "slower" if -margin > noise(record, name, STEP6_DEFAULT) else "within noise"),
+                     "vs step 6": "" if name == "6_beyond_copy" else
+                     ("faster" if margin > noise(record, name, "6_beyond_copy") else
+                      "slower" if -margin > noise(record, name, "6_beyond_copy") else "within noise"),
                      "DRAM % peak": c.get("dram_pct_of_peak"), "read-active %": c.get("dram_active_read_pct"),
                      "write-active %": c.get("dram_active_write_pct")})
     df = pd.DataFrame(rows).sort_values("x copy_").set_index("entry")
@@ -149,6 +150,6 @@ def round2_verdict(record: dict) -> str:
     best = min((row(record, n) for n in names), key=lambda r: r["x_copy"])
     floor = record["stream_floor_ms"] / record["roof_ms"]
     reached = best["x_copy"] <= AIM_0_97
-    return (f"Fastest of round 2 and the default: `{best['name']}` at {best['x_copy']:.3f}x `copy_`. The aim "
+    return (f"Fastest of round 2 and step 6: `{best['name']}` at {best['x_copy']:.3f}x `copy_`. The further aim "
             f"({AIM_0_97:.2f}x) is {'reached' if reached else 'not reached'} in this run; the measured two-stream "
             f"floor is {floor:.3f}x.")
