@@ -111,13 +111,12 @@ def step6_line(beyond: dict) -> str:
     runs = [p["6_beyond_copy"]["x_copy"] for p in beyond.get("processes", [])]
     best = fastest(beyond)
     text = (f"- **Step 6** ({nb('08_beyond_copy')}): step 2 with 128-thread blocks and `evict_last` loads takes "
-            f"{x(beyond, '6_beyond_copy'):.3f}x, at most {max(runs, default=math.nan):.3f}x in {len(runs)} fresh "
+            f"{x(beyond, '6_beyond_copy'):.3f}x in its own run, at most {max(runs, default=math.nan):.3f}x in {len(runs)} fresh "
             f"processes: must {'met' if must else 'not met'}, aim {'met' if aim else 'not'}.")
     again = confirmed(beyond).get(best["name"])
     if again:
-        commit = beyond["confirmation"]["provenance"].get("commit")
         text += (f" `{best['name']}` takes {best['x_copy']:.3f}x, {min(again[1]):.3f}-{max(again[1]):.3f}x in "
-                 f"{len(again[1])} more (commit {commit}).")
+                 f"{len(again[1])} more.")
     return text
 
 
@@ -219,7 +218,7 @@ def step7_line(study: dict, sixteen: dict | None) -> str:
     F.elu on every input, and its backward's worst time against torch.add (the three-stream roof)."""
     xs, exact, backward = step7_numbers(study, sixteen)
     text = (f"- **Step 7** ({nb('12_sixteen_bits')}): `expm1f` looked up in shared memory: "
-            + " and ".join(f"{v:.3f}x ({d})" for d, v in xs.items()) + " their own `copy_`'s time, "
+            + " and ".join(f"{v:.3f}x ({d})" for d, v in xs.items()) + " their own `copy_`'s time in the main run, "
             + ("bit for bit" if exact else "NOT bit for bit") + " PyTorch on every input")
     text += f"; the backward within {max(backward):.3f}x `torch.add`'s." if backward else "."
     aim = [d for d, v in xs.items() if v <= sixteen_analysis.AIM]
