@@ -9,21 +9,23 @@ from elu_study.core.paths import NOTEBOOKS_DIR, README, RESULTS_DIR
 from elu_study.core.tables import markdown
 from elu_study.jobs import report
 from elu_study.jobs.beyond import analysis as beyond_analysis
+from elu_study.jobs.study import backward, step6
 from elu_study.jobs.study import report as study_report
 from elu_study.jobs.study.report import README_BLOCK, caption, frame, readme_frame
 from elu_study.core.entries import ENTRIES, study_entries
 from elu_study.core.harness import annotate
 
 
-def fake_record(gpu="NVIDIA H200"):
-    def row(name, kind, ms, check=True):
-        timing = {"median_ms": ms, "p10_ms": ms * 0.99, "p90_ms": ms * 1.01, "min_ms": ms * 0.98, "runs": 100,
-                  "round_medians_ms": [ms, ms * 1.001]}
-        chk = {"passed": True, "trials": 3, "unwritten": 0, "max_abs_err_vs_torch": 1e-7,
-               "max_abs_err_vs_fp64": 2e-7, "max_rel_err_vs_fp64": 3e-7} if check else None
-        return {"name": name, "kind": kind, "what": name, "timing": timing, "check": chk,
-                "near_zero_rel_err": None, "sass": None, "extra": {}}
+def row(name, kind, ms, check=True):
+    timing = {"median_ms": ms, "p10_ms": ms * 0.99, "p90_ms": ms * 1.01, "min_ms": ms * 0.98, "runs": 100,
+              "round_medians_ms": [ms, ms * 1.001]}
+    chk = {"passed": True, "trials": 3, "unwritten": 0, "max_abs_err_vs_torch": 1e-7,
+           "max_abs_err_vs_fp64": 2e-7, "max_rel_err_vs_fp64": 3e-7} if check else None
+    return {"name": name, "kind": kind, "what": name, "timing": timing, "check": chk,
+            "near_zero_rel_err": None, "sass": None, "extra": {}}
 
+
+def fake_record(gpu="NVIDIA H200"):
     rec = {
         "provenance": {"gpu": gpu, "sm_count": 132, "driver": "1", "cuda_runtime": "13.0", "torch": "2",
                        "nvcc": "13.0", "date_utc": "2026-11-29T00:00:00+00:00"},
@@ -277,3 +279,69 @@ def test_xcopy_figure_shows_every_floor_its_legend_names():
     names = [t.get_text() for t in ax.get_yticklabels()][::-1]  # top to bottom
     assert names == study_report.by_speed(rec, names)
     plt.close(fig)
+
+
+# -- rows against roofs of their own -------------------------------------------------------------------
+
+
+def own_roof_record() -> dict:
+    """copy_ 3 ms; bfloat16's copy_ 1.5 ms and torch.add 2.25 ms; float32's torch.add 4.5 ms."""
+    rec = fake_record()
+    rec["rows"] += [dict(row("copy_ bfloat16", "attempt", 1.5, check=False), mode="bfloat16"),
+                    dict(row("7_sixteen_bits bfloat16", "attempt", 1.53, check=False), mode="bfloat16",
+                         exhaustive={"inputs": 65536, "alphas": 77, "mismatches": 0}),
+                    dict(row("torch.add bfloat16", "attempt", 2.25, check=False), mode="bfloat16"),
+                    dict(row("7_backward bfloat16", "attempt", 2.3, check=False), mode="bfloat16",
+                         exhaustive={"inputs": 65536, "alphas": 77, "grads": 5, "mismatches": 3}),
+                    row("torch.add", "backward", 4.5, check=False), row("elu_backward", "backward", 4.41, check=False)]
+    for r in rec["rows"]:
+        r.setdefault("mode", "")
+    return annotate(rec)
+
+
+def test_each_row_is_timed_over_its_own_dtypes_roof_and_direction():
+    rec = own_roof_record()
+    assert record.row(rec, "7_sixteen_bits bfloat16")["roof"] == "copy_ bfloat16"
+    assert record.row(rec, "7_sixteen_bits bfloat16")["x_roof"] == pytest.approx(1.02)
+    assert record.row(rec, "7_backward bfloat16")["x_roof"] == pytest.approx(2.3 / 2.25)
+    assert record.row(rec, "elu_backward")["roof"] == "torch.add"
+    assert record.row(rec, "elu_backward")["x_roof"] == pytest.approx(0.98)
+    assert record.row(rec, "1_naive")["x_roof"] == record.row(rec, "1_naive")["x_copy"] == pytest.approx(2.0)
+    # x_copy stays over float32 copy_; bandwidth counts half the bytes at 16 bits and three streams backward
+    assert record.row(rec, "7_sixteen_bits bfloat16")["x_copy"] == pytest.approx(0.51)
+    assert record.row(rec, "elu_backward")["tbps"] == pytest.approx(1.5 * 12.884901888 / 4.41, rel=1e-9)
+    assert record.row(rec, "torch.add bfloat16")["tbps"] == pytest.approx(0.75 * 12.884901888 / 2.25, rel=1e-9)
+
+
+def test_the_roofs_table_groups_by_dtype_and_direction_and_says_each_check():
+    rec = own_roof_record()
+    df = study_report.roofs_frame(rec)
+    assert list(df.index) == ["elu_backward", "7_sixteen_bits bfloat16", "7_backward bfloat16"]  # roofs left out
+    assert df.loc["7_backward bfloat16", "mismatches"] == "3 of 65,536 inputs x 77 alphas x 5 grads"
+    assert list(study_report.roof_panels(rec)) == ["float32 backward, over torch.add", "bfloat16 forward, over copy_",
+                                             "bfloat16 backward, over torch.add"]
+    assert "mismatches only in `7_backward bfloat16` (3)" in study_report.exhaustive_line(rec)
+
+
+def test_the_backwards_predictions_are_graded_on_the_median_of_the_fresh_processes():
+    rec = copy.deepcopy(record.load())
+    lo, hi = backward.PREDICTIONS["elu_backward_evict_last"]
+    xs = [lo - 0.01, (lo + hi) / 2, hi + 0.01]  # median inside the range, one process on each side of it
+    rec["backward"]["processes"] = [{n: {"x_roof": x} for n in backward.NAMES} for x in xs]
+    df = backward.frame(rec)
+    assert df.loc["elu_backward_evict_last", "verdict"] == "HELD"
+    rec["backward"]["processes"] = [{n: {"x_roof": hi + 0.02} for n in backward.NAMES}] * 3
+    assert backward.frame(rec).loc["elu_backward_evict_last", "verdict"] == "MISSED (slower)"
+    assert backward.aim_line(rec).endswith("at worst over 4 runs. The aim (0.98x) is reached in 0 of them.")
+    rec["backward"]["processes"] = [{n: {"x_roof": backward.AIM - 0.001} for n in backward.NAMES}] * 3
+    main_run = record.row(rec, "elu_backward_evict_last")["x_roof"] <= backward.AIM
+    assert backward.aim_line(rec).endswith(f"is reached in {3 + main_run} of them.")
+
+
+def test_round_2_is_compared_with_step_6_itself_as_beat_defaults_is():
+    rec = record.load(record.REFERENCE_GPU, "beyond")
+    table = step6.round2_table(rec)
+    faster = {r["name"] for r in step6.faster_than_step6(rec)}
+    for line in table.splitlines()[2:]:
+        name, verdict = line.split("|")[1].strip(), line.split("|")[5].strip()
+        assert (verdict == "faster") == (name in faster), line
