@@ -30,7 +30,7 @@ def elu_fn(entry: Entry) -> Callable:
     """(x, alpha, out) -> out for an entry, so that checks can poison the output."""
 
     if entry.mode not in ("", "in_place"):
-        raise ValueError(f"{entry.name}: 16-bit storage is checked by elu_study.beyond, not on float32")
+        raise ValueError(f"{entry.name}: 16-bit storage is checked on every bit pattern (core.exhaustive), not here")
     if entry.variant:
         module = entry.build()
         if entry.mode == "in_place":
