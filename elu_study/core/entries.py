@@ -111,8 +111,11 @@ ABLATIONS = (
 _STEP6_BASE = {"THREADS": "128", "VECS": "1", "LOAD": "0", "STORE": "0", "ORDER": "0", "OP": "Expf", "OP16": "Expm1f"}
 
 
+_KNOBS = {"6_base": _STEP6_BASE}  # each attempt's knobs, by name: what a later attempt changes one of
+
+
 def _attempt(name: str, what: str, base: str = "6_base", **change: str) -> Entry:
-    knobs = {**_STEP6_BASE, **({"LOAD": "3"} if base == STEP6_DEFAULT else {}), **change}
+    knobs = _KNOBS[name] = {**_KNOBS[base], **change}
     return Entry(name, "attempt", what, "6_beyond_copy", tuple(f"-DELU6_{k}={v}" for k, v in knobs.items()),
                  group="step6_one_change", base=base if change else "2+128_threads")
 
@@ -279,7 +282,7 @@ def profiled_entries() -> list[Entry]:
 
 
 # The rows timed against torch.add's three streams (grad and x in, grad_input out), not against copy_.
-BACKWARD_ROWS = ("7_backward", "aten.elu_backward", "torch.add", *(e.name for e in BACKWARD))
+BACKWARD_ROWS = ("7_backward", *(e.name for e in BACKWARD))  # BACKWARD holds torch.add and aten.elu_backward
 
 
 def is_backward(name: str) -> bool:

@@ -9,11 +9,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from elu_study.core.check import ATOL, RTOL
+
 REQUIRED_ALPHAS = (1.0, 0.5, 0.0, -0.7, 1.3, 2.5)  # the issue's: bit-identical at each of these
 # Around the check's alpha range ([2^-100, 2^100] or 0) and beyond it, where the kernel takes expm1f.
 EXTREME_ALPHAS = (1e-30, 1e30, -1e-3, 2.0 ** -100, 2.0 ** 100, 2.0 ** -101, 2.0 ** 101)
 RANDOM_ALPHAS, ALPHA_SEED = 64, 7
 POISON = 0x7FC1  # a NaN (in either dtype) with a payload F.elu never returns: an unwritten output shows
+POISON32 = 0x7FA5A5A5  # the float32 backward's: a NaN pattern aten never returns
 
 
 def alphas() -> list[float]:
@@ -97,14 +100,14 @@ def check_backward(module, dtype: str, alpha_list) -> dict:
 def check_backward32(module, x: torch.Tensor, grad: torch.Tensor, alpha: float) -> dict:
     """A float32 backward (``module.elu_backward``) from the input x, into a poisoned output, against
     ``aten.elu_backward`` on the same tensors: outputs whose bits differ, the largest difference, and whether
-    every output is within the float32 bar (rtol = atol = 1e-4) and written."""
-    out = torch.full(x.shape, 0x7FA5A5A5, dtype=torch.int32, device=x.device).view(torch.float32)
+    every output is within the float32 bar (core.check's ATOL and RTOL) and written."""
+    out = torch.full(x.shape, POISON32, dtype=torch.int32, device=x.device).view(torch.float32)
     module.elu_backward(grad, x, alpha, False, out=out)
     want = torch.ops.aten.elu_backward(grad, alpha, 1, 1, False, x)
     differ = out.view(torch.int32) != want.view(torch.int32)
-    untouched = int((out.view(torch.int32) == 0x7FA5A5A5).sum())
+    untouched = int((out.view(torch.int32) == POISON32).sum())
     worst = float((out - want).abs().nan_to_num(float("inf")).max())
-    close = bool(torch.isclose(out, want, rtol=1e-4, atol=1e-4, equal_nan=True).all())
+    close = bool(torch.isclose(out, want, rtol=RTOL, atol=ATOL, equal_nan=True).all())
     return {"against": "aten.elu_backward", "elements": x.numel(), "alpha": alpha, "grad": "randn, seed 4321",
             "bit_mismatches": int(differ.sum()), "max_abs_err": worst, "untouched": untouched,
             "passed": close and untouched == 0}

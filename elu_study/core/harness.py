@@ -97,18 +97,21 @@ def sixteen_bit_tensors(x, dtype: torch.dtype, cache: dict | None = None) -> tup
     per dtype at the full shape, instead of that per entry."""
     cache = {} if cache is None else cache
     if dtype not in cache:
-        gen = torch.Generator(device=x.device).manual_seed(4321)
-        grad = torch.randn(x.shape, device=x.device, generator=gen, dtype=dtype)
-        cache[dtype] = (x.to(dtype), grad, torch.empty(x.shape, device=x.device, dtype=dtype))
+        cache[dtype] = (x.to(dtype), _grad(x, dtype), torch.empty(x.shape, device=x.device, dtype=dtype))
     return cache[dtype]
 
 
+def _grad(x, dtype: torch.dtype) -> torch.Tensor:
+    """A backward's grad: randn shaped like x, in ``dtype``, from seed 4321."""
+    gen = torch.Generator(device=x.device).manual_seed(4321)
+    return torch.randn(x.shape, device=x.device, generator=gen, dtype=dtype)
+
+
 def grad_tensor(x, cache: dict | None = None):
-    """The float32 backward's grad: randn like x (seed 4321), drawn once per batch through ``cache``."""
+    """The float32 backward's grad, drawn once per batch through ``cache``."""
     cache = {} if cache is None else cache
     if "grad" not in cache:
-        gen = torch.Generator(device=x.device).manual_seed(4321)
-        cache["grad"] = torch.randn(x.shape, device=x.device, generator=gen)
+        cache["grad"] = _grad(x, torch.float32)
     return cache["grad"]
 
 

@@ -195,28 +195,18 @@ def model_line(model: dict) -> str | None:
     return text
 
 
-def step7_numbers(study: dict, sixteen: dict | None) -> tuple[dict, bool, list[float]]:
-    """Step 7's default on each 16-bit dtype over its own copy_, whether it and its backward matched PyTorch on every
-    input, and the backward over torch.add: from the main record where it holds the 16-bit rows, else step 7's."""
+def step7_line(study: dict) -> str | None:
+    """Step 7's default (the table) on each 16-bit dtype over its own copy_ in the main record, whether it and its
+    backward matched PyTorch on every input, and the backward's worst time over torch.add (three streams); None
+    where the record holds no 16-bit rows."""
     dtypes, default = sixteen_analysis.DTYPES, sixteen_analysis.DEFAULT
     rows = {r["name"]: r for r in study["rows"]}
-    if all(f"{default} {d}" in rows for d in dtypes):
-        xs = {d: rows[f"{default} {d}"]["x_roof"] for d in dtypes}
-        mine = [r for n, r in rows.items() if n.split()[0] in (default, "7_backward") and r.get("exhaustive")]
-        backward = [rows[f"7_backward {d}"]["x_roof"] for d in dtypes if f"7_backward {d}" in rows]
-        return xs, bool(mine) and all(r["exhaustive"]["mismatches"] == 0 for r in mine), backward
-    xs = {d: sixteen_analysis.x_own_copy(sixteen, f"{default} {d}")[0] for d in dtypes}
-    checks = sixteen_analysis.checks_of(sixteen)
-    exact = all(c["mismatches"] == 0 for name, c in checks.items() if name.split()[0] in (default, "7_backward"))
-    names = {r["name"] for r in sixteen["rows"]}
-    backward = [sixteen_analysis.x_own_copy(sixteen, f"7_backward {d}")[0] for d in dtypes if f"7_backward {d}" in names]
-    return xs, exact, backward
-
-
-def step7_line(study: dict, sixteen: dict | None) -> str:
-    """Step 7: its default (the table) on each 16-bit dtype against its own copy_, whether it stays bit for bit
-    F.elu on every input, and its backward's worst time against torch.add (the three-stream roof)."""
-    xs, exact, backward = step7_numbers(study, sixteen)
+    if not all(f"{default} {d}" in rows for d in dtypes):
+        return None
+    xs = {d: rows[f"{default} {d}"]["x_roof"] for d in dtypes}
+    mine = [r for n, r in rows.items() if n.split()[0] in (default, "7_backward") and r.get("exhaustive")]
+    exact = bool(mine) and all(r["exhaustive"]["mismatches"] == 0 for r in mine)
+    backward = [rows[f"7_backward {d}"]["x_roof"] for d in dtypes if f"7_backward {d}" in rows]
     text = (f"- **Step 7** ({nb('12_sixteen_bits')}): `expm1f` looked up in shared memory: "
             + " and ".join(f"{v:.3f}x ({d})" for d, v in xs.items()) + " their own `copy_`'s time in the main run, "
             + ("bit for bit" if exact else "NOT bit for bit") + " PyTorch on every input")
@@ -251,7 +241,7 @@ def glossary(study: dict) -> list[str]:
 
 def block(gpu: str = record.REFERENCE_GPU) -> str:
     """The README's first screen for a GPU's records: the verdict, the figure, the findings and the words."""
-    jobs = ("study", "ncu", "beyond", "accuracy", "sizes", "launch", "model", "sixteen")
+    jobs = ("study", "ncu", "beyond", "accuracy", "sizes", "launch", "model")
     recs = {job: record.load(gpu, job, required=False) for job in jobs}
     study, beyond, counters = recs["study"], recs["beyond"], recs["ncu"]
     figure = record.figure_path(study["provenance"]["gpu"], FRONT_FIGURE)
@@ -260,8 +250,7 @@ def block(gpu: str = record.REFERENCE_GPU) -> str:
              roof_line(study), bytes_line(study, counters), grid_line(study, counters), hints_line(study, counters)]
     if beyond:
         lines += [step6_line(beyond), sixteen_line(beyond)]
-    if recs["sixteen"] or any(r.get("x_roof") and r.get("mode") for r in study["rows"]):
-        lines.append(step7_line(study, recs["sixteen"]))
+    lines.append(step7_line(study))
     if recs["accuracy"]:
         best = fastest(beyond)["name"] if beyond else None
         lines.append(accuracy_line(recs["accuracy"], best, formula_of(beyond, best) if best else ""))

@@ -17,6 +17,7 @@ from elu_study.core.hardware import provenance
 from elu_study.core.ncu import counter_rows, profile
 from elu_study.core.processes import fresh_processes
 from elu_study.core.tables import compact, markdown
+from elu_study.jobs.study.predictions import verdict
 
 NAMES = tuple(e.name for e in BACKWARD)  # the roof (torch.add), PyTorch's backward, the study's and its attempts
 AIM = 0.98  # the aim for the float32 backward: at most 0.98x torch.add
@@ -41,11 +42,6 @@ def confirm(processes: int = 3) -> dict:
     rec["backward"] = {"provenance": provenance(), "names": list(NAMES), "processes": fresh_processes(NAMES, processes),
                        "counters": counters}
     return rec
-
-
-def verdict(x: float, bounds: tuple[float, float]) -> str:
-    lo, hi = bounds
-    return "HELD" if lo <= x <= hi else f"MISSED ({'faster' if x < lo else 'slower'})"
 
 
 def frame(rec: dict) -> pd.DataFrame:

@@ -31,6 +31,12 @@ class Prediction:
             raise ValueError(f"unknown metric {self.metric!r}; one of {', '.join(METRICS)}")
 
 
+def verdict(x: float, bounds: tuple[float, float]) -> str:
+    """A time over its roof against a predicted range: HELD inside it, else MISSED, faster or slower."""
+    lo, hi = bounds
+    return "HELD" if lo <= x <= hi else f"MISSED ({'faster' if x < lo else 'slower'})"
+
+
 def steps(record: dict) -> dict[str, list[Prediction]]:
     """Notebook number -> the predictions it grades, against the main study's ``record``."""
     f = row(record, "2_float4")["x_copy"]

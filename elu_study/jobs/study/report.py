@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from elu_study.core import record
+from elu_study.core.check import ATOL
 from elu_study.core.entries import DTYPES16, PEERS, STEPS, grid_stride_blocks, group, is_backward
 from elu_study.core.tables import markdown
 from elu_study.jobs.study import figures as plots
@@ -59,7 +60,7 @@ def exactness(r: dict) -> str:
         return f"{c['mismatches']:,} of {c['inputs']:,} inputs x {c['alphas']} alphas{grads}"
     if r.get("check") and "bit_mismatches" in r["check"]:
         c = r["check"]
-        return f"{'within' if c['passed'] else 'NOT within'} 1e-4 of aten; {c['bit_mismatches']:,} bits differ"
+        return f"{'within' if c['passed'] else 'NOT within'} {ATOL:g} of aten; {c['bit_mismatches']:,} bits differ"
     return REFERENCES.get(r["name"].split()[0], "not checked")
 
 

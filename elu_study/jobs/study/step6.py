@@ -14,6 +14,7 @@ from elu_study.core.record import noise, row
 from elu_study.core.tables import markdown
 from elu_study.core.entries import STEP6_DEFAULT
 from elu_study.core.ncu import counter_rows, issue_pct
+from elu_study.jobs.study.predictions import verdict
 
 
 def one_change(record: dict, name: str) -> str:
@@ -26,11 +27,17 @@ def one_change(record: dict, name: str) -> str:
 def faster_than_step6(record: dict) -> list[dict]:
     """The one-change attempts (from 6_base, or round 2's from the new default) faster than step 6's defaults by
     more than the round-to-round noise, fastest first."""
-    step6 = row(record, "6_beyond_copy")
     bases = ("6_base", STEP6_DEFAULT)
     return sorted((r for r in record["rows"] if r["kind"] == "attempt" and r.get("base") in bases and not r["mode"]
-                   and step6["x_copy"] - r["x_copy"] > noise(record, r["name"], "6_beyond_copy")),
+                   and against_step6(record, r["name"]) == "faster"),
                   key=lambda r: r["x_copy"])
+
+
+def against_step6(record: dict, name: str) -> str:
+    """A build against step 6's defaults: faster or slower by more than its round-to-round noise, else within it."""
+    margin = row(record, "6_beyond_copy")["x_copy"] - row(record, name)["x_copy"]
+    z = noise(record, name, "6_beyond_copy")
+    return "faster" if margin > z else "slower" if -margin > z else "within noise"
 
 
 def beat_defaults(record: dict) -> str:
@@ -95,7 +102,7 @@ def graded(record: dict, name: str, bounds: tuple[float, float]) -> str:
         return "HELD"
     if max(lo - x, x - hi) <= noise(record, name, "copy_"):
         return "HELD (within noise)"
-    return f"MISSED ({'faster' if x < lo else 'slower'})"
+    return verdict(x, bounds)
 
 
 def grade_table(record: dict, predictions) -> str:
@@ -122,22 +129,22 @@ ROUND2_PREDICTIONS = (
 AIM_0_97 = 0.97  # round 2's further aim for float32 (step 6's own is 0.98x), toward the two-stream floor
 
 
+def round2_names(record: dict) -> list[str]:
+    """Step 6, the attempt that holds its knobs as flags, and round 2's builds (one knob away from it)."""
+    return ["6_beyond_copy", STEP6_DEFAULT, *(r["name"] for r in record["rows"] if r.get("base") == STEP6_DEFAULT)]
+
+
 def round2_table(record: dict) -> str:
     """Round 2's builds beside the default they change, fastest first: x copy_, its noise, whether it beats the
     default by more than the noise, and the DRAM counters that say how hard each drove the memory."""
     counters = counter_rows(record)
-    default = row(record, "6_beyond_copy")  # step 6 itself: the same knobs as STEP6_DEFAULT, compared as beat_defaults does
-    names = ["6_beyond_copy", STEP6_DEFAULT, *(r["name"] for r in record["rows"] if r.get("base") == STEP6_DEFAULT)]
     rows = []
-    for name in names:
+    for name in round2_names(record):  # compared with step 6 itself (STEP6_DEFAULT's knobs), as beat_defaults does
         r, c = row(record, name), counters.get(name, {})
-        margin = default["x_copy"] - r["x_copy"]
         change = {"6_beyond_copy": "(step 6)", STEP6_DEFAULT: "(step 6's knobs, as flags)"}.get(name)
         rows.append({"entry": name, "change": change or one_change(record, name),
                      "x copy_": r["x_copy"], "noise %": 100 * noise(record, name, "copy_"),
-                     "vs step 6": "" if name == "6_beyond_copy" else
-                     ("faster" if margin > noise(record, name, "6_beyond_copy") else
-                      "slower" if -margin > noise(record, name, "6_beyond_copy") else "within noise"),
+                     "vs step 6": "" if name == "6_beyond_copy" else against_step6(record, name),
                      "DRAM % peak": c.get("dram_pct_of_peak"), "read-active %": c.get("dram_active_read_pct"),
                      "write-active %": c.get("dram_active_write_pct")})
     df = pd.DataFrame(rows).sort_values("x copy_").set_index("entry")
@@ -146,8 +153,7 @@ def round2_table(record: dict) -> str:
 
 def round2_verdict(record: dict) -> str:
     """Whether any build reached the aim (0.97x copy_) in this run, and how far the fastest stayed from it."""
-    names = [STEP6_DEFAULT, "6_beyond_copy", *(r["name"] for r in record["rows"] if r.get("base") == STEP6_DEFAULT)]
-    best = min((row(record, n) for n in names), key=lambda r: r["x_copy"])
+    best = min((row(record, n) for n in round2_names(record)), key=lambda r: r["x_copy"])
     floor = record["stream_floor_ms"] / record["roof_ms"]
     reached = best["x_copy"] <= AIM_0_97
     return (f"Fastest of round 2 and step 6: `{best['name']}` at {best['x_copy']:.3f}x `copy_`. The further aim "
