@@ -18,7 +18,8 @@
 //                      persistent grid (ELU6_BLOCKS_PER_SM x SMs blocks),
 //                      each block one contiguous run of tiles
 //   -DELU6_OP=Expm1f   the float32 formula (default Expf, steps 1-4's: expm1f's
-//                      extra instructions cost 2% at this launch, notebook 08)
+//                      extra instructions cost 2% at this launch, notebook 08;
+//                      Expm1Poly: no cancellation near 0, the drop-in's, notebook 11)
 //   -DELU6_OP16=Expf   the 16-bit formula (default Expm1f, PyTorch's: after
 //                      rounding to 16 bits it is bit-identical to F.elu, and
 //                      expf - 1 is not: notebook 08 counts the mismatches)

@@ -1,8 +1,9 @@
 """Build a kernel file into a Python module with ``torch.utils.cpp_extension.load_inline``.
 
 A variant is one ``.cu`` file that defines ``launch_elu`` (see ``kernels/common/elu.cuh``);
-``kernels/common/binding.cpp`` gives every variant the same Python face:
-``module.elu(x, alpha=1.0, out=None)``.
+``kernels/common/binding.cpp`` gives every variant the same two faces: the binding,
+``module.elu(x, alpha=1.0, out=None)``, and an operator in PyTorch's dispatcher,
+``torch.ops.<module.op_namespace>.elu`` (elu_study.pytorch.ops is its Python side).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ COMMON_DIR = KERNELS_DIR / "common"
 BACKWARD_SOURCE = COMMON_DIR / "backward.cu"
 BASE_CUDA_CFLAGS = ("-O3", "-lineinfo")
 _FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.MULTILINE)
+_NAMESPACE_FLAG = "-DELU_OP_NAMESPACE="
 _BINDING_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*binding\s*=\s*(.*)$", re.MULTILINE)
 # What a kernel file may ask binding.cpp to expose beyond elu(x, alpha, out), each a
 # "// elu-study: binding = ..." word that compiles the binding with -DELU_BINDING_<WORD>.
@@ -118,6 +120,7 @@ class BuildSpec:
 
     source_path: Path
     cuda_flags: tuple[str, ...]
+    cpp_flags: tuple[str, ...] = ()  # binding.cpp's, e.g. -DELU_OP_NAMESPACE=... (the operator's namespace)
 
     @property
     def label(self) -> str:
@@ -132,35 +135,45 @@ class BuildSpec:
         for part in (self.cuda_source(), *(p.read_text() for p in sorted(COMMON_DIR.iterdir()) if p.is_file())):
             digest.update(part.encode())
         digest.update(" ".join(self.cuda_flags).encode())
+        digest.update(" ".join(self.cpp_flags).encode())
         digest.update(os.environ.get("TORCH_CUDA_ARCH_LIST", "").encode())
         digest.update(torch.__version__.encode())
         safe = re.sub(r"\W", "_", self.label)
         return f"elu_{safe}_{digest.hexdigest()[:12]}"
 
+    def op_namespace(self) -> str:
+        """torch.ops' namespace of the build's operator: a -DELU_OP_NAMESPACE= flag's, else the extension name."""
+        given = [f.removeprefix(_NAMESPACE_FLAG) for f in self.cpp_flags if f.startswith(_NAMESPACE_FLAG)]
+        return given[-1] if given else self.extension_name()
 
-def build_spec(name_or_path: str | os.PathLike, extra_cuda_cflags: list[str] | tuple[str, ...] | None = None) -> BuildSpec:
+
+def build_spec(name_or_path: str | os.PathLike, extra_cuda_cflags: list[str] | tuple[str, ...] | None = None,
+               extra_cflags: list[str] | tuple[str, ...] | None = None) -> BuildSpec:
     path = resolve_variant(name_or_path)
     flags = (*BASE_CUDA_CFLAGS, *file_flags(path.read_text()), *(extra_cuda_cflags or ()))
-    return BuildSpec(path, tuple(flags))
+    return BuildSpec(path, tuple(flags), tuple(extra_cflags or ()))
 
 
 def compile_variant(
     name_or_path: str | os.PathLike,
     *,
     extra_cuda_cflags: list[str] | tuple[str, ...] | None = None,
+    extra_cflags: list[str] | tuple[str, ...] | None = None,
     verbose: bool = False,
 ):
     """Build a step from ``kernels/`` (or your own ``.cu`` file) and return its module.
 
     The module's ``elu(x, alpha=1.0, out=None)`` runs the kernel on the current
-    stream. Builds are cached on disk (``TORCH_EXTENSIONS_DIR``) under a name that
+    stream; loading it registers the build's operator, ``torch.ops.<module.op_namespace>``
+    (``extra_cflags`` go to binding.cpp: ``-DELU_OP_NAMESPACE=name`` names the namespace).
+    Builds are cached on disk (``TORCH_EXTENSIONS_DIR``) under a name that
     hashes the sources and flags, and in memory for this process.
 
     >>> naive = compile_variant("1_naive")
     >>> y = naive.elu(x, alpha=0.5)
     """
     configure_toolchain()
-    spec = build_spec(name_or_path, extra_cuda_cflags)
+    spec = build_spec(name_or_path, extra_cuda_cflags, extra_cflags)
     return _load(spec, verbose)
 
 
@@ -169,7 +182,9 @@ def _load(spec: BuildSpec, verbose: bool = False):
     module = _cpp_extension().load_inline(
         name=spec.extension_name(),
         cpp_sources=(COMMON_DIR / "binding.cpp").read_text(),
-        extra_cflags=["-O2", *binding_defines(spec.cuda_source())],
+        extra_cflags=["-O2", *binding_defines(spec.cuda_source()), *spec.cpp_flags,
+                      *([] if any(f.startswith(_NAMESPACE_FLAG) for f in spec.cpp_flags)
+                        else [f"{_NAMESPACE_FLAG}{spec.op_namespace()}"])],
         # Every build gets the shared backward pass (load_inline joins the list into one .cu file).
         cuda_sources=[spec.cuda_source(), BACKWARD_SOURCE.read_text()],
         extra_cuda_cflags=list(spec.cuda_flags),
@@ -207,12 +222,13 @@ def find_cuda_tool(tool: str) -> str:
     return found
 
 
-def build_in_subprocess(job: tuple[str, tuple[str, ...]]) -> str:
-    name, flags = job
-    return compile_variant(name, extra_cuda_cflags=list(flags)).__name__
+def build_in_subprocess(job: tuple) -> str:
+    """One build of ``build_all``: (variant, nvcc flags) or (variant, nvcc flags, binding.cpp flags)."""
+    name, flags, *cpp_flags = job
+    return compile_variant(name, extra_cuda_cflags=list(flags), extra_cflags=list(cpp_flags[0]) if cpp_flags else None).__name__
 
 
-def build_all(jobs: list[tuple[str, tuple[str, ...]]], workers: int | None = None) -> None:
+def build_all(jobs: list[tuple], workers: int | None = None) -> None:
     """Compile several (variant, extra flags) builds at once, each in its own process.
 
     Each build is one nvcc and one g++ call, mostly serial work, so on a many-core

@@ -1,69 +1,59 @@
-"""Drop-ins for ``torch.nn.ELU``: a module that runs a study kernel, and a helper that swaps them in.
+"""Drop-ins for ``torch.nn.ELU``: a module that runs the study's operator, and a helper that swaps them in.
 
->>> model = swap_elu(model, variant="2_float4")   # every nn.ELU, at any depth, now runs the kernel
+>>> model = swap_elu(model)   # every nn.ELU, at any depth, now runs the study's best builds (ops.DEFAULTS)
 
-The module goes through ``elu_study.pytorch.library.elu``, so it goes wherever nn.ELU goes:
-
-- float32 CUDA tensors run ``variant``'s kernel, float16/bfloat16 CUDA tensors a 16-bit build (``variant16``,
-  default: ``variant`` if its file has a 16-bit path, else step 6, bit for bit ``F.elu``), and anything
-  no study kernel computes (CPU, float64, other devices and dtypes) runs ``F.elu`` with its results;
-  ``torch.autocast`` regions need no change (ELU runs in its input's dtype, as ``F.elu`` does);
-- gradients to any order (double backward: ``F.elu``'s second derivatives), CUDA graphs;
-- under ``torch.compile`` it is ``F.elu``, which Inductor fuses with its neighbours (eager runs the kernel),
-  and under a ``torch.func`` transform (vmap, grad, jacrev) too;
-- ``strict=True``: a study kernel or an error naming why none computes the input, also under torch.compile
-  (then the op, opaque to Inductor: no fusion).
-
-It has no parameters, so state dicts are unchanged.
+``ELU`` calls ``elu_study.pytorch.ops.elu``: the operator in PyTorch's dispatcher, so it goes wherever
+nn.ELU goes (autograd to any order, forward-mode AD, vmap, autocast, CUDA graphs, torch.export, every dtype and
+device, ATen computing what no kernel takes), keeps a channels_last input channels_last, and fuses under
+torch.compile (there it is ``F.elu``; ``strict=True`` keeps the kernel, opaque). It has no parameters, so state
+dicts are unchanged.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 from torch import nn
 
 from elu_study.core.build import resolve_variant
-from elu_study.pytorch.library import DEFAULT_VARIANT, elu
+from elu_study.pytorch.ops import elu
 
 
 class ELU(nn.Module):
-    """``nn.ELU(alpha, inplace)`` by the study's kernel ``variant`` (a step name or a .cu path).
+    """``nn.ELU(alpha, inplace)`` by the study's operator: the defaults (``variant=None``), or the build of a
+    step name or .cu path. ``strict=True``: a study kernel computes every call, or an error names why none can.
 
-    Its ``extra_repr`` is nn.ELU's, so a printed model reads the same; the kernel is named by
-    ``variant`` (and ``variant16``, ``strict``: attributes, not part of the repr). The variants are
-    checked here, once (a ValueError names an unknown one; nothing is built until a kernel runs)."""
+    Its ``extra_repr`` is nn.ELU's, so a printed model reads the same. An unknown variant is a ValueError here;
+    nothing is built until a kernel runs."""
 
-    __constants__ = ["alpha", "inplace", "variant", "variant16", "strict"]
+    __constants__ = ["alpha", "inplace", "variant", "strict"]
 
-    def __init__(self, alpha: float = 1.0, inplace: bool = False, variant: str = DEFAULT_VARIANT, *,
-                 strict: bool = False, variant16: str | None = None) -> None:
+    def __init__(self, alpha: float = 1.0, inplace: bool = False, variant: str | os.PathLike | None = None, *,
+                 strict: bool = False) -> None:
         super().__init__()
-        for name in (variant, variant16):
-            if name is not None:
-                resolve_variant(name)
+        if variant is not None:
+            resolve_variant(variant)
         self.alpha = alpha
         self.inplace = inplace
-        self.variant = str(variant)
-        self.variant16 = None if variant16 is None else str(variant16)
+        self.variant = None if variant is None else str(variant)
         self.strict = bool(strict)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.ELU's name
-        return elu(input, self.alpha, self.variant, self.inplace, strict=self.strict, variant16=self.variant16)
+        return elu(input, self.alpha, self.inplace, variant=self.variant, strict=self.strict)
 
     def extra_repr(self) -> str:
         inplace_str = ", inplace=True" if self.inplace else ""
         return f"alpha={self.alpha}{inplace_str}"
 
 
-def swap_elu(model: nn.Module, variant: str = DEFAULT_VARIANT, *, strict: bool = False,
-             variant16: str | None = None) -> nn.Module:
-    """Replace every ``nn.ELU`` in ``model`` (nested, in containers, or the model itself) by ``ELU``
-    with the same alpha and inplace; in place, and returns the model (or the new module if the model
-    itself was an nn.ELU)."""
+def swap_elu(model: nn.Module, variant: str | os.PathLike | None = None, *, strict: bool = False) -> nn.Module:
+    """Replace every ``nn.ELU`` in ``model`` (nested, in containers, or the model itself) by ``ELU`` with the same
+    alpha and inplace; in place, and returns the model (or the new module if the model itself was an nn.ELU)."""
     if type(model) is nn.ELU:
-        return ELU(model.alpha, model.inplace, variant, strict=strict, variant16=variant16)
+        return ELU(model.alpha, model.inplace, variant, strict=strict)
     for name, child in list(model.named_children()):
-        swapped = swap_elu(child, variant, strict=strict, variant16=variant16)
+        swapped = swap_elu(child, variant, strict=strict)
         if swapped is not child:
             setattr(model, name, swapped)
     return model

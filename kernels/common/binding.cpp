@@ -1,16 +1,34 @@
-// The Python face of every step: validates the tensors, picks the output, and
-// calls the step's launch_elu on the current PyTorch stream. Compiled once per
-// step by elu_study.compile_variant, beside that step's .cu file.
+// The two faces of every build, compiled once per build by elu_study.compile_variant beside its .cu file:
+//
+// - the binding (pybind11): module.elu(x, alpha, out) and module.elu_backward(...), the kernels alone, which
+//   validate the tensors, pick the output and launch on the current PyTorch stream (the study times these);
+// - the operator (PyTorch's dispatcher, below "The operator"): torch.ops.<ns>.elu / elu_ / elu_backward with a
+//   CUDA kernel per build, ATen for every input no kernel takes, autograd in C++ (double backward through a
+//   differentiable formula), and module.call_elu / call_elu_, the eager entry points into the dispatcher.
 #include <cmath>
 #include <string>
 #include <utility>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/elu.h>
+#include <ATen/ops/elu_backward.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/autograd.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
+
+// The operator's namespace: torch.ops.<ELU_OP_NAMESPACE>. elu_study.core.build defines it (the build's
+// extension name, or the name a caller gives, e.g. elu_study for the drop-in's defaults).
+#ifndef ELU_OP_NAMESPACE
+#error "ELU_OP_NAMESPACE must name the operator namespace (elu_study.core.build defines it)"
+#endif
+#define ELU_STR_(s) #s
+#define ELU_STR(s) ELU_STR_(s)
+#define ELU_TORCH_LIBRARY(ns, m) TORCH_LIBRARY(ns, m)
+#define ELU_TORCH_LIBRARY_IMPL(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
 
 void launch_elu(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream);
 // Every build also has kernels/common/backward.cu (elu_study.build appends it): grad_in from
@@ -89,6 +107,40 @@ void check_out(const at::Tensor& out, const at::Tensor& x) {
                    " like the input, got ", out.scalar_type());
 }
 
+// The launches, shared by the binding and the operator: x and y (g, x_or_y and out) have one dtype and
+// numel, and each holds its numel elements in one dense run from its data pointer (contiguous, or dense and
+// non-overlapping with equal strides), on the current device. An elementwise kernel then needs no strides.
+void launch_forward(const at::Tensor& x, at::Tensor& y, double alpha) {
+  if (x.numel() == 0) return;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+#ifdef ELU_BINDING_STORAGE16
+  if (x.scalar_type() != at::kFloat) {
+    launch_elu_16(x.const_data_ptr(), y.mutable_data_ptr(), x.numel(), static_cast<float>(alpha),
+                  x.scalar_type() == at::kBFloat16, stream);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+#endif
+  launch_elu(x.const_data_ptr<float>(), y.mutable_data_ptr<float>(), x.numel(), static_cast<float>(alpha), stream);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+void launch_backward(const at::Tensor& g, const at::Tensor& x, at::Tensor& out, double alpha, bool is_result) {
+  if (g.numel() == 0) return;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+#ifdef ELU_BINDING_BACKWARD16
+  if (g.scalar_type() != at::kFloat) {
+    launch_elu_backward_16(g.const_data_ptr(), x.const_data_ptr(), out.mutable_data_ptr(), g.numel(),
+                           static_cast<float>(alpha), is_result, g.scalar_type() == at::kBFloat16, stream);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+#endif
+  launch_elu_backward(g.const_data_ptr<float>(), x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), g.numel(),
+                      static_cast<float>(alpha), is_result, stream);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 // Every check runs before any state (device guard, copies) exists, so a
 // rejected call leaves nothing behind and the CUDA context untouched.
 at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_arg) {
@@ -111,18 +163,7 @@ at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_ar
   // Non-contiguous inputs are copied once into a dense buffer: simple and correct.
   const at::Tensor xc = x.contiguous();
   at::Tensor y = has_out ? out : at::empty_like(xc, at::MemoryFormat::Contiguous);
-  if (x.numel() == 0) return y;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-#ifdef ELU_BINDING_STORAGE16
-  if (xc.scalar_type() != at::kFloat) {
-    launch_elu_16(xc.const_data_ptr(), y.mutable_data_ptr(), xc.numel(), static_cast<float>(alpha),
-                  xc.scalar_type() == at::kBFloat16, stream);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return y;
-  }
-#endif
-  launch_elu(xc.const_data_ptr<float>(), y.mutable_data_ptr<float>(), xc.numel(), static_cast<float>(alpha), stream);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_forward(xc, y, alpha);
   return y;
 }
 
@@ -185,19 +226,7 @@ at::Tensor elu_backward(const at::Tensor& grad, const at::Tensor& x, double alph
   const at::Tensor gc = grad.contiguous();
   const at::Tensor xc = x.contiguous();
   at::Tensor result = has_out ? out : at::empty_like(gc, at::MemoryFormat::Contiguous);
-  if (grad.numel() == 0) return result;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-#ifdef ELU_BINDING_BACKWARD16
-  if (gc.scalar_type() != at::kFloat) {
-    launch_elu_backward_16(gc.const_data_ptr(), xc.const_data_ptr(), result.mutable_data_ptr(), gc.numel(),
-                           static_cast<float>(alpha), is_result, gc.scalar_type() == at::kBFloat16, stream);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return result;
-  }
-#endif
-  launch_elu_backward(gc.const_data_ptr<float>(), xc.const_data_ptr<float>(), result.mutable_data_ptr<float>(),
-                      gc.numel(), static_cast<float>(alpha), is_result, stream);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_backward(gc, xc, result, alpha, is_result);
   return result;
 }
 
@@ -223,7 +252,308 @@ void set_launch_shape(int64_t threads, int64_t vectors, bool hints, int64_t bloc
 }
 #endif
 
+// ---------------------------------------------------------------- the operator
+//
+//   elu(Tensor self, float alpha=1.0) -> Tensor                       F.elu(self, alpha)
+//   elu_(Tensor(a!) self, float alpha=1.0) -> ()                      F.elu(self, alpha, inplace=True)
+//   elu_backward(Tensor grad_output, Tensor self_or_result, float alpha, bool is_result) -> Tensor
+//                                        aten.elu_backward(grad_output, alpha, 1, 1, is_result, self_or_result)
+//
+// Who computes a CUDA tensor: this build's kernel where it takes the dtype; a float16/bfloat16 one, with
+// ELU_DELEGATE16 defined, the operator of the build in that namespace (the drop-in's defaults: step 7);
+// anything else (float64, integers, a non-finite alpha) ATen. Every other device: ATen
+// (CompositeExplicitAutograd). Layout, on every route: a dense, non-overlapping input (channels_last
+// included) is computed in its own memory order into an output with its strides; any other is made
+// contiguous first. elu_study.pytorch.ops registers the fake implementations with the same rule.
+
+enum class Route { kKernel, kDelegate, kATen };
+
+using Unary = at::Tensor(const at::Tensor&, double);
+using UnaryInPlace = void(at::Tensor&, double);  // no output: functionalization takes no aliased ones
+using Backward = at::Tensor(const at::Tensor&, const at::Tensor&, double, bool);
+
+template <class Signature>
+c10::TypedOperatorHandle<Signature> find_op(const char* ns, const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow((std::string(ns) + "::" + name).c_str(), "").typed<Signature>();
+}
+
+// This build's ops, looked up once (the dispatcher's handles are stable).
+const c10::TypedOperatorHandle<Unary>& elu_op() {
+  static const auto op = find_op<Unary>(ELU_STR(ELU_OP_NAMESPACE), "elu");
+  return op;
+}
+const c10::TypedOperatorHandle<UnaryInPlace>& elu_inplace_op() {
+  static const auto op = find_op<UnaryInPlace>(ELU_STR(ELU_OP_NAMESPACE), "elu_");
+  return op;
+}
+const c10::TypedOperatorHandle<Backward>& elu_backward_op() {
+  static const auto op = find_op<Backward>(ELU_STR(ELU_OP_NAMESPACE), "elu_backward");
+  return op;
+}
+
+bool sixteen_bits(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+Route forward_route(const at::Tensor& x, double alpha) {
+  if (!std::isfinite(alpha)) return Route::kATen;
+  const auto t = x.scalar_type();
+  if (t == at::kFloat) return Route::kKernel;
+  if (!sixteen_bits(t)) return Route::kATen;
+#if defined(ELU_DELEGATE16)
+  return Route::kDelegate;
+#elif defined(ELU_BINDING_STORAGE16)
+  return Route::kKernel;
+#else
+  return Route::kATen;
+#endif
+}
+
+Route backward_route(const at::Tensor& grad, const at::Tensor& saved, double alpha) {
+  const auto t = grad.scalar_type();
+  if (!std::isfinite(alpha) || saved.scalar_type() != t || !saved.is_cuda() || saved.device() != grad.device()) {
+    return Route::kATen;
+  }
+  if (t == at::kFloat) return Route::kKernel;
+  if (!sixteen_bits(t)) return Route::kATen;
+#if defined(ELU_DELEGATE16)
+  return Route::kDelegate;
+#elif defined(ELU_BINDING_BACKWARD16)
+  return Route::kKernel;
+#else
+  return Route::kATen;
+#endif
+}
+
+#ifdef ELU_DELEGATE16
+// The build that computes 16-bit tensors, entered at its CUDA kernel (this call is already below autograd).
+const c10::DispatchKeySet kCUDA(c10::DispatchKey::CUDA);
+template <class Signature>
+const c10::TypedOperatorHandle<Signature>& delegate(const char* name) {
+  static const auto op = find_op<Signature>(ELU_STR(ELU_DELEGATE16), name);
+  return op;
+}
+#endif
+
+// The layout rule: x itself if dense and non-overlapping (its strides kept), else a contiguous copy.
+at::Tensor dense(const at::Tensor& x) { return x.is_non_overlapping_and_dense() ? x : x.contiguous(); }
+
+// grad and the saved tensor share one dense layout, or both become contiguous.
+std::pair<at::Tensor, at::Tensor> dense_pair(const at::Tensor& grad, const at::Tensor& saved) {
+  if (grad.is_non_overlapping_and_dense() && saved.strides() == grad.strides()) return {grad, saved};
+  return {grad.contiguous(), saved.contiguous()};
+}
+
+void check_shapes(const at::Tensor& grad, const at::Tensor& saved, bool is_result) {
+  // aten.elu_backward would broadcast; the kernels take equal shapes, and so does every route here.
+  TORCH_CHECK_VALUE(grad.sizes() == saved.sizes(), "elu_backward: ", is_result ? "result" : "self", " has shape ",
+                    shape(saved), " but grad_output has shape ", shape(grad));
+}
+
+at::Tensor elu_aten(const at::Tensor& x, double alpha) { return at::elu(dense(x), alpha); }
+
+void elu_inplace_aten(at::Tensor& x, double alpha) { at::elu_(x, alpha); }
+
+at::Tensor elu_backward_aten(const at::Tensor& grad, const at::Tensor& saved, double alpha, bool is_result) {
+  check_shapes(grad, saved, is_result);
+  const auto [g, s] = dense_pair(grad, saved);
+  return at::elu_backward(g, alpha, 1, 1, is_result, s);
+}
+
+at::Tensor elu_cuda(const at::Tensor& x, double alpha) {
+  switch (forward_route(x, alpha)) {
+    case Route::kATen: return elu_aten(x, alpha);
+#ifdef ELU_DELEGATE16
+    case Route::kDelegate: return delegate<Unary>("elu").redispatch(kCUDA, x, alpha);
+#endif
+    default: break;
+  }
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor xd = dense(x);
+  at::Tensor y = at::empty_like(xd);  // preserve: xd's strides
+  launch_forward(xd, y, alpha);
+  return y;
+}
+
+void elu_inplace_cuda(at::Tensor& x, double alpha) {
+  switch (forward_route(x, alpha)) {
+    case Route::kATen: return elu_inplace_aten(x, alpha);
+#ifdef ELU_DELEGATE16
+    case Route::kDelegate: return delegate<UnaryInPlace>("elu_").redispatch(kCUDA, x, alpha);
+#endif
+    default: break;
+  }
+  if (!x.is_non_overlapping_and_dense()) {
+    x.copy_(elu_cuda(x, alpha));
+    return;
+  }
+  const c10::cuda::CUDAGuard guard(x.device());
+  launch_forward(x, x, alpha);  // each element read, then written by the same thread
+}
+
+at::Tensor elu_backward_cuda(const at::Tensor& grad, const at::Tensor& saved, double alpha, bool is_result) {
+  check_shapes(grad, saved, is_result);
+  switch (backward_route(grad, saved, alpha)) {
+    case Route::kATen: return elu_backward_aten(grad, saved, alpha, is_result);
+#ifdef ELU_DELEGATE16
+    case Route::kDelegate: return delegate<Backward>("elu_backward").redispatch(kCUDA, grad, saved, alpha, is_result);
+#endif
+    default: break;
+  }
+  // PyTorch's own refusal (aten elu_backward), word for word.
+  TORCH_CHECK(!is_result || alpha >= 0.0, "In-place elu backward calculation is triggered with a negative slope which "
+              "is not supported. This is caused by calling in-place forward function with a negative slope, please "
+              "call out-of-place version instead.");
+  const c10::cuda::CUDAGuard guard(grad.device());
+  const auto [g, s] = dense_pair(grad, saved);
+  at::Tensor out = at::empty_like(g);
+  launch_backward(g, s, out, alpha, is_result);
+  return out;
+}
+
+// ---------------------------------------------------------------- autograd, in C++
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+bool needs_grad(const at::Tensor& t) { return t.requires_grad() && at::GradMode::is_enabled(); }
+// A forward-mode tangent: a C++ autograd::Function has no forward-mode formula, so ATen computes such calls.
+bool has_tangent(const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined(); }
+
+// ELU's backward: the elu_backward op, itself differentiable (double backward).
+struct EluFunction : public torch::autograd::Function<EluFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double alpha, bool save_result) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    at::Tensor y = elu_op().call(x, alpha);
+    ctx->saved_data["alpha"] = alpha;
+    ctx->saved_data["is_result"] = save_result;
+    ctx->save_for_backward({save_result ? y : x});
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor saved = ctx->get_saved_variables()[0];
+    const double alpha = ctx->saved_data["alpha"].toDouble();
+    const bool is_result = ctx->saved_data["is_result"].toBool();
+    return {elu_backward_op().call(grads[0], saved, alpha, is_result), at::Tensor(), at::Tensor()};
+  }
+};
+
+// elu_backward's own derivatives, as PyTorch writes them (aten elu_double_backward, scale = input_scale = 1):
+// d/d grad_output is elu_backward itself; d/d x is elu_backward(gg * grad, x) * (x < 0); d/d result is
+// gg * grad * (result < 0).
+struct EluBackwardFunction : public torch::autograd::Function<EluBackwardFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& saved, double alpha,
+                            bool is_result) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    ctx->saved_data["alpha"] = alpha;
+    ctx->saved_data["is_result"] = is_result;
+    ctx->save_for_backward({grad, saved});
+    return elu_backward_op().call(grad, saved, alpha, is_result);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& grad = saved[0];
+    const at::Tensor& x_or_y = saved[1];
+    const at::Tensor& gg = grads[0];
+    const double alpha = ctx->saved_data["alpha"].toDouble();
+    const bool is_result = ctx->saved_data["is_result"].toBool();
+    at::Tensor d_grad, d_saved;
+    if (ctx->needs_input_grad(0)) d_grad = elu_backward_op().call(gg, x_or_y, alpha, is_result);
+    if (ctx->needs_input_grad(1)) {
+      const at::Tensor negative = (x_or_y < 0).to(gg.scalar_type());
+      d_saved = is_result ? gg * grad * negative : elu_backward_op().call(gg * grad, x_or_y, alpha, false) * negative;
+    }
+    return {d_grad, d_saved, at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor elu_autograd(const at::Tensor& x, double alpha) {
+  if (has_tangent(x)) return at::elu(dense(x), alpha);
+  if (!needs_grad(x)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return elu_op().call(x, alpha);
+  }
+  return EluFunction::apply(x, alpha, false);
+}
+
+// In place with a gradient needed: the output is computed beside, autograd keeps it (as aten's elu_ keeps its
+// result, so alpha >= 0), and it is copied into x, whose own autograd history the copy records.
+void elu_inplace_autograd(at::Tensor& x, double alpha) {
+  if (has_tangent(x)) {
+    at::elu_(x, alpha);
+    return;
+  }
+  if (!needs_grad(x)) {
+    {
+      at::AutoDispatchBelowADInplaceOrView below;
+      elu_inplace_op().call(x, alpha);
+    }
+    x.unsafeGetTensorImpl()->bump_version();  // written below autograd: say so, as an in-place aten op does
+    return;
+  }
+  TORCH_CHECK(alpha >= 0.0, "In-place elu backward calculation is triggered with a negative slope which is not "
+              "supported. This is caused by calling in-place forward function with a negative slope, please call "
+              "out-of-place version instead.");
+  x.copy_(EluFunction::apply(x, alpha, true));
+}
+
+at::Tensor elu_backward_autograd(const at::Tensor& grad, const at::Tensor& saved, double alpha, bool is_result) {
+  if (has_tangent(grad) || has_tangent(saved)) {
+    check_shapes(grad, saved, is_result);
+    return at::elu_backward(grad, alpha, 1, 1, is_result, saved);
+  }
+  if (!needs_grad(grad) && !needs_grad(saved)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return elu_backward_op().call(grad, saved, alpha, is_result);
+  }
+  return EluBackwardFunction::apply(grad, saved, alpha, is_result);
+}
+
+// Why this build's kernels do not compute ELU(x) at this alpha, as (Python exception type, message), or two empty
+// strings where they (or its 16-bit delegate) do: elu_study.ELU(strict=True) raises it.
+std::pair<std::string, std::string> kernel_refusal(const at::Tensor& x, double alpha) {
+  if (!x.is_cuda()) {
+    return {"ValueError", "no study kernel computes a tensor on " + x.device().str() + ": the kernels take CUDA tensors"};
+  }
+  if (x.layout() != at::kStrided || x.is_nested()) {
+    return {"ValueError", std::string("no study kernel computes a ") +
+                              (x.is_nested() ? std::string("nested") : c10::str(x.layout())) +
+                              " tensor: the kernels take dense (strided) tensors"};
+  }
+  if (!std::isfinite(alpha)) return {"ValueError", "alpha must be finite for the kernels, got " + std::to_string(alpha)};
+  if (forward_route(x, alpha) != Route::kATen) return {"", ""};
+  if (sixteen_bits(x.scalar_type())) {
+    return {"TypeError", std::string("the build ") + ELU_STR(ELU_OP_NAMESPACE) + " has no 16-bit path for " +
+                             c10::toString(x.scalar_type())};
+  }
+  return {"TypeError", std::string("no study kernel computes ") + c10::toString(x.scalar_type()) +
+                           ": the kernels take float32, and float16/bfloat16 where the build has a 16-bit path"};
+}
+
 }  // namespace
+
+ELU_TORCH_LIBRARY(ELU_OP_NAMESPACE, m) {
+  m.set_python_module("elu_study.pytorch.ops");  // where the fake implementations are registered
+  m.def("elu(Tensor self, float alpha=1.0) -> Tensor");
+  m.def("elu_(Tensor(a!) self, float alpha=1.0) -> ()");
+  m.def("elu_backward(Tensor grad_output, Tensor self_or_result, float alpha, bool is_result) -> Tensor");
+}
+
+ELU_TORCH_LIBRARY_IMPL(ELU_OP_NAMESPACE, CUDA, m) {
+  m.impl("elu", &elu_cuda);
+  m.impl("elu_", &elu_inplace_cuda);
+  m.impl("elu_backward", &elu_backward_cuda);
+}
+
+ELU_TORCH_LIBRARY_IMPL(ELU_OP_NAMESPACE, CompositeExplicitAutograd, m) {
+  m.impl("elu", &elu_aten);
+  m.impl("elu_", &elu_inplace_aten);
+  m.impl("elu_backward", &elu_backward_aten);
+}
+
+ELU_TORCH_LIBRARY_IMPL(ELU_OP_NAMESPACE, Autograd, m) {
+  m.impl("elu", &elu_autograd);
+  m.impl("elu_", &elu_inplace_autograd);
+  m.impl("elu_backward", &elu_backward_autograd);
+}
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("elu", &elu, "ELU(x) = x if x > 0 else alpha * (exp(x) - 1), float32 on CUDA", pybind11::arg("x"),
@@ -244,4 +574,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "float16/bfloat16 where the kernel file has a 16-bit backward)",
         pybind11::arg("grad_output"), pybind11::arg("x"), pybind11::arg("alpha") = 1.0,
         pybind11::arg("is_result") = false, pybind11::arg("out") = pybind11::none());
+  // The operator's eager entry points: into the dispatcher at its top, as torch.ops does, without torch.ops'
+  // boxed argument parsing (elu_study.ELU calls these).
+  m.attr("op_namespace") = ELU_STR(ELU_OP_NAMESPACE);
+  m.def("call_elu", [](const at::Tensor& x, double alpha) { return elu_op().call(x, alpha); },
+        "torch.ops.<op_namespace>.elu(x, alpha), through the dispatcher", pybind11::arg("x"), pybind11::arg("alpha"));
+  m.def("call_elu_", [](at::Tensor& x, double alpha) { elu_inplace_op().call(x, alpha); return x; },
+        "torch.ops.<op_namespace>.elu_(x, alpha), through the dispatcher", pybind11::arg("x"), pybind11::arg("alpha"));
+  m.def("kernel_refusal", &kernel_refusal,
+        "Why this build's kernels do not compute ELU(x) at this alpha: (exception type, message), empty where they do", pybind11::arg("x"),
+        pybind11::arg("alpha"));
 }

@@ -1,0 +1,210 @@
+"""The kernels as a PyTorch operator: its Python side, and the drop-in's defaults.
+
+Every build registers, in C++ (``kernels/common/binding.cpp``), an operator in PyTorch's dispatcher:
+``torch.ops.<namespace>.elu(Tensor self, float alpha=1.0)``, ``elu_`` (in place) and ``elu_backward``.
+Its CUDA kernel is the build's, ATen computes every input no kernel takes (CPU and every other device,
+float64, a non-finite alpha), and its autograd is C++ (the backward kernel; double backward through a
+differentiable formula). This module adds what PyTorch's docs register from Python: the fake
+implementations (tracing, torch.compile, torch.export) and the vmap rules.
+
+``DEFAULTS`` is the drop-in's one table, dtype x direction -> build: the study's best measured builds.
+They are two compiled builds: the float32 one registers the namespace ``elu_study`` and hands float16 and
+bfloat16 tensors to the 16-bit one inside the dispatcher (``-DELU_DELEGATE16``), so
+``torch.ops.elu_study.elu`` takes every dtype.
+
+``elu(input, alpha, inplace, *, variant=None, strict=False)`` is the eager entry point that
+``elu_study.ELU`` calls: into the dispatcher at its top (``module.call_elu``, a C++ call of the operator),
+so modes, tensor subclasses, forward-mode AD, vmap, the profiler and kernels registered with
+``torch.library`` all see the op. Under torch.compile it hands Dynamo ``F.elu``, which Inductor fuses
+with its neighbours; with ``strict=True`` it hands it the operator (the kernel, opaque to Inductor).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import handle_torch_function, has_torch_function_unary
+
+from elu_study.core.build import build_spec, compile_variant
+
+NAMESPACE = "elu_study"  # torch.ops.elu_study: the defaults
+SIXTEEN_BITS = (torch.bfloat16, torch.float16)
+
+
+@dataclass(frozen=True)
+class Default:
+    """One row of the drop-in's table: which build computes a dtype in one direction, with what flags."""
+
+    dtype: torch.dtype
+    direction: str  # "forward" or "backward"
+    variant: str
+    flags: tuple[str, ...]  # nvcc flags of the build that apply to this row's kernel
+    measured: str  # the study's row (notebook and record) that chose it
+
+
+DEFAULTS = (
+    Default(torch.float32, "forward", "6_beyond_copy", ("-DELU6_OP=Expm1Poly",), "step 6, accurate formula (07, 08)"),
+    Default(torch.float32, "backward", "6_beyond_copy", ("-DELU_BWD_LOAD=3",), "elu_backward_evict_last (06)"),
+    *(Default(d, direction, "7_sixteen_bits", (), "7_sixteen_bits, 7_backward (12)")
+      for d in SIXTEEN_BITS for direction in ("forward", "backward")),
+)
+
+
+def build_of(rows) -> tuple[str, tuple[str, ...]]:
+    """The one build that computes these rows: their variant (one for all) and the union of their flags."""
+    variants = {r.variant for r in rows}
+    if len(variants) != 1:
+        raise ValueError(f"one build computes a dtype group's rows; DEFAULTS names {sorted(variants)}")
+    return variants.pop(), tuple(dict.fromkeys(f for r in rows for f in r.flags))
+
+
+def default_builds() -> dict[str, tuple]:
+    """The two builds of DEFAULTS as ``build_all`` jobs, {"float32": ..., "16-bit": ...}: the float32 one
+    registers NAMESPACE and delegates 16-bit tensors to the other's namespace."""
+    v16, f16 = build_of([r for r in DEFAULTS if r.dtype in SIXTEEN_BITS])
+    v32, f32 = build_of([r for r in DEFAULTS if r.dtype is torch.float32])
+    delegate = build_spec(v16, f16).op_namespace()
+    return {"16-bit": (v16, f16, ()), "float32": (v32, f32, (f"-DELU_OP_NAMESPACE={NAMESPACE}",
+                                                             f"-DELU_DELEGATE16={delegate}"))}
+
+
+def table():
+    """DEFAULTS as a DataFrame, for the README and notebook 11."""
+    import pandas as pd  # only the report needs it
+
+    return pd.DataFrame([{"dtype": str(r.dtype).removeprefix("torch."), "direction": r.direction, "build": r.variant,
+                          "flags": " ".join(r.flags) or "(its defaults)", "measured as": r.measured}
+                         for r in DEFAULTS])
+
+
+# ---------------------------------------------------------------- loading a build's operator
+
+
+def register_python_side(ns: str) -> None:
+    """The fake implementations and vmap rules of namespace ``ns``'s three ops (once per loaded build)."""
+    op = getattr(torch.ops, ns)
+    torch.library.register_fake(f"{ns}::elu")(fake_elu)
+    torch.library.register_fake(f"{ns}::elu_")(fake_elu_)
+    torch.library.register_fake(f"{ns}::elu_backward")(fake_elu_backward)
+    torch.library.register_vmap(f"{ns}::elu")(functools.partial(vmap_elu, op.elu.default))
+    torch.library.register_vmap(f"{ns}::elu_")(functools.partial(vmap_elu_, op.elu_.default))
+    torch.library.register_vmap(f"{ns}::elu_backward")(functools.partial(vmap_elu_backward, op.elu_backward.default))
+
+
+def loaded(module):
+    """A compiled module with its operator's Python side registered (once per namespace)."""
+    if module.op_namespace not in _REGISTERED:
+        register_python_side(module.op_namespace)
+        _REGISTERED.add(module.op_namespace)
+    return module
+
+
+_REGISTERED: set[str] = set()
+
+
+@functools.cache
+def load(variant: str | os.PathLike | None = None):
+    """The compiled module whose operator ``elu`` calls: the defaults (``variant=None``), or the build of a
+    step name or .cu path with its own defaults. Built on first use (disk-cached), then kept."""
+    if variant is None:
+        builds = default_builds()
+        loaded(compile_variant(builds["16-bit"][0], extra_cuda_cflags=builds["16-bit"][1]))
+        v32, f32, cpp = builds["float32"]
+        return loaded(compile_variant(v32, extra_cuda_cflags=f32, extra_cflags=cpp))
+    return loaded(compile_variant(variant))
+
+
+@torch.compiler.assume_constant_result  # Dynamo: a constant (it builds or loads a module)
+def namespace(variant: str | None) -> str:
+    return load(variant).op_namespace
+
+
+# ---------------------------------------------------------------- fake implementations and vmap rules
+
+
+def dense(x) -> bool:
+    """Dense and non-overlapping: empty_like copies such a tensor's strides (and infers others)."""
+    return torch.empty_like(x).stride() == x.stride()
+
+
+def like(x):
+    """The kernels' output layout (binding.cpp): x's strides where x is dense and non-overlapping, else contiguous."""
+    return torch.empty_like(x) if dense(x) else torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def fake_elu(x, alpha):
+    return like(x)
+
+
+def fake_elu_(x, alpha):
+    return None
+
+
+def fake_elu_backward(grad_output, self_or_result, alpha, is_result):
+    torch._check(grad_output.shape == self_or_result.shape,
+                 lambda: f"elu_backward: shapes {tuple(self_or_result.shape)} and {tuple(grad_output.shape)} differ")
+    if dense(grad_output) and self_or_result.stride() == grad_output.stride():
+        return torch.empty_like(grad_output)
+    return torch.empty_like(grad_output, memory_format=torch.contiguous_format)
+
+
+def vmap_elu(op, info, in_dims, x, alpha=1.0):
+    return op(x, alpha), in_dims[0]  # elementwise: the batch dimension stays where it is
+
+
+def vmap_elu_(op, info, in_dims, x, alpha=1.0):
+    op(x, alpha)
+    return None, None
+
+
+def vmap_elu_backward(op, info, in_dims, grad, saved, alpha, is_result):
+    """Both tensors batched along dimension 0 (an unbatched one expanded), then the op: it is elementwise."""
+    if in_dims[0] is None and in_dims[1] is None:
+        return op(grad, saved, alpha, is_result), None
+
+    def front(t, dim):
+        return t.movedim(dim, 0) if dim is not None else t.expand(info.batch_size, *t.shape)
+
+    return op(front(grad, in_dims[0]), front(saved, in_dims[1]), alpha, is_result), 0
+
+
+# ---------------------------------------------------------------- the entry point
+
+_ERRORS = {"ValueError": ValueError, "TypeError": TypeError}
+
+
+def refuse(module, x: torch.Tensor, alpha: float) -> None:
+    """strict=True: raise where no study kernel computes x (the build says why), naming the problem."""
+    kind, why = module.kernel_refusal(x, alpha)
+    if kind:
+        raise _ERRORS[kind](f"elu (strict): {why}; pass strict=False to let ATen compute it")
+
+
+def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # noqa: A002 - F.elu's names
+        variant: str | os.PathLike | None = None, strict: bool = False) -> torch.Tensor:
+    """``F.elu(input, alpha, inplace)`` by the operator of ``variant``'s build (None: the defaults, ``DEFAULTS``).
+
+    Eager: the operator, through the dispatcher. Under torch.compile: ``F.elu`` (Inductor fuses it), or with
+    ``strict=True`` the operator (the kernel, opaque). ``strict=True`` in eager: a ValueError or TypeError that
+    names why no study kernel computes ``input``, where none does."""
+    if has_torch_function_unary(input):
+        return handle_torch_function(elu, (input,), input, alpha, inplace, variant=variant, strict=strict)
+    if torch.compiler.is_compiling():
+        if not strict:
+            return F.elu(input, alpha, inplace)
+        op = getattr(torch.ops, namespace(variant))
+        if inplace:
+            op.elu_(input, alpha)
+            return input
+        return op.elu(input, alpha)
+    module = _LOADED.get(variant) or _LOADED.setdefault(variant, load(variant))
+    if strict:
+        refuse(module, input, alpha)
+    return module.call_elu_(input, alpha) if inplace else module.call_elu(input, alpha)
+
+
+_LOADED: dict = {}  # variant -> module: one dict lookup per eager call (functools.cache's wrapper costs more)
