@@ -1,5 +1,5 @@
 """KernelBench-style pair: the reference ``Model`` (F.elu) and ``ModelNew``, the same model through the
-study's kernel as a custom op (autograd, torch.compile and CUDA graphs included).
+study's operator (elu_study.pytorch.ops: autograd, torch.compile and CUDA graphs included).
 
 Same constructor and forward signature; ``get_inputs`` and ``get_init_inputs`` as KernelBench has them.
 
@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from elu_study.pytorch.library import elu as study_elu
+from elu_study.pytorch.ops import elu as study_elu
 
 batch_size = 4096
 dim = 393216
@@ -28,15 +28,15 @@ class Model(nn.Module):
 
 
 class ModelNew(nn.Module):
-    """The same, by the study's float4 kernel (``variant`` picks another step or a .cu file)."""
+    """The same, by the study's best builds (``ops.DEFAULTS``; ``variant`` picks a step or a .cu file instead)."""
 
-    def __init__(self, alpha: float = 1.0, variant: str = "2_float4"):
+    def __init__(self, alpha: float = 1.0, variant: str | None = None):
         super().__init__()
         self.alpha = alpha
         self.variant = variant
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return study_elu(x, self.alpha, self.variant)
+        return study_elu(x, self.alpha, variant=self.variant)
 
 
 def get_inputs():

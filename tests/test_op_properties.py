@@ -1,18 +1,14 @@
-"""Property-based tests of the op layer (elu_study.pytorch.library, .routing, .nn): for any shape (0-d,
-empty, non-contiguous, channels-last), dtype, alpha, requires_grad, in place or not, through the function,
-the module and the op, the result and gradients are F.elu's; under torch.compile and autocast too; and bad
-inputs get an error that names the problem, leave the input as it was, and the next call works.
+"""Property-based tests of the operator (elu_study.pytorch.ops, .nn): for any shape (0-d, empty, non-contiguous,
+channels-last), dtype, alpha, requires_grad, in place or not, through the function, the module and the op, the
+result, its layout and its gradients are F.elu's; under torch.compile and autocast too; and bad inputs get an
+error that names the problem, leave the input as it was, and the next call works.
 
-On the CPU they run twice: PyTorch's route (what no study kernel computes goes to F.elu), and the kernel
-route with a stand-in for the compiled module (the Python logic of the eager, KernelELU and op routes). With
-CUDA, also on the GPU through the real kernels (float32: within the study's tolerance of F.elu; 16-bit:
-bit for bit).
+On the CPU the operator's kernel is ATen's, so these exercise its real registration: the C++ autograd, the
+layout rule, the entry point. With CUDA, also the kernels (float32: within the study's tolerance of F.elu;
+16-bit and float64: bit for bit).
 """
 
 from __future__ import annotations
-
-import contextlib
-from unittest import mock
 
 import pytest
 import torch
@@ -22,44 +18,25 @@ from hypothesis import strategies as st
 from torch import nn
 
 from elu_study.core.check import ATOL, RTOL
-from elu_study.pytorch import library, routing
+from elu_study.pytorch import ops
 from elu_study.pytorch.nn import ELU, swap_elu
 
 EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-DEVICES = ["cpu", "stand-in"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 LAYOUTS = ["contiguous", "transposed", "strided", "offset", "channels_last"]
 ALPHA = st.one_of(st.sampled_from([1.0, 0.5, 0.0, -0.7, 2.5, 1]),
                   st.floats(-3, 3, allow_nan=False, allow_infinity=False, width=32))
 
 
-class StandIn:
-    """binding.cpp's elu and elu_backward in PyTorch, on the CPU (a fresh contiguous output, out= allowed)."""
-
-    def elu(self, x, alpha=1.0, out=None):
-        y = F.elu(x.contiguous(), alpha)
-        return out.copy_(y) if out is not None else y
-
-    def elu_backward(self, g, x, alpha=1.0, is_result=False, out=None):
-        r = torch.ops.aten.elu_backward(g.contiguous(), alpha, 1, 1, is_result, x.contiguous()).contiguous()
-        return out.copy_(r) if out is not None else r
-
-
-@contextlib.contextmanager
-def device_context(device: str):
-    """The device tensors are made on; "stand-in": the CPU, with the kernel route's Python logic run
-    against StandIn (CPU tensors route to "the kernel")."""
-    if device != "stand-in":
-        yield device
-        return
-    with mock.patch.object(routing, "KERNEL_DEVICE", "cpu"), mock.patch.object(library, "module_for",
-                                                                               lambda variant: StandIn()):
-        yield "cpu"
+@pytest.fixture(scope="module", autouse=True)
+def defaults():
+    return ops.load(None)
 
 
 @st.composite
 def tensors(draw, dtypes=DTYPES, max_dims=4):
-    """(a tensor of any of these layouts, its device name) made on ``device`` inside device_context."""
+    """(a tensor of any of these layouts, its device name) as drawn; ``make`` builds it on a device."""
     layout = draw(st.sampled_from(LAYOUTS))
     dims = 4 if layout == "channels_last" else draw(st.integers(0, max_dims))
     shape = tuple(draw(st.lists(st.integers(0, 5), min_size=dims, max_size=dims)))
@@ -92,35 +69,32 @@ def make(spec, device: str) -> torch.Tensor:
 
 
 def reference(x: torch.Tensor, alpha) -> torch.Tensor:
-    """F.elu(x), on the layout its route computes: a kernel (or the stand-in) computes x.contiguous().
+    """F.elu(x) on the layout the operator computes: x itself where dense and non-overlapping, else x.contiguous().
     (PyTorch's CPU ELU differs by an ulp between its vectorized and strided loops.)"""
-    on_kernel = routing.kernel_build(x, float(alpha), library.DEFAULT_VARIANT) is not None
-    return F.elu(x.contiguous() if on_kernel else x, alpha)
-
-
-def grad_reference(b: torch.Tensor, alpha) -> torch.Tensor:
-    """F.elu(b) for gradients, on the layout the backward's route computes: the float32 backward kernel
-    (or the stand-in) takes contiguous copies, aten.elu_backward (16-bit, PyTorch's route) b as it is.
-    (PyTorch's CPU elu_backward treats a NaN input differently in its two loops.)"""
-    on_kernel = routing.backward_build(b, b, float(alpha), library.DEFAULT_VARIANT) is not None
-    return F.elu(b.contiguous() if on_kernel else b, alpha)
+    return F.elu(x if ops.dense(x) else x.contiguous(), alpha)
 
 
 def kernel_float32(x: torch.Tensor) -> bool:
-    """Whether the real float32 kernel computed x (then within tolerance of F.elu, not bit for bit)."""
+    """Whether the float32 kernel computed x (then within tolerance of F.elu, not bit for bit)."""
     return x.is_cuda and x.dtype == torch.float32
 
 
-def same(got: torch.Tensor, want: torch.Tensor, approximate: bool) -> None:
+def close(got: torch.Tensor, want: torch.Tensor, approximate: bool) -> None:
     assert got.shape == want.shape and got.dtype == want.dtype and got.device == want.device
     tol = {"rtol": RTOL, "atol": ATOL} if approximate else {"rtol": 0, "atol": 0}
     torch.testing.assert_close(got, want, equal_nan=True, **tol)
 
 
+def same(got: torch.Tensor, want: torch.Tensor, approximate: bool) -> None:
+    """close, and on the same layout (strides where more than one element)."""
+    close(got, want, approximate)
+    assert got.numel() <= 1 or got.stride() == want.stride(), (got.stride(), want.stride())
+
+
 CALLS = {
-    "function": lambda x, alpha, inplace: library.elu(x, alpha, inplace=inplace),
+    "function": lambda x, alpha, inplace: ops.elu(x, alpha, inplace=inplace),
     "module": lambda x, alpha, inplace: ELU(alpha, inplace)(x),
-    "op": lambda x, alpha, inplace: torch.ops.elu_study.elu(x, alpha, library.DEFAULT_VARIANT, False),
+    "op": lambda x, alpha, inplace: torch.ops.elu_study.elu(x, alpha),
 }
 
 
@@ -128,55 +102,50 @@ CALLS = {
 @given(spec=tensors(), alpha=ALPHA, device=st.sampled_from(DEVICES), call=st.sampled_from(sorted(CALLS)),
        requires_grad=st.booleans())
 def test_any_tensor_gets_felus_values_and_gradients(spec, alpha, device, call, requires_grad):
-    with device_context(device) as dev:
-        x = make(spec, dev)
-        approx = kernel_float32(x)
-        a = x.detach().clone().requires_grad_(requires_grad)  # (a clone of a non-dense x is dense)
-        want = reference(a.detach(), alpha)
-        got = CALLS[call](a, alpha, False)
-        same(got, want, approx)
-        assert got.requires_grad == requires_grad
-        equal_input = x.detach().clone()
-        if requires_grad and x.numel():
-            g = torch.randn(x.shape, dtype=torch.float64).to(x.dtype).to(dev)
-            b = x.detach().clone().requires_grad_()
-            got.backward(g)
-            grad_reference(b, alpha).backward(g)
-            same(a.grad, b.grad, approx)
-        same(x, equal_input, False)  # not written
+    x = make(spec, device)
+    approx = kernel_float32(x)
+    a = x.detach().requires_grad_(requires_grad)  # x's own layout
+    want = reference(x, alpha)
+    equal_input = x.detach().clone()
+    got = CALLS[call](a, alpha, False)
+    same(got, want, approx)
+    assert got.requires_grad == requires_grad
+    if requires_grad and x.numel():
+        # grad on the layout the operator gives (and aten's CPU loops agree on: they differ on NaN between layouts)
+        g = ops.like(x).copy_(torch.randn(x.shape, dtype=torch.float64))
+        b = x.detach().requires_grad_()
+        got.backward(g)
+        reference(b, alpha).backward(g)
+        close(a.grad, b.grad, approx)
+    close(x, equal_input, False)  # not written
 
 
 @EXAMPLES
 @given(spec=tensors(), alpha=ALPHA, device=st.sampled_from(DEVICES), module=st.booleans())
 def test_in_place_writes_the_input_as_f_elu_does(spec, alpha, device, module):
-    with device_context(device) as dev:
-        x = make(spec, dev)
-        approx = kernel_float32(x)
-        want = reference(x, alpha)
-        out = ELU(alpha, inplace=True)(x) if module else library.elu(x, alpha, inplace=True)
-        assert out is x
-        same(x, want, approx)
-        if alpha >= 0 and x.numel():  # with a gradient: a non-leaf, as nn.ELU(inplace=True) takes it
-            a = x.detach().clone().requires_grad_()
-            b = x.detach().clone().requires_grad_()
-            g = torch.ones(x.shape, dtype=x.dtype, device=dev)
-            library.elu(a * 1.0, alpha, inplace=True).backward(g)
-            on_kernel = routing.kernel_build(b, float(alpha), library.DEFAULT_VARIANT) is not None  # y contiguous
-            F.elu((b.contiguous() if on_kernel else b) * 1.0, alpha, inplace=True).backward(g)
-            same(a.grad, b.grad, approx)
+    x = make(spec, device)
+    approx = kernel_float32(x)
+    want = reference(x, alpha)
+    out = ELU(alpha, inplace=True)(x) if module else ops.elu(x, alpha, inplace=True)
+    assert out is x
+    close(x, want, approx)
+    if alpha >= 0 and x.numel():  # with a gradient: a non-leaf, as nn.ELU(inplace=True) takes it
+        a = x.detach().clone().requires_grad_()
+        b = x.detach().clone().requires_grad_()
+        g = ops.like(x).fill_(1.0)  # (aten's CPU loops agree on NaN only within one layout)
+        ops.elu(a * 1.0, alpha, inplace=True).backward(g)
+        F.elu(b * 1.0, alpha, inplace=True).backward(g)
+        same(a.grad, b.grad, approx)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=tensors(dtypes=[torch.float32, torch.float64], max_dims=2), alpha=ALPHA,
        device=st.sampled_from(DEVICES), strict=st.booleans())
 def test_compiled_agrees_with_eager(spec, alpha, device, strict):
-    with device_context(device) as dev:
-        x = make(spec, dev)
-        if strict and routing.kernel_build(x, float(alpha), library.DEFAULT_VARIANT) is None:
-            return  # strict refuses it: test_bad_inputs
-        torch._dynamo.reset()
-        fn = torch.compile(lambda t: library.elu(t, alpha, strict=strict) * 2 + 1, backend="aot_eager", fullgraph=True)
-        same(fn(x), (reference(x, alpha) if strict else F.elu(x, alpha)) * 2 + 1, kernel_float32(x) and strict)
+    x = make(spec, device)
+    torch._dynamo.reset()
+    fn = torch.compile(lambda t: ops.elu(t, alpha, strict=strict) * 2 + 1, backend="aot_eager", fullgraph=True)
+    same(fn(x), (reference(x, alpha) if strict else F.elu(x, alpha)) * 2 + 1, kernel_float32(x) and strict)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -185,23 +154,22 @@ def test_compiled_agrees_with_eager(spec, alpha, device, strict):
 def test_autocast_needs_no_change(seed, alpha, device, dtype):
     """Under autocast, the swapped model's ELU runs in its input's dtype as nn.ELU's does: the same outputs
     and gradients (16-bit: bit for bit)."""
-    with device_context(device) as dev:
-        if dev == "cpu" and dtype == torch.float16:
-            dtype = torch.bfloat16  # CPU autocast's lower precision is bfloat16
-        torch.manual_seed(seed)
-        ref = nn.Sequential(nn.Linear(8, 16), nn.ELU(alpha), nn.Linear(16, 4)).to(dev)
-        ours = swap_elu(nn.Sequential(nn.Linear(8, 16), nn.ELU(alpha), nn.Linear(16, 4)).to(dev))
-        ours.load_state_dict(ref.state_dict())
-        xb = torch.randn(5, 8, device=dev)
-        outs = []
-        for model in (ref, ours):
-            with torch.autocast(dev, dtype=dtype):
-                out = model(xb)
-            out.float().square().sum().backward()
-            outs.append(out)
-        same(outs[1], outs[0], False)
-        for a, b in zip(ours.parameters(), ref.parameters()):
-            same(a.grad, b.grad, False)
+    if device == "cpu" and dtype == torch.float16:
+        dtype = torch.bfloat16  # CPU autocast's lower precision is bfloat16
+    torch.manual_seed(seed)
+    ref = nn.Sequential(nn.Linear(8, 16), nn.ELU(alpha), nn.Linear(16, 4)).to(device)
+    ours = swap_elu(nn.Sequential(nn.Linear(8, 16), nn.ELU(alpha), nn.Linear(16, 4)).to(device))
+    ours.load_state_dict(ref.state_dict())
+    xb = torch.randn(5, 8, device=device)
+    outs = []
+    for model in (ref, ours):
+        with torch.autocast(device, dtype=dtype):
+            out = model(xb)
+        out.float().square().sum().backward()
+        outs.append(out)
+    same(outs[1], outs[0], False)
+    for a, b in zip(ours.parameters(), ref.parameters()):
+        same(a.grad, b.grad, False)
 
 
 # ---------------------------------------------------------------- bad inputs
@@ -209,23 +177,20 @@ def test_autocast_needs_no_change(seed, alpha, device, dtype):
 
 def bad_calls(x: torch.Tensor):
     """(name, call, the exception type, words the message must hold) of each bad call on x."""
-    on_kernel = routing.kernel_build(x, 1.0, library.DEFAULT_VARIANT) is not None
+    kind, _ = ops.load(None).kernel_refusal(x, 1.0)
     calls = [
-        ("alpha a string", lambda: library.elu(x, "1.0"), TypeError, "alpha must be a real number"),
-        ("alpha None, module", lambda: ELU(None)(x), TypeError, "alpha must be a real number"),
+        ("alpha a string", lambda: ops.elu(x, "1.0"), TypeError, "incompatible function arguments"),
+        ("alpha None, module", lambda: ELU(None)(x), TypeError, "incompatible function arguments"),
         ("unknown variant, module", lambda: ELU(variant="no_such_step"), ValueError, "unknown variant 'no_such_step'"),
-        ("elu_backward shapes", lambda: library.elu_backward(x, x.new_ones(x.numel() + 1)), ValueError,
-         r"x has shape \(.*\) but grad_output has shape"),
-        ("elu_backward shapes, op", lambda: torch.ops.elu_study.elu_backward(x.new_ones(x.numel() + 1), x, 1.0, True,
-                                                                            library.DEFAULT_VARIANT),
+        ("elu_backward shapes, op", lambda: torch.ops.elu_study.elu_backward(x.new_ones(x.numel() + 1), x, 1.0, True),
          ValueError, r"result has shape \(.*\) but grad_output has shape"),
     ]
-    if not on_kernel:
+    if kind:
         calls.append(("strict without a kernel", lambda: ELU(strict=True, inplace=True)(x), (TypeError, ValueError),
                       "no study kernel computes|alpha must be finite"))
-    if on_kernel and x.numel():
+    if x.numel():
         calls.append(("in place, negative alpha, a gradient",
-                      lambda: library.elu(x.detach().clone().requires_grad_() * 1.0, -0.5, inplace=True), RuntimeError,
+                      lambda: ops.elu(x.detach().clone().requires_grad_() * 1.0, -0.5, inplace=True), RuntimeError,
                       "negative slope"))
     return calls
 
@@ -233,11 +198,10 @@ def bad_calls(x: torch.Tensor):
 @EXAMPLES
 @given(spec=tensors(), device=st.sampled_from(DEVICES))
 def test_bad_inputs_name_the_problem_and_leave_the_input(spec, device):
-    with device_context(device) as dev:
-        x = make(spec, dev)
-        before = x.clone()
-        for name, call, error, words in bad_calls(x):
-            with pytest.raises(error, match=words):
-                call()
-            same(x, before, False)  # intact
-            same(library.elu(x, 0.5), reference(x, 0.5), kernel_float32(x))  # and the next call works
+    x = make(spec, device)
+    before = x.clone()
+    for name, call, error, words in bad_calls(x):
+        with pytest.raises(error, match=words):
+            call()
+        torch.testing.assert_close(x, before, rtol=0, atol=0, equal_nan=True)  # intact
+        same(ops.elu(x, 0.5), reference(x, 0.5), kernel_float32(x))  # and the next call works

@@ -57,9 +57,11 @@ OPS: dict[str, OpSpec] = {
     "elu": OpSpec("elu", ("x",), _elu_reference, in_place=0, messages=("input",)),
     "elu_backward": OpSpec("elu_backward", ("grad_output", "x"), _elu_backward_reference, in_place=0),
 }
-# Public names a module may have that are not kernel ops: the build's BuildSpec (set by compile_variant), and
-# the launch-shape controls of kernels/sweeps/launch_shapes.cu (binding = launch-shape).
-NOT_OPS = frozenset({"spec", "set_launch_shape", "launch_shapes"})
+# Public names a module may have that are not kernel ops: the build's BuildSpec (set by compile_variant), the
+# operator's entry points and namespace (binding.cpp: the dispatcher's, tested in tests/test_ops.py), and the
+# launch-shape controls of kernels/sweeps/launch_shapes.cu (binding = launch-shape).
+NOT_OPS = frozenset({"spec", "op_namespace", "call_elu", "call_elu_", "kernel_refusal", "set_launch_shape",
+                     "launch_shapes"})
 
 
 def registered_ops(module) -> list[str]:

@@ -14,7 +14,7 @@ bfloat16 tensors to the 16-bit one inside the dispatcher (``-DELU_DELEGATE16``),
 
 ``elu(input, alpha, inplace, *, variant=None, strict=False)`` is the eager entry point that
 ``elu_study.ELU`` calls: into the dispatcher at its top (``module.call_elu``, a C++ call of the operator),
-so modes, tensor subclasses, forward-mode AD, vmap, the profiler and kernels registered with
+so modes, tensor subclasses, forward-mode AD, vmap, the profiler, torch.export and kernels registered with
 ``torch.library`` all see the op. Under torch.compile it hands Dynamo ``F.elu``, which Inductor fuses
 with its neighbours; with ``strict=True`` it hands it the operator (the kernel, opaque to Inductor).
 """
@@ -136,11 +136,11 @@ def like(x):
     return torch.empty_like(x) if dense(x) else torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-def fake_elu(x, alpha):
+def fake_elu(x, alpha=1.0):
     return like(x)
 
 
-def fake_elu_(x, alpha):
+def fake_elu_(x, alpha=1.0):
     return None
 
 
@@ -193,7 +193,7 @@ def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # no
     names why no study kernel computes ``input``, where none does."""
     if has_torch_function_unary(input):
         return handle_torch_function(elu, (input,), input, alpha, inplace, variant=variant, strict=strict)
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_dynamo_compiling():  # (export without Dynamo traces the operator, with its fake)
         if not strict:
             return F.elu(input, alpha, inplace)
         op = getattr(torch.ops, namespace(variant))

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include <ATen/FuncTorchTLS.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/elu.h>
 #include <ATen/ops/elu_backward.h>
@@ -415,8 +416,20 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 bool needs_grad(const at::Tensor& t) { return t.requires_grad() && at::GradMode::is_enabled(); }
-// A forward-mode tangent: a C++ autograd::Function has no forward-mode formula, so ATen computes such calls.
-bool has_tangent(const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined(); }
+// A forward-mode tangent, or a torch.func transform (grad, vjp, jvp, vmap) active: a C++ autograd::Function has
+// neither a forward-mode formula nor functorch support (custom_function.h refuses it), so ATen, which has both,
+// computes such calls. The check is custom_function.h's own; its TLS is empty outside torch.func.
+bool in_transform() {
+  const auto& functorch = at::functorch::functorchTLSAccessor();
+  if (!functorch) return false;
+  try {
+    functorch->checkSupportsCppAutogradFunction();
+    return false;
+  } catch (const c10::Error&) {
+    return true;
+  }
+}
+bool has_tangent(const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined() || in_transform(); }
 
 // ELU's backward: the elu_backward op, itself differentiable (double backward).
 struct EluFunction : public torch::autograd::Function<EluFunction> {

@@ -1,0 +1,321 @@
+"""The kernels as a PyTorch operator (kernels/common/binding.cpp, elu_study.pytorch): the real registration.
+
+On the CPU the operator's own kernel is ATen's (CompositeExplicitAutograd), so these tests run the C++
+autograd (the backward through the elu_backward op, double backward through its formula), the fake
+implementations, the vmap rules and the eager entry point exactly as a GPU run does; only the CUDA kernel
+differs. With a GPU the same checks run on the kernels, plus CUDA graphs and the layout without a copy.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.library import opcheck
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from elu_study.core.build import build_spec
+from elu_study.pytorch import ops
+from elu_study.pytorch.nn import ELU, swap_elu
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+ALPHAS = (1.0, 0.5, 0.0, -0.7, 2.5)
+
+
+def gpu(test):
+    return pytest.mark.gpu(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")(test))
+
+
+@pytest.fixture(scope="module")
+def defaults():
+    return ops.load(None)
+
+
+def layouts(device, dtype=torch.float32):
+    """(name, tensor) of every layout the kernels meet: contiguous, channels_last, transposed, a strided slice."""
+    gen = torch.Generator().manual_seed(0)
+    base = (torch.randn(2, 3, 4, 5, generator=gen, dtype=torch.float64) * 4).to(device=device, dtype=dtype)
+    return [("contiguous", base), ("channels_last", base.contiguous(memory_format=torch.channels_last)),
+            ("transposed", base.transpose(1, 3)), ("strided", base[:, ::2])]
+
+
+# ---------------------------------------------------------------- the registration
+
+
+def test_the_defaults_register_one_operator_for_every_dtype(defaults):
+    assert defaults.op_namespace == ops.NAMESPACE
+    schemas = {name: str(getattr(torch.ops.elu_study, name).default._schema) for name in ("elu", "elu_", "elu_backward")}
+    assert schemas == {
+        "elu": "elu_study::elu(Tensor self, float alpha=1.) -> Tensor",
+        "elu_": "elu_study::elu_(Tensor(a!) self, float alpha=1.) -> ()",
+        "elu_backward": "elu_study::elu_backward(Tensor grad_output, Tensor self_or_result, float alpha, bool is_result)"
+                        " -> Tensor",
+    }
+    for key in ("CUDA", "CompositeExplicitAutograd", "Autograd"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key("elu_study::elu", key), key
+
+
+def test_the_defaults_table_covers_every_dtype_and_direction_with_one_build_per_dtype_group():
+    rows = {(r.dtype, r.direction): r for r in ops.DEFAULTS}
+    assert set(rows) == {(d, w) for d in (torch.float32, *ops.SIXTEEN_BITS) for w in ("forward", "backward")}
+    builds = ops.default_builds()
+    f32, cpp = builds["float32"][:2], builds["float32"][2]
+    assert f32 == ("6_beyond_copy", ("-DELU6_OP=Expm1Poly", "-DELU_BWD_LOAD=3"))
+    # the float32 build hands 16-bit tensors to the 16-bit build's namespace, inside the dispatcher
+    delegate = build_spec(*builds["16-bit"][:2]).op_namespace()
+    assert cpp == (f"-DELU_OP_NAMESPACE={ops.NAMESPACE}", f"-DELU_DELEGATE16={delegate}")
+    assert ops.table()["build"].tolist() == [r.variant for r in ops.DEFAULTS]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_passes_for_every_op_and_layout(defaults, device, dtype):
+    for name, x in layouts(device, dtype):
+        g = torch.randn_like(x)
+        for args in ((x.clone().requires_grad_(), 0.5), (x.clone(), -0.7)):
+            opcheck(torch.ops.elu_study.elu.default, args)
+        opcheck(torch.ops.elu_study.elu_.default, (x.clone(), 0.5))
+        for is_result, saved in ((False, x), (True, F.elu(x, 0.5))):
+            opcheck(torch.ops.elu_study.elu_backward.default,
+                    (g.clone().requires_grad_(), saved.clone().requires_grad_(), 0.5, is_result))
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_gradcheck_and_gradgradcheck_through_the_module(defaults, alpha):
+    x = (torch.randn(3, 7, dtype=torch.float64) * 3).requires_grad_()
+    assert torch.autograd.gradcheck(ELU(alpha), (x,))
+    assert torch.autograd.gradgradcheck(ELU(alpha), (x,))
+    if alpha >= 0:  # in place: autograd keeps the result (alpha >= 0, as aten's elu_)
+        assert torch.autograd.gradgradcheck(lambda t: ELU(alpha, inplace=True)(t * 1.0), (x,))
+
+
+class Ops(TorchDispatchMode):
+    """The ops the dispatcher runs below autograd, by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_gradient_comes_from_the_operators_own_autograd(defaults):
+    """Autograd is the operator's (C++): its backward runs elu_study's elu_backward, and a second backward that op's
+    formula; removing the Autograd kernel leaves the output without a gradient."""
+    x = torch.randn(50, dtype=torch.float64, requires_grad=True)
+    y = ELU(0.5)(x)
+    assert y.requires_grad and "EluFunction" in type(y.grad_fn).__name__ + y.grad_fn.name()
+    with Ops() as seen:
+        (gx,) = torch.autograd.grad(y, x, torch.ones_like(y), create_graph=True)
+        gx.sum().backward()
+    assert "elu_study.elu_backward" in seen.seen
+    ref = x.detach().clone().requires_grad_()
+    (gr,) = torch.autograd.grad(F.elu(ref, 0.5), ref, torch.ones_like(y), create_graph=True)
+    gr.sum().backward()
+    torch.testing.assert_close(gx, gr, rtol=0, atol=0)
+    torch.testing.assert_close(x.grad, ref.grad, rtol=0, atol=0)
+
+
+def test_modes_subclasses_profiler_and_overrides_see_the_op(defaults):
+    x = torch.randn(8)
+    with Ops() as seen:
+        ELU()(x)
+    assert seen.seen == ["elu_study.elu"]
+
+    class Functions(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.seen.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    with Functions() as functions:
+        ELU()(x)
+    assert "elu" in functions.seen
+    with torch.profiler.profile() as prof:
+        ELU()(x)
+    assert "elu_study::elu" in [e.name for e in prof.events()]
+    lib = torch.library.Library("elu_study", "FRAGMENT")  # a kernel registered for the op is what eager runs
+    torch.library.register_kernel("elu_study::elu", "cpu", lambda t, alpha=1.0: torch.full_like(t, 7.0), lib=lib)
+    try:
+        assert torch.equal(ELU()(x), torch.full_like(x, 7.0))
+    finally:
+        lib._destroy()
+    torch.testing.assert_close(ELU()(x), F.elu(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_mode_ad_vmap_and_functorch(defaults, device):
+    x, t = torch.randn(6, 5, device=device), torch.randn(6, 5, device=device)
+    y, jvp = torch.func.jvp(ELU(0.5), (x,), (t,))
+    y_ref, jvp_ref = torch.func.jvp(lambda v: F.elu(v, 0.5), (x,), (t,))
+    torch.testing.assert_close(jvp, jvp_ref, rtol=0, atol=0)
+    tol = {"rtol": 0, "atol": 0} if device == "cpu" else {}
+    torch.testing.assert_close(torch.func.vmap(ELU(0.5))(x), F.elu(x, 0.5), **tol)
+    torch.testing.assert_close(torch.func.vmap(torch.func.grad(lambda v: ELU(0.5)(v).sum()))(x),
+                               torch.func.vmap(torch.func.grad(lambda v: F.elu(v, 0.5).sum()))(x), **tol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_fuses_and_strict_keeps_the_op(defaults, device):
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(str(gm.graph))
+        return gm
+
+    x = torch.randn(4, 9, device=device)
+    for strict in (False, True):
+        torch._dynamo.reset()
+        fn = torch.compile(lambda t, s=strict: ELU(0.5, strict=s)(t) * 2 + 1, backend=backend, fullgraph=True)
+        torch.testing.assert_close(fn(x), F.elu(x, 0.5) * 2 + 1)
+    assert "torch.nn.functional.elu" in graphs[0] and "elu_study" not in graphs[0]
+    assert "torch.ops.elu_study.elu" in graphs[1]
+
+
+def test_torch_export_records_the_operator(defaults):
+    model = nn.Sequential(nn.Linear(4, 6), ELU(0.5), nn.Linear(6, 2))
+    x = torch.randn(3, 4)
+    exported = torch.export.export(model, (x,))
+    assert "elu_study.elu.default" in str(exported.graph)
+    torch.testing.assert_close(exported.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_autocast_runs_elu_in_its_inputs_dtype_as_nn_elu(defaults):
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(8, 16), nn.ELU(0.5), nn.Linear(16, 4))
+    ours = swap_elu(copy.deepcopy(ref))
+    x = torch.randn(5, 8)
+    outs = []
+    for model in (ref, ours):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(x)
+        out.float().sum().backward()
+        outs.append(out)
+    assert outs[1].dtype == torch.bfloat16
+    torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+    for a, b in zip(ours.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- the module, in place, layouts, errors
+
+
+@pytest.mark.parametrize("alpha, inplace", [(1.0, False), (0.5, True), (-0.7, False), (2, True)])
+def test_elu_reads_as_nn_elu(alpha, inplace):
+    ours, theirs = ELU(alpha, inplace), nn.ELU(alpha, inplace)
+    assert repr(ours) == repr(theirs) and ours.variant is None and list(ours.parameters()) == []
+
+
+def test_swap_elu_replaces_every_nn_elu_and_keeps_alpha_and_inplace():
+    model = nn.Sequential(nn.Linear(2, 2), nn.ELU(0.3), nn.Sequential(nn.ELU(2.0, inplace=True)), nn.ReLU())
+    swapped = swap_elu(model, strict=True)
+    elus = [m for m in swapped.modules() if isinstance(m, (nn.ELU, ELU))]
+    assert [(type(m), m.alpha, m.inplace, m.strict) for m in elus] == [(ELU, 0.3, False, True), (ELU, 2.0, True, True)]
+    assert type(swap_elu(nn.ELU(0.5))) is ELU
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_layout_keeps_its_memory_format_and_values(defaults, device):
+    for name, x in layouts(device):
+        y = ELU(0.5)(x)
+        want = F.elu(x if ops.dense(x) else x.contiguous(), 0.5)
+        assert y.stride() == want.stride(), name
+        torch.testing.assert_close(y, want, **({"rtol": 0, "atol": 0} if device == "cpu" else {}))
+    x = layouts(device)[1][1]
+    assert ELU()(x).is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_place_writes_the_input_bumps_its_version_and_keeps_autograd(defaults, device):
+    x = torch.randn(4, 6, device=device)
+    want, version = F.elu(x, 0.5), x._version
+    assert ELU(0.5, inplace=True)(x) is x and x._version > version
+    torch.testing.assert_close(x, want, **({"rtol": 0, "atol": 0} if device == "cpu" else {}))
+    a = torch.randn(4, 6, device=device, requires_grad=True)
+    b = a.detach().clone().requires_grad_()
+    ELU(0.5, inplace=True)(a * 1.0).sum().backward()
+    F.elu(b * 1.0, 0.5, inplace=True).sum().backward()
+    torch.testing.assert_close(a.grad, b.grad)
+    with pytest.raises(RuntimeError, match="negative slope"):
+        ELU(-0.5, inplace=True)(a * 1.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bad_inputs_name_the_problem_leave_the_input_and_the_next_call_works(defaults, device):
+    x = torch.randn(5, 3, device=device)
+    before = x.clone()
+    calls = [
+        (lambda: ELU("1.0")(x), TypeError, r"incompatible function arguments.*\n.*alpha"),
+        (lambda: ELU(variant="no_such_step"), ValueError, "unknown variant 'no_such_step'"),
+        (lambda: torch.ops.elu_study.elu_backward(x, x[:4], 1.0, False), ValueError,
+         r"self has shape \(4,3\) but grad_output has shape \(5,3\)"),
+        (lambda: ELU(strict=True)(x.double()), ValueError if device == "cpu" else TypeError,
+         "on cpu: the kernels take CUDA" if device == "cpu" else "no study kernel computes Double"),
+        (lambda: ELU(float("inf"), strict=True)(x), ValueError, "on cpu" if device == "cpu" else "alpha must be finite"),
+    ]
+    for call, error, words in calls:
+        with pytest.raises(error, match=words):
+            call()
+        assert torch.equal(x, before)
+        torch.testing.assert_close(ELU(0.5)(x), F.elu(x, 0.5))
+
+
+def test_a_users_own_build_registers_its_own_namespace():
+    module = ops.load("1_naive")
+    assert module.op_namespace == build_spec("1_naive").op_namespace() != ops.NAMESPACE
+    x = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(ELU(0.7, variant="1_naive"), (x,))
+
+
+# ---------------------------------------------------------------- on the GPU: the kernels
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_kernels_match_f_elu_and_aten_backward(defaults, dtype):
+    x = (torch.randn(4097 * 3 + 1, device="cuda") * 6).to(dtype)
+    g = torch.randn_like(x)
+    y = ELU(0.5)(x.clone().requires_grad_())
+    exact = dtype != torch.float32  # step 7 is bit for bit; step 6's float32 formula is within 2 ulp
+    torch.testing.assert_close(y, F.elu(x, 0.5), **({"rtol": 0, "atol": 0} if exact else {}))
+    gi = torch.ops.elu_study.elu_backward(g, x, 0.5, False)
+    torch.testing.assert_close(gi, torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x), rtol=0, atol=0)
+
+
+@gpu
+def test_channels_last_runs_one_kernel_and_no_copy(defaults):
+    x = torch.randn(8, 16, 32, 32, device="cuda").contiguous(memory_format=torch.channels_last)
+    ELU()(x)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        y = ELU()(x)
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(kernels) == 1 and "step6" in kernels[0] and y.is_contiguous(memory_format=torch.channels_last)
+
+
+@gpu
+def test_cuda_graph_captures_and_replays_forward_and_backward(defaults):
+    x = torch.randn(4096 + 3, device="cuda", requires_grad=True)
+    g = torch.randn(4096 + 3, device="cuda")
+    model = ELU(0.5)
+    for _ in range(2):  # warm-up on a side stream, as torch.cuda.graphs asks
+        model(x).backward(g)
+    graph = torch.cuda.CUDAGraph()
+    x.grad = None
+    with torch.cuda.graph(graph):
+        y = model(x)
+        y.backward(g)
+    x.grad.fill_(float("nan"))
+    y.detach().fill_(float("nan"))
+    graph.replay()
+    torch.testing.assert_close(y.detach(), F.elu(x.detach(), 0.5))
+    torch.testing.assert_close(x.grad, torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x.detach()), rtol=0, atol=0)
