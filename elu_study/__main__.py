@@ -10,7 +10,7 @@ beyond: step 6's attempts to beat copy_, with counters, 16-bit storage and fresh
 results/<gpu>-beyond.json.
 launch: the launch-shape sweep, threads x float4s per thread x hints and grid-stride blocks per SM, one build
 (GPU): results/<gpu>-launch.json and its heatmaps; without a GPU, the recorded sweep.
-model: the kernel as a custom op in use: forward/backward, fusion, a small model (GPU): results/<gpu>-model.json.
+model: the drop-in in use: checks, host cost per call, whole steps of four models (GPU): results/<gpu>-model.json.
 sizes: every step and peer from 2^10 to 2^31 elements: GPU time cold and warm, host time per call (GPU):
 results/<gpu>-sizes.json, its figures and the README's sizes block; without a GPU, the recorded sweep.
 sixteen: step 7, 16-bit storage at its own roof: exhaustive bitwise checks, the fast formulas' distance to

@@ -32,7 +32,7 @@ def gpu(test):
 
 @pytest.fixture(scope="module")
 def defaults():
-    return ops.load(None)
+    return ops.module_for(None)
 
 
 def layouts(device, dtype=torch.float32):
@@ -270,7 +270,7 @@ def test_bad_inputs_name_the_problem_leave_the_input_and_the_next_call_works(def
 
 
 def test_a_users_own_build_registers_its_own_namespace():
-    module = ops.load("1_naive")
+    module = ops.module_for("1_naive")
     assert module.op_namespace == build_spec("1_naive").op_namespace() != ops.NAMESPACE
     x = torch.randn(7, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradgradcheck(ELU(0.7, variant="1_naive"), (x,))

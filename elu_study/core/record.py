@@ -33,7 +33,7 @@ VERSIONS = {
     "beyond": 1,     # step 6's attempts
     "sizes": 1,      # the size sweep
     "launch": 1,     # the launch-shape sweep
-    "model": 3,      # the op in use: forward/backward, fusion, a model
+    "model": 4,      # the drop-in in use: checks, host cost per call, whole steps of four models
     "sixteen": 1,    # step 7: 16-bit storage at its own roof, bit for bit F.elu
     "tests": 1,      # the GPU test suite's outcome
 }

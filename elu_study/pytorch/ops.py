@@ -107,20 +107,27 @@ _REGISTERED: set[str] = set()
 
 
 @functools.cache
-def load(variant: str | os.PathLike | None = None):
+def module_for(variant: str | os.PathLike | None = None):
     """The compiled module whose operator ``elu`` calls: the defaults (``variant=None``), or the build of a
     step name or .cu path with its own defaults. Built on first use (disk-cached), then kept."""
     if variant is None:
         builds = default_builds()
-        loaded(compile_variant(builds["16-bit"][0], extra_cuda_cflags=builds["16-bit"][1]))
+        loaded(compile_variant(builds["16-bit"][0], extra_cuda_cflags=builds["16-bit"][1]))  # the delegate first
         v32, f32, cpp = builds["float32"]
         return loaded(compile_variant(v32, extra_cuda_cflags=f32, extra_cflags=cpp))
     return loaded(compile_variant(variant))
 
 
+def sixteen_bit_module():
+    """The defaults' 16-bit build (what ``torch.ops.elu_study`` hands float16 and bfloat16 tensors to)."""
+    module_for(None)
+    v16, f16, _ = default_builds()["16-bit"]
+    return loaded(compile_variant(v16, extra_cuda_cflags=f16))
+
+
 @torch.compiler.assume_constant_result  # Dynamo: a constant (it builds or loads a module)
 def namespace(variant: str | None) -> str:
-    return load(variant).op_namespace
+    return module_for(variant).op_namespace
 
 
 # ---------------------------------------------------------------- fake implementations and vmap rules
@@ -201,7 +208,7 @@ def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # no
             op.elu_(input, alpha)
             return input
         return op.elu(input, alpha)
-    module = _LOADED.get(variant) or _LOADED.setdefault(variant, load(variant))
+    module = _LOADED.get(variant) or _LOADED.setdefault(variant, module_for(variant))
     if strict:
         refuse(module, input, alpha)
     return module.call_elu_(input, alpha) if inplace else module.call_elu(input, alpha)

@@ -431,21 +431,17 @@ bool in_transform() {
 }
 bool has_tangent(const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined() || in_transform(); }
 
-// ELU's backward: the elu_backward op, itself differentiable (double backward).
+// ELU's backward: the elu_backward op from the input, itself differentiable (double backward).
 struct EluFunction : public torch::autograd::Function<EluFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double alpha, bool save_result) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double alpha) {
     at::AutoDispatchBelowADInplaceOrView below;
-    at::Tensor y = elu_op().call(x, alpha);
     ctx->saved_data["alpha"] = alpha;
-    ctx->saved_data["is_result"] = save_result;
-    ctx->save_for_backward({save_result ? y : x});
-    return y;
+    ctx->save_for_backward({x});
+    return elu_op().call(x, alpha);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor saved = ctx->get_saved_variables()[0];
-    const double alpha = ctx->saved_data["alpha"].toDouble();
-    const bool is_result = ctx->saved_data["is_result"].toBool();
-    return {elu_backward_op().call(grads[0], saved, alpha, is_result), at::Tensor(), at::Tensor()};
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    return {elu_backward_op().call(grads[0], x, ctx->saved_data["alpha"].toDouble(), false), at::Tensor()};
   }
 };
 
@@ -478,17 +474,34 @@ struct EluBackwardFunction : public torch::autograd::Function<EluBackwardFunctio
   }
 };
 
+// In place with a gradient: the kernel writes x, autograd keeps the result (x itself, as aten's elu_ keeps its
+// result, so alpha >= 0) and rebases x's history onto this node (mark_dirty).
+struct EluInPlaceFunction : public torch::autograd::Function<EluInPlaceFunction> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor x, double alpha) {
+    {
+      at::AutoDispatchBelowADInplaceOrView below;
+      elu_inplace_op().call(x, alpha);
+    }
+    ctx->mark_dirty({x});
+    ctx->saved_data["alpha"] = alpha;
+    ctx->save_for_backward({x});
+    return x;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor result = ctx->get_saved_variables()[0];
+    return {elu_backward_op().call(grads[0], result, ctx->saved_data["alpha"].toDouble(), true), at::Tensor()};
+  }
+};
+
 at::Tensor elu_autograd(const at::Tensor& x, double alpha) {
   if (has_tangent(x)) return at::elu(dense(x), alpha);
   if (!needs_grad(x)) {
     at::AutoDispatchBelowADInplaceOrView below;
     return elu_op().call(x, alpha);
   }
-  return EluFunction::apply(x, alpha, false);
+  return EluFunction::apply(x, alpha);
 }
 
-// In place with a gradient needed: the output is computed beside, autograd keeps it (as aten's elu_ keeps its
-// result, so alpha >= 0), and it is copied into x, whose own autograd history the copy records.
 void elu_inplace_autograd(at::Tensor& x, double alpha) {
   if (has_tangent(x)) {
     at::elu_(x, alpha);
@@ -505,7 +518,7 @@ void elu_inplace_autograd(at::Tensor& x, double alpha) {
   TORCH_CHECK(alpha >= 0.0, "In-place elu backward calculation is triggered with a negative slope which is not "
               "supported. This is caused by calling in-place forward function with a negative slope, please call "
               "out-of-place version instead.");
-  x.copy_(EluFunction::apply(x, alpha, true));
+  EluInPlaceFunction::apply(x, alpha);
 }
 
 at::Tensor elu_backward_autograd(const at::Tensor& grad, const at::Tensor& saved, double alpha, bool is_result) {

@@ -171,28 +171,12 @@ def launch_line(launch: dict) -> str:
 
 
 def model_line(model: dict) -> str | None:
-    """The op in a model, read defensively (older model records lack the drop-in's fields): forward, backward,
-    the fusion the opaque op loses and the drop-in keeps, and the host's cost per call."""
-    t = model.get("timings", {})
-    ms = lambda name: t.get(name, {}).get("median_ms")  # noqa: E731
-    v = (model.get("variants") or [None])[0]
-    parts = [f"{ms(a) / ms(b):.3f}x `{b}` {what}" for a, b, what in
-             ((f"op {v}", "F.elu", "forward"), (f"op backward {v}", "aten.elu_backward", "backward")) if ms(a) and ms(b)]
-    op, felu, dropin = ms("compiled op*2+1"), ms("compiled F.elu*2+1"), ms("compiled drop-in*2+1")
-    if not parts and not (op and felu):
+    """The drop-in in use: its host cost per call against nn.ELU's, and whole steps against nn.ELU's."""
+    bars = model_analysis.summary(model)
+    if bars.empty:
         return None
-    text = f"- **In a model** ({nb('11_in_a_model')}): `{v}` takes " + ", ".join(parts) + "."
-    if op and felu and dropin:
-        text += f" Compiled, `x*2+1` takes {op / felu:.2f}x `F.elu`'s with the opaque op, {dropin / felu:.3f}x with the drop-in."
-    elif op and felu:
-        text += claim(op / felu > 1.5, f" Compiled, `op*2+1` takes {op / felu:.2f}x `F.elu*2+1`: Inductor cannot "
-                                        "fuse a custom op.")
-    if model.get("host"):
-        host = model_analysis.host_summary(model)
-        binding = host["us"]["binding"] / host["us"]["F.elu"]
-        text += (f" Host cost per call (output allocated): binding {binding:.2f}x `F.elu`'s, drop-in "
-                 f"{host['after_x_felu']:.2f}x, op dispatch {host['before_x_felu']:.2f}x.")
-    return text
+    counts = "; ".join(f"{r.bar}: {r.met} of {r.of}" for r in bars.itertuples())
+    return f"- **In a model** ({nb('11_in_a_model')}): {counts}."
 
 
 def step7_line(study: dict) -> str | None:

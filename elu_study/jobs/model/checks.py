@@ -1,0 +1,177 @@
+"""The drop-in's checks on the GPU, each a dict with ``passed`` and what it measured (``checks`` in the record).
+
+Outputs are poisoned with NaN before a kernel writes them where a check reads an output buffer; inputs are
+``randn`` scaled by 6 with specials planted (zeros of both signs, tiny and huge values, infinities, NaN).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.library import opcheck
+
+from elu_study.pytorch.nn import ELU, swap_elu
+
+SPECIALS = (0.0, -0.0, 1e-30, -1e-30, 1e-45, -1e-45, -1e-7, -88.0, -104.0, -1e30, 3e38, -3e38, float("inf"),
+            float("-inf"), float("nan"))
+ALPHAS = (1.0, 0.5, 2.5)
+CHUNK = 1 << 27  # negative float32 bit patterns per exhaustive chunk
+# The negative finite float32s as signed int32 bit patterns: -0.0 (0x80000000) up to -FLT_MAX (0xFF7FFFFF);
+# -inf and the NaNs follow.
+NEGATIVE_FINITE = (-(2**31), -(2**23))
+
+
+def inputs(n: int, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(n, device="cuda", generator=gen) * 6
+    x[: len(SPECIALS)] = torch.tensor(SPECIALS, device="cuda")
+    return x.to(dtype)
+
+
+def ulp_error(got: torch.Tensor, x: torch.Tensor, alpha: float) -> torch.Tensor:
+    """|got - ELU(x)| in float32 ulps of the exact ELU(x) (float64 expm1), for finite x; 0 where both agree."""
+    exact = torch.where(x > 0, x.double(), alpha * torch.expm1(x.double()))
+    _, e = torch.frexp(exact.float())
+    ulp = torch.ldexp(torch.ones_like(exact), (e - 24).clamp(min=-149))
+    err = (got.double() - exact).abs() / ulp
+    return torch.where(got.double() == exact, torch.zeros_like(err), err)
+
+
+def worst_ulp(fn, alpha: float) -> float:
+    """The worst ulp error of ``fn`` over every negative finite float32 (the positive ones are x itself)."""
+    worst = 0.0
+    for lo in range(NEGATIVE_FINITE[0], NEGATIVE_FINITE[1], CHUNK):
+        bits = torch.arange(lo, min(lo + CHUNK, NEGATIVE_FINITE[1]), dtype=torch.int32, device="cuda")
+        x = bits.view(torch.float32)
+        worst = max(worst, float(ulp_error(fn(x, alpha), x, alpha).max()))
+    return worst
+
+
+def accuracy() -> dict:
+    """The float32 default's worst ulp over every negative float32, beside F.elu's, at the check's alphas."""
+    rows = {f"{alpha:g}": {"elu_study.ELU": worst_ulp(lambda x, a: ELU(a)(x), alpha),
+                           "F.elu": worst_ulp(F.elu, alpha)} for alpha in ALPHAS}
+    return {"passed": rows["1"]["elu_study.ELU"] <= 2.0, "worst_ulp_by_alpha": rows,
+            "inputs_per_alpha": NEGATIVE_FINITE[1] - NEGATIVE_FINITE[0]}
+
+
+def bits() -> dict:
+    """ELU() against F.elu, and the op's backward against aten's, per dtype: float32 in ulp, 16 bits exactly."""
+    out = {}
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        x = inputs(3 * 4097 + 1, dtype)
+        g = inputs(x.numel(), dtype, seed=1)
+        y, ref = ELU(0.5)(x), F.elu(x, 0.5)
+        gi, gref = torch.ops.elu_study.elu_backward(g, x, 0.5, False), torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x)
+        finite = torch.isfinite(x.float())
+        out[str(dtype).removeprefix("torch.")] = {
+            "forward_bit_identical": bool(torch.equal(y.view(-1).nan_to_num(7), ref.view(-1).nan_to_num(7))),
+            "forward_worst_ulp": float(ulp_error(y.float()[finite], x.float()[finite], 0.5).max())
+            if dtype is torch.float32 else None,
+            "backward_bit_identical": bool(torch.equal(gi.nan_to_num(7), gref.nan_to_num(7)))}
+    passed = all(r["backward_bit_identical"] for r in out.values()) and all(
+        r["forward_bit_identical"] for d, r in out.items() if d != "float32")
+    return {"passed": passed, "by_dtype": out}
+
+
+def opchecks() -> dict:
+    results = []
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        base = inputs(2 * 3 * 8 * 8, dtype).view(2, 3, 8, 8)
+        for x in (base, base.contiguous(memory_format=torch.channels_last), base.transpose(1, 3), base[:, ::2]):
+            g = torch.randn_like(x)
+            results.append(opcheck(torch.ops.elu_study.elu.default, (x.clone().requires_grad_(), 0.5)))
+            results.append(opcheck(torch.ops.elu_study.elu_.default, (x.clone(), 0.5)))
+            results.append(opcheck(torch.ops.elu_study.elu_backward.default,
+                                   (g.requires_grad_(), x.clone().requires_grad_(), 0.5, False)))
+    failed = [r for r in results if any(v != "SUCCESS" for v in r.values())]
+    return {"passed": not failed, "calls": len(results), "failed": [str(r) for r in failed]}
+
+
+def gradients() -> dict:
+    x64 = (torch.randn(40, device="cuda", dtype=torch.float64) * 3).requires_grad_()
+    checks = {"gradcheck_float64": torch.autograd.gradcheck(ELU(0.7), (x64,)),
+              "gradgradcheck_float64": torch.autograd.gradgradcheck(ELU(0.7), (x64,))}
+    x = inputs(4097, torch.float32).requires_grad_()
+    r = x.detach().clone().requires_grad_()
+    g = torch.randn_like(x)
+    (a,) = torch.autograd.grad(ELU(0.5)(x), x, g, create_graph=True)
+    (b,) = torch.autograd.grad(F.elu(r, 0.5), r, g, create_graph=True)
+    (aa,) = torch.autograd.grad(a, x, g)
+    (bb,) = torch.autograd.grad(b, r, g)
+    checks["float32_grad_bit_identical"] = bool(torch.equal(a.nan_to_num(7), b.nan_to_num(7)))
+    checks["float32_double_backward_bit_identical"] = bool(torch.equal(aa.nan_to_num(7), bb.nan_to_num(7)))
+    t = torch.randn_like(x)
+    _, jvp = torch.func.jvp(ELU(0.5), (x.detach(),), (t,))
+    _, jvp_ref = torch.func.jvp(lambda v: F.elu(v, 0.5), (x.detach(),), (t,))
+    checks["forward_ad_equal"] = bool(torch.equal(jvp.nan_to_num(7), jvp_ref.nan_to_num(7)))
+    checks["vmap_close"] = bool(torch.allclose(torch.func.vmap(ELU(0.5))(x.detach().view(17, -1)),
+                                               F.elu(x.detach().view(17, -1), 0.5), equal_nan=True))
+    return {"passed": all(checks.values()), **checks}
+
+
+def cuda_graph() -> dict:
+    x = inputs(4096 + 3, torch.float32).requires_grad_()
+    g = torch.randn_like(x)
+    model = ELU(0.5)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            model(x).backward(g)
+    torch.cuda.current_stream().wait_stream(side)
+    x.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = model(x)
+        y.backward(g)
+    y.detach().fill_(float("nan"))
+    x.grad.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    fwd = torch.equal(y.detach().nan_to_num(7), ELU(0.5)(x.detach()).nan_to_num(7))
+    bwd = torch.equal(x.grad.nan_to_num(7), torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x.detach()).nan_to_num(7))
+    return {"passed": fwd and bwd, "replay_equals_eager_forward": fwd, "replay_equals_eager_backward": bwd}
+
+
+def layouts_and_tracing() -> dict:
+    x = torch.randn(8, 16, 32, 32, device="cuda").contiguous(memory_format=torch.channels_last)
+    ELU()(x)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        y = ELU()(x)
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    model = nn.Sequential(nn.Linear(16, 32), ELU(0.5), nn.Linear(32, 4)).cuda()
+    xb = torch.randn(8, 16, device="cuda")
+    exported = torch.export.export(model, (xb,))
+    graphs = []
+    for strict in (False, True):
+        torch._dynamo.reset()
+        fn = torch.compile(lambda t, s=strict: ELU(0.5, strict=s)(t) * 2 + 1, fullgraph=True,
+                           backend=lambda gm, _: graphs.append(str(gm.graph)) or gm)
+        fn(xb)
+    ref = nn.Sequential(nn.Linear(16, 32), nn.ELU(0.5), nn.Linear(32, 4)).cuda()
+    ours = swap_elu(copy.deepcopy(ref))
+    outs = []
+    for m in (ref, ours):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            outs.append(m(xb))
+    checks = {
+        "channels_last_kept": y.is_contiguous(memory_format=torch.channels_last),
+        "channels_last_kernels": len(kernels),
+        "export_has_the_op": "elu_study.elu.default" in str(exported.graph),
+        "export_output_equal": bool(torch.equal(exported.module()(xb), model(xb))),
+        "compile_fuses_f_elu": "torch.nn.functional.elu" in graphs[0] and "elu_study" not in graphs[0],
+        "compile_strict_keeps_the_op": "torch.ops.elu_study.elu" in graphs[1],
+        "autocast_bit_identical": bool(torch.equal(outs[0], outs[1])) and outs[1].dtype == torch.bfloat16,
+    }
+    passed = all(v for k, v in checks.items() if k != "channels_last_kernels") and checks["channels_last_kernels"] == 1
+    return {"passed": passed, **checks}
+
+
+def run_checks() -> dict:
+    return {"accuracy": accuracy(), "bits": bits(), "opcheck": opchecks(), "gradients": gradients(),
+            "cuda_graph": cuda_graph(), "layouts_and_tracing": layouts_and_tracing()}
