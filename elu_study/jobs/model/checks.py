@@ -80,7 +80,8 @@ def bits() -> dict:
 def opchecks() -> dict:
     results = []
     for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
-        base = inputs(2 * 3 * 8 * 8, dtype).view(2, 3, 8, 8)
+        # (opcheck compares without equal_nan: no NaN planted here; the bits check has the specials)
+        base = (torch.randn(2, 3, 8, 8, device="cuda", generator=torch.Generator("cuda").manual_seed(0)) * 4).to(dtype)
         for x in (base, base.contiguous(memory_format=torch.channels_last), base.transpose(1, 3), base[:, ::2]):
             g = torch.randn_like(x)
             results.append(opcheck(torch.ops.elu_study.elu.default, (x.clone().requires_grad_(), 0.5)))
