@@ -125,6 +125,12 @@ def sixteen_bit_module():
     return loaded(compile_variant(v16, extra_cuda_cflags=f16))
 
 
+def entry_points(variant: str | os.PathLike | None = None) -> tuple:
+    """(out of place, in place): the eager entry points into ``variant``'s operator, indexed by ``inplace``."""
+    module = module_for(variant)
+    return module.call_elu, module.call_elu_
+
+
 @torch.compiler.assume_constant_result  # Dynamo: a constant (it builds or loads a module)
 def namespace(variant: str | None) -> str:
     return module_for(variant).op_namespace

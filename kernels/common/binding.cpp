@@ -14,10 +14,13 @@
 #include <ATen/ops/elu.h>
 #include <ATen/ops/elu_backward.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/autograd.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
 
@@ -337,6 +340,9 @@ const c10::TypedOperatorHandle<Signature>& delegate(const char* name) {
 // The layout rule: x itself if dense and non-overlapping (its strides kept), else a contiguous copy.
 at::Tensor dense(const at::Tensor& x) { return x.is_non_overlapping_and_dense() ? x : x.contiguous(); }
 
+// A new tensor with a dense x's sizes and strides (empty_like's preserve_format, one dispatcher call fewer).
+at::Tensor like(const at::Tensor& x) { return at::empty_strided(x.sizes(), x.strides(), x.options()); }
+
 // grad and the saved tensor share one dense layout, or both become contiguous.
 std::pair<at::Tensor, at::Tensor> dense_pair(const at::Tensor& grad, const at::Tensor& saved) {
   if (grad.is_non_overlapping_and_dense() && saved.strides() == grad.strides()) return {grad, saved};
@@ -369,7 +375,7 @@ at::Tensor elu_cuda(const at::Tensor& x, double alpha) {
   }
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor xd = dense(x);
-  at::Tensor y = at::empty_like(xd);  // preserve: xd's strides
+  at::Tensor y = like(xd);
   launch_forward(xd, y, alpha);
   return y;
 }
@@ -405,7 +411,7 @@ at::Tensor elu_backward_cuda(const at::Tensor& grad, const at::Tensor& saved, do
               "call out-of-place version instead.");
   const c10::cuda::CUDAGuard guard(grad.device());
   const auto [g, s] = dense_pair(grad, saved);
-  at::Tensor out = at::empty_like(g);
+  at::Tensor out = like(g);
   launch_backward(g, s, out, alpha, is_result);
   return out;
 }
@@ -431,17 +437,19 @@ bool in_transform() {
 }
 bool has_tangent(const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined() || in_transform(); }
 
-// ELU's backward: the elu_backward op from the input, itself differentiable (double backward).
+// ELU's backward: the elu_backward op from the input, itself differentiable (double backward). The forward
+// continues below autograd with the keys the dispatcher gave (as PyTorch's generated autograd kernels do).
 struct EluFunction : public torch::autograd::Function<EluFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double alpha) {
-    at::AutoDispatchBelowADInplaceOrView below;
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double alpha, c10::DispatchKeySet below) {
+    at::AutoDispatchBelowADInplaceOrView guard;
     ctx->saved_data["alpha"] = alpha;
     ctx->save_for_backward({x});
-    return elu_op().call(x, alpha);
+    return elu_op().redispatch(below, x, alpha);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor x = ctx->get_saved_variables()[0];
-    return {elu_backward_op().call(grads[0], x, ctx->saved_data["alpha"].toDouble(), false), at::Tensor()};
+    return {elu_backward_op().call(grads[0], x, ctx->saved_data["alpha"].toDouble(), false), at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -493,13 +501,14 @@ struct EluInPlaceFunction : public torch::autograd::Function<EluInPlaceFunction>
   }
 };
 
-at::Tensor elu_autograd(const at::Tensor& x, double alpha) {
+at::Tensor elu_autograd(c10::DispatchKeySet ks, const at::Tensor& x, double alpha) {
   if (has_tangent(x)) return at::elu(dense(x), alpha);
+  const c10::DispatchKeySet below = ks & c10::after_ADInplaceOrView_keyset;
   if (!needs_grad(x)) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    return elu_op().call(x, alpha);
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return elu_op().redispatch(below, x, alpha);
   }
-  return EluFunction::apply(x, alpha);
+  return EluFunction::apply(x, alpha, below);
 }
 
 void elu_inplace_autograd(at::Tensor& x, double alpha) {
@@ -581,6 +590,53 @@ ELU_TORCH_LIBRARY_IMPL(ELU_OP_NAMESPACE, Autograd, m) {
   m.impl("elu_backward", &elu_backward_autograd);
 }
 
+namespace {
+
+// The eager entry points, in CPython's fastcall convention: (tensor, alpha) in, into the dispatcher at its top.
+// (pybind11's own argument matching costs about as much as the dispatcher itself; torch's bindings do this.)
+bool unpack(PyObject* const* args, Py_ssize_t nargs, const char* name, double* alpha) {
+  if (nargs != 2 || !THPVariable_Check(args[0])) {
+    PyErr_Format(PyExc_TypeError, "%s(x, alpha): x must be a Tensor and alpha a real number (2 arguments, got %zd)",
+                 name, nargs);
+    return false;
+  }
+  if (PyBool_Check(args[1]) || !PyNumber_Check(args[1]) || PyComplex_Check(args[1])) {
+    PyErr_Format(PyExc_TypeError, "%s: alpha must be a real number (float or int), got %s", name,
+                 Py_TYPE(args[1])->tp_name);
+    return false;
+  }
+  *alpha = PyFloat_AsDouble(args[1]);
+  return !(*alpha == -1.0 && PyErr_Occurred());
+}
+
+PyObject* call_elu(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  double alpha;
+  if (!unpack(args, nargs, "elu", &alpha)) return nullptr;
+  return THPVariable_Wrap(elu_op().call(THPVariable_Unpack(args[0]), alpha));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* call_elu_(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  double alpha;
+  if (!unpack(args, nargs, "elu_", &alpha)) return nullptr;
+  at::Tensor x = THPVariable_Unpack(args[0]);
+  elu_inplace_op().call(x, alpha);
+  Py_INCREF(args[0]);
+  return args[0];
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef kEntryPoints[] = {
+    {"call_elu", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call_elu)), METH_FASTCALL,
+     "call_elu(x, alpha): torch.ops.<op_namespace>.elu(x, alpha), through the dispatcher"},
+    {"call_elu_", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call_elu_)), METH_FASTCALL,
+     "call_elu_(x, alpha): torch.ops.<op_namespace>.elu_(x, alpha), through the dispatcher; returns x"},
+};
+
+}  // namespace
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("elu", &elu, "ELU(x) = x if x > 0 else alpha * (exp(x) - 1), float32 on CUDA", pybind11::arg("x"),
         pybind11::arg("alpha") = 1.0, pybind11::arg("out") = pybind11::none());
@@ -600,13 +656,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "float16/bfloat16 where the kernel file has a 16-bit backward)",
         pybind11::arg("grad_output"), pybind11::arg("x"), pybind11::arg("alpha") = 1.0,
         pybind11::arg("is_result") = false, pybind11::arg("out") = pybind11::none());
-  // The operator's eager entry points: into the dispatcher at its top, as torch.ops does, without torch.ops'
-  // boxed argument parsing (elu_study.ELU calls these).
+  // The operator's eager entry points (elu_study.ELU calls these): into the dispatcher at its top, as torch.ops
+  // does, without torch.ops' boxed argument parsing.
   m.attr("op_namespace") = ELU_STR(ELU_OP_NAMESPACE);
-  m.def("call_elu", [](const at::Tensor& x, double alpha) { return elu_op().call(x, alpha); },
-        "torch.ops.<op_namespace>.elu(x, alpha), through the dispatcher", pybind11::arg("x"), pybind11::arg("alpha"));
-  m.def("call_elu_", [](at::Tensor& x, double alpha) { elu_inplace_op().call(x, alpha); return x; },
-        "torch.ops.<op_namespace>.elu_(x, alpha), through the dispatcher", pybind11::arg("x"), pybind11::arg("alpha"));
+  for (auto& def : kEntryPoints) {
+    m.add_object(def.ml_name, pybind11::reinterpret_steal<pybind11::object>(PyCFunction_New(&def, nullptr)));
+  }
   m.def("kernel_refusal", &kernel_refusal,
         "Why this build's kernels do not compute ELU(x) at this alpha: (exception type, message), empty where they do", pybind11::arg("x"),
         pybind11::arg("alpha"));

@@ -5,7 +5,7 @@ Four models, from one where the host paces a step to ones where ELU's bytes matt
 backward, an SGD step) or an inference step (forward under ``torch.no_grad``), in float32 or under bfloat16
 autocast, eager or under ``torch.compile``, once with nn.ELU and once with the same weights through
 ``swap_elu``. A row's time is wall clock per step over ``steps_for`` steps and one synchronization, the
-median of ``ROUNDS`` rounds in which nn.ELU and the drop-in alternate; ``noise_ms`` is the p10-p90 spread of
+median of ``ROUNDS`` rounds in which nn.ELU and the drop-in alternate (the garbage collector off, as timeit has it); ``noise_ms`` is the p10-p90 spread of
 those rounds. ELU's share of a step: the device time of its kernels (aten's, the study's, or a fused Triton
 kernel holding it) in one profiled step, over the step's time.
 """
@@ -13,6 +13,7 @@ kernel holding it) in one profiled step, over the step's time.
 from __future__ import annotations
 
 import copy
+import gc
 import math
 import re
 import time
@@ -24,7 +25,7 @@ from torch import nn
 
 from elu_study.pytorch.nn import swap_elu
 
-ROUNDS, ROUND_MS, WARMUP_STEPS = 7, 60.0, 3
+ROUNDS, ROUND_MS, WARMUP_STEPS = 15, 60.0, 3
 ELU_KERNEL = re.compile(r"elu|step6|step7", re.IGNORECASE)  # aten's elu kernels, the study's, fused Triton ones
 
 
@@ -85,12 +86,17 @@ def stepper(net: nn.Module, mode: str, autocast: bool, compiled: bool):
 
 
 def wall_ms(step, x, target, steps: int) -> float:
+    """Wall clock per step over ``steps`` steps and one synchronization, the garbage collector off (as timeit)."""
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step(x, target)
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e3 / steps
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step(x, target)
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3 / steps
+    finally:
+        gc.enable()
 
 
 def elu_device_ms(step, x, target) -> float:
