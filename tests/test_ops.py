@@ -110,7 +110,7 @@ def test_the_gradient_comes_from_the_operators_own_autograd(defaults):
     formula; removing the Autograd kernel leaves the output without a gradient."""
     x = torch.randn(50, dtype=torch.float64, requires_grad=True)
     y = ELU(0.5)(x)
-    assert y.requires_grad and "EluFunction" in type(y.grad_fn).__name__ + y.grad_fn.name()
+    assert y.requires_grad and "EluFunction" in y.grad_fn.name()
     with Ops() as seen:
         (gx,) = torch.autograd.grad(y, x, torch.ones_like(y), create_graph=True)
         gx.sum().backward()
@@ -228,7 +228,7 @@ def test_every_layout_keeps_its_memory_format_and_values(defaults, device):
     for name, x in layouts(device):
         y = ELU(0.5)(x)
         want = F.elu(x if ops.dense(x) else x.contiguous(), 0.5)
-        assert y.stride() == want.stride(), name
+        assert [s for s, n in zip(y.stride(), y.shape) if n > 1] == [s for s, n in zip(want.stride(), y.shape) if n > 1]
         torch.testing.assert_close(y, want, **({"rtol": 0, "atol": 0} if device == "cpu" else {}))
     x = layouts(device)[1][1]
     assert ELU()(x).is_contiguous(memory_format=torch.channels_last)

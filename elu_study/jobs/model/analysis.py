@@ -50,10 +50,18 @@ def checks(record: dict) -> pd.DataFrame:
     return pd.DataFrame([{"check": k, "passed": v["passed"]} for k, v in record["checks"].items()])
 
 
+def paired(a: list, b: list) -> pd.Series:
+    """a[i] / b[i]: runs taken side by side in one round, so the host's drift between rounds cancels."""
+    return pd.Series(a) / pd.Series(b)
+
+
 def host(record: dict) -> pd.DataFrame:
-    """us per call, one row per group, one column per route, and elu_study.ELU over nn.ELU."""
-    t = pd.DataFrame(record["host_cost"]).pivot_table(index=GROUP, columns="route", values="us_per_call")
-    t["ELU / nn.ELU"] = t["elu_study.ELU"] / t["nn.ELU"]
+    """us per call, one row per group, one column per route; elu_study.ELU over nn.ELU as the median of the
+    repeats' paired ratios (the routes alternate within each repeat)."""
+    rows = pd.DataFrame(record["host_cost"])
+    t = rows.pivot_table(index=GROUP, columns="route", values="us_per_call")
+    runs = rows.pivot_table(index=GROUP, columns="route", values="us_runs", aggfunc="first")
+    t["ELU / nn.ELU"] = [paired(r["elu_study.ELU"], r["nn.ELU"]).median() for _, r in runs.iterrows()]
     return t.reset_index()
 
 
@@ -68,13 +76,15 @@ def host_spread(record: dict) -> pd.DataFrame:
 
 
 def end_to_end(record: dict) -> pd.DataFrame:
-    """One row per configuration: both times, the drop-in's ratio, the noise (the larger row's, relative), ELU's
-    share of nn.ELU's step, and whether the drop-in is slower beyond the tie, and faster."""
+    """One row per configuration: both times (medians), the drop-in's ratio (the median of the rounds' paired
+    ratios), the noise (half the p10-p90 spread of those ratios), ELU's share of nn.ELU's step, and whether the
+    drop-in is slower beyond the tie (the larger of the noise and 2 %), and faster."""
     t = pd.DataFrame(record["end_to_end"])
-    wide = t.pivot_table(index=CONFIG, columns="elu", values=["ms", "noise_ms", "elu_ms"], aggfunc="first")
+    wide = t.pivot_table(index=CONFIG, columns="elu", values=["ms", "elu_ms", "ms_runs"], aggfunc="first")
+    ratios = [paired(d, n) for d, n in zip(wide[("ms_runs", "drop-in")], wide[("ms_runs", "nn.ELU")])]
     out = pd.DataFrame({"nn.ELU ms": wide[("ms", "nn.ELU")], "drop-in ms": wide[("ms", "drop-in")]})
-    out["ratio"] = out["drop-in ms"] / out["nn.ELU ms"]
-    out["noise"] = wide["noise_ms"].max(axis=1) / out["nn.ELU ms"]
+    out["ratio"] = [r.median() for r in ratios]
+    out["noise"] = [(r.quantile(0.9) - r.quantile(0.1)) / 2 for r in ratios]
     out["ELU share"] = wide[("elu_ms", "nn.ELU")] / out["nn.ELU ms"]
     out["slower"] = out["ratio"] - 1 > out["noise"].clip(lower=TIE)
     out["faster"] = out["ratio"] < 1

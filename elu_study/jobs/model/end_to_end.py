@@ -1,13 +1,16 @@
 """Whole steps of models with ELU, nn.ELU against the drop-in (``end_to_end``), with ELU's share of each step.
 
-Four models, from one where the host paces a step to ones where ELU's bytes matter: ELU MLPs of three widths
-(``MODELS``) and timm's ResNet-18 with ELU as its activation (in place, after each batch norm), in channels_last. Each runs a training step (forward, loss,
-backward, an SGD step) or an inference step (forward under ``torch.no_grad``), in float32 or under bfloat16
-autocast, eager or under ``torch.compile``, once with nn.ELU and once with the same weights through
-``swap_elu``. A row's time is wall clock per step over ``steps_for`` steps and one synchronization, the
-median of ``ROUNDS`` rounds in which nn.ELU and the drop-in alternate (the garbage collector off, as timeit has it); ``noise_ms`` is the p10-p90 spread of
-those rounds. ELU's share of a step: the device time of its kernels (aten's, the study's, or a fused Triton
-kernel holding it) in one profiled step, over the step's time.
+Four models, from one where the host paces a step to ones where ELU's bytes matter: ELU MLPs of three
+widths (``MODELS``) and timm's ResNet-18 with ELU as its activation (in place, after each batch norm), in
+channels_last. Each runs a training step (forward, loss, backward, an SGD step) or an inference step
+(forward under ``torch.no_grad``), in float32 or under bfloat16 autocast, eager or under ``torch.compile``,
+once with nn.ELU and once with the same weights through ``swap_elu``.
+
+A row's time is wall clock per step over ``k`` steps and one synchronization (the garbage collector off, as
+timeit has it), the median of ``ROUNDS`` rounds in which nn.ELU and the drop-in alternate; ``noise_ms`` is
+the p10-p90 spread of those rounds. The comparison (analysis.end_to_end) pairs the two rows round by round,
+so that the host's drift between rounds cancels. ELU's share of a step: the device time of its kernels
+(aten's, the study's, or a fused Triton kernel holding it) in one profiled step, over the step's time.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from torch import nn
 
 from elu_study.pytorch.nn import swap_elu
 
-ROUNDS, ROUND_MS, WARMUP_STEPS = 15, 60.0, 3
+ROUNDS, ROUND_MS, WARMUP_STEPS = 15, 60.0, 5
 ELU_KERNEL = re.compile(r"elu|step6|step7", re.IGNORECASE)  # aten's elu kernels, the study's, fused Triton ones
 
 
@@ -122,6 +125,8 @@ def config_rows(model: Model, mode: str, autocast: bool, compiled: bool, rounds:
         for _ in range(WARMUP_STEPS):
             s(x, target)
     k = max(2, math.ceil(ROUND_MS / wall_ms(steps["nn.ELU"], x, target, 2)))
+    for s in steps.values():  # one untimed round each: allocator, cuDNN and caches settled
+        wall_ms(s, x, target, k)
     times = {e: [] for e in steps}
     for _ in range(rounds):
         for e, s in steps.items():

@@ -47,7 +47,7 @@ def end_to_end_figure(record: dict):
         ax.set_yticks(list(y))
         ax.set_yticklabels([f"{r.model.split(',')[0]} | {r.dtype} | {r.mode}" for r in panel.itertuples()], fontsize=7)
         ax.set_title("torch.compile" if compiled else "eager")
-        ax.set_xlabel("drop-in step time / nn.ELU's (bars: noise, the larger row's p10-p90)")
+        ax.set_xlabel("drop-in step time / nn.ELU's (median of paired rounds; whiskers: half their p10-p90)")
         ax.grid(axis="x", alpha=0.3)
     axes[0].legend(fontsize=8, loc="lower right")
     sm = plt.cm.ScalarMappable(cmap="viridis", norm=plt.Normalize(0, 0.5))

@@ -1,13 +1,15 @@
 """What one call costs the host, route by route (``host_cost``), and where that time goes (``host_profile``).
 
 Every route is called back to back on the same input, ``CALLS`` calls and one synchronization per timing
-(``torch.utils.benchmark``: its timer synchronizes CUDA), the routes interleaved in ``REPEATS`` rounds so
-that drift reaches all alike. At these sizes the kernel takes less time than the host's call (2^20 float32
+(``torch.utils.benchmark``: its timer synchronizes CUDA, and timeit turns the garbage collector off), the
+routes interleaved in ``REPEATS`` rounds so that drift reaches all alike, the thread on one core. At these sizes the kernel takes less time than the host's call (2^20 float32
 elements move 8 MB: about 2 us at copy_'s bandwidth), so the host sets the pace.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 
 import torch
@@ -20,7 +22,7 @@ from elu_study.pytorch.nn import ELU
 
 ROUTES = ("nn.ELU", "F.elu", "binding", "torch.ops", "elu_study.ELU")
 SIZES = (2**10, 2**16, 2**20)
-CALLS, REPEATS, WARMUP = 3000, 7, 300
+CALLS, REPEATS, WARMUP = 2000, 15, 300
 PROFILE_NUMEL, PROFILE_CALLS, PROFILE_TOP = 2**16, 200, 6
 
 
@@ -53,10 +55,22 @@ def time_group(numel: int, requires_grad: bool, autocast: bool, calls: int = CAL
              "us_per_call": statistics.median(v), "us_runs": v} for r, v in runs.items()]
 
 
+@contextlib.contextmanager
+def one_core():
+    """This thread on one CPU core while it times: no migration between cores in the middle of a repeat."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
 def measure_host(sizes=SIZES, calls: int = CALLS, repeats: int = REPEATS) -> list[dict]:
     """host_cost: one row per (route, numel, requires_grad, autocast)."""
-    return [row for numel in sizes for grad in (False, True) for autocast in (False, True)
-            for row in time_group(numel, grad, autocast, calls, repeats)]
+    with one_core():
+        return [row for numel in sizes for grad in (False, True) for autocast in (False, True)
+                for row in time_group(numel, grad, autocast, calls, repeats)]
 
 
 def profile_route(route: str, requires_grad: bool, calls: int = PROFILE_CALLS, top: int = PROFILE_TOP) -> list[dict]:
