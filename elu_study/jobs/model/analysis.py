@@ -65,14 +65,17 @@ def host(record: dict) -> pd.DataFrame:
     return t.reset_index()
 
 
-def host_spread(record: dict) -> pd.DataFrame:
-    """Each route's p10-p90 of its repeats, in us, beside its median."""
-    rows = []
-    for r in record["host_cost"]:
-        s = pd.Series(r["us_runs"])
-        rows.append({**{k: r[k] for k in ("route", *GROUP)}, "us": r["us_per_call"], "p10": s.quantile(0.1),
-                     "p90": s.quantile(0.9)})
-    return pd.DataFrame(rows)
+def host_ratios(record: dict) -> pd.DataFrame:
+    """Each route's time over nn.ELU's in the same round: median and p10-p90 of the paired ratios, per group."""
+    rows = pd.DataFrame(record["host_cost"])
+    runs = rows.pivot_table(index=GROUP, columns="route", values="us_runs", aggfunc="first")
+    out = []
+    for key, r in runs.iterrows():
+        for route in r.index:
+            q = paired(r[route], r["nn.ELU"])
+            out.append({**dict(zip(GROUP, key)), "route": route, "ratio": q.median(), "p10": q.quantile(0.1),
+                        "p90": q.quantile(0.9)})
+    return pd.DataFrame(out)
 
 
 def end_to_end(record: dict) -> pd.DataFrame:
