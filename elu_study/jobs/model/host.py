@@ -14,7 +14,6 @@ import statistics
 
 import torch
 import torch.nn.functional as F
-import torch.utils.benchmark as benchmark
 from torch import nn
 
 from elu_study.pytorch import ops
@@ -41,6 +40,8 @@ def group_input(numel: int, requires_grad: bool, autocast: bool) -> torch.Tensor
 
 
 def time_group(numel: int, requires_grad: bool, autocast: bool, calls: int = CALLS, repeats: int = REPEATS) -> list:
+    import torch.utils.benchmark as benchmark  # lazy: it imports cpp_extension, which warns on stderr without a GPU
+
     x = group_input(numel, requires_grad, autocast)
     fns = routes(x.dtype)
     timers = {r: benchmark.Timer("f(x)", globals={"f": f, "x": x}) for r, f in fns.items()}
