@@ -99,13 +99,13 @@ def summary(record: dict) -> pd.DataFrame:
     rows = []
     if record.get("host_cost"):
         h = host(record)
-        rows.append({"bar": "elu_study.ELU at or under nn.ELU, host us per call (groups)",
+        rows.append({"bar": "host cost per call at or under nn.ELU's (size x grad x autocast groups)",
                      "met": int((h["ELU / nn.ELU"] <= 1).sum()), "of": len(h)})
     if record.get("end_to_end"):
         e = end_to_end(record)
         matters = e[e["ELU share"] >= MATTERS]
-        rows.append({"bar": "steps not slower beyond max(noise, 2 %)", "met": int((~e["slower"]).sum()), "of": len(e)})
-        rows.append({"bar": "faster where ELU is >= 5 % of the step", "met": int(matters["faster"].sum()),
+        rows.append({"bar": "whole steps no slower than with nn.ELU beyond max(noise, 2 %)", "met": int((~e["slower"]).sum()), "of": len(e)})
+        rows.append({"bar": "faster where ELU is at least 5 % of the step", "met": int(matters["faster"].sum()),
                      "of": len(matters)})
     if record.get("checks"):
         c = checks(record)
