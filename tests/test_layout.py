@@ -24,7 +24,7 @@ MAX_FUNCTION_LINES = 60
 MAX_LAYERS = 5
 # Imports that may stay inside a function, each for the reason its line's comment gives.
 LAZY_ALLOWED = {"triton", "triton.testing", "pynvml", "nbformat", "nbclient", "nvidia", "torch.utils",
-                "elu_study.core.triton_elu", "elu_study.pytorch.nn", "timm", "pandas",
+                "elu_study.core.triton_elu", "elu_study.pytorch.nn", "timm", "pandas", "torch.utils.benchmark",
                 "torch._dynamo.utils"}
 # Names that only core/record.py may define: the record's path, save, load and the README-block writer.
 RECORD_IO = {"record_path", "save", "load", "dumps", "write_block", "update_readme", "save_figure", "open_record"}

@@ -340,7 +340,8 @@ def test_like_for_like_host_cost_comes_from_the_model_record():
     if model is None:
         assert lines == []
         return
-    med = {r: sorted(v["median"] for v in model["host"]["routes"][r]["us"].values()) for r in notebook.MODEL_ROUTES}
+    med = {r: sorted(v["us_per_call"] for v in model["host_cost"] if v["route"] == r and not v["requires_grad"]
+                     and not v["autocast"]) for r in notebook.MODEL_ROUTES}
     mid = {r: (v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2) for r, v in med.items()}
     assert f"{mid['binding']:.2f} µs" in lines[0] and f"{mid['binding'] / mid['F.elu']:.2f}x" in lines[0]
     assert "not like for like" in notebook.findings(rec).data

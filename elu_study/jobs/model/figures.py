@@ -37,7 +37,7 @@ def end_to_end_figure(record: dict):
     """Drop-in time over nn.ELU's per configuration, eager and compiled side by side; the shaded band is the
     tie (the larger of the run's noise and 2 %), the colour ELU's share of the step."""
     e = analysis.end_to_end(record)
-    fig, axes = plt.subplots(1, 2, figsize=(17, 0.22 * len(e) + 2.5), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(17, 0.22 * len(e) + 2.5), sharey=True, sharex=True)
     top = max(0.1, float(e["ELU share"].max()))
     for ax, (compiled, panel) in zip(axes, e.groupby("compiled")):
         panel = panel.reset_index(drop=True)
@@ -46,16 +46,16 @@ def end_to_end_figure(record: dict):
         ax.barh(y, panel["ratio"] - 1, left=1, color=colors, height=0.7)
         ax.errorbar(panel["ratio"], y, xerr=panel["noise"], fmt="none", ecolor="black", capsize=2, lw=0.8)
         ax.axvline(1, color="black", lw=0.8)
-        ax.axvspan(1 - analysis.TIE, 1 + analysis.TIE, color="gray", alpha=0.15, label="+-2 %")
+        ax.axvspan(1 - analysis.TIE, 1 + analysis.TIE, color="gray", alpha=0.15, label="+-2 % (the tie's floor)")
         ax.set_yticks(list(y))
         ax.set_yticklabels([f"{r.model.split(',')[0].removeprefix('timm ').removesuffix(' with ELU')} | {r.dtype} | "
                             f"{r.mode}" for r in panel.itertuples()], fontsize=8)
-        ax.set_title("torch.compile" if compiled else "eager")
+        ax.set_title("torch.compile: both run F.elu (the same program twice)" if compiled else "eager")
         ax.set_xlabel("drop-in step time / nn.ELU's (median of paired rounds; whiskers: half their p10-p90)")
         ax.grid(axis="x", alpha=0.3)
     axes[0].legend(fontsize=8, loc="lower right")
     sm = plt.cm.ScalarMappable(cmap="viridis", norm=plt.Normalize(0, top))
     fig.suptitle(f"{record['provenance']['gpu']}: whole steps with the drop-in, against nn.ELU")
     fig.tight_layout(rect=(0, 0, 0.93, 1))
-    fig.colorbar(sm, ax=axes, label="ELU's share of nn.ELU's step", fraction=0.02, pad=0.01)
+    fig.colorbar(sm, ax=axes, label="ELU's share of the eager nn.ELU step", fraction=0.02, pad=0.01)
     return fig

@@ -175,8 +175,8 @@ def model_line(model: dict) -> str | None:
     bars = model_analysis.summary(model)
     if bars.empty:
         return None
-    counts = "; ".join(f"{r.bar}: {r.met} of {r.of}" for r in bars.itertuples())
-    return f"- **In a model** ({nb('11_in_a_model')}): {counts}."
+    counts = " ".join(f"{r.bar[0].upper()}{r.bar[1:]}: {r.met} of {r.of}." for r in bars.itertuples())
+    return f"- **In a model** ({nb('11_in_a_model')}): {counts}"
 
 
 def step7_line(study: dict) -> str | None:

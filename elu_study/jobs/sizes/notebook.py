@@ -209,24 +209,24 @@ def kernel_lines(record: dict) -> list[str]:
     return lines
 
 
-MODEL_ROUTES = ("binding", "F.elu", "library.elu (after)")  # notebook 11's host routes, each call allocating
+MODEL_ROUTES = ("binding", "F.elu", "elu_study.ELU")  # notebook 11's host routes, each call allocating
 
 
 def model_host_line(record: dict, ref: str) -> list[str]:
-    """The like-for-like host cost from notebook 11's record (results/<gpu>-model.json), where every route
-    allocates its output: medians over its sizes of the binding's, F.elu's and library.elu's µs per call."""
+    """The like-for-like host cost from notebook 11's record (results/<gpu>-model.json, ``host_cost``), where every
+    route allocates its output: medians over its sizes (float32, no gradient) of each route's µs per call."""
     try:
         model = load(record["provenance"]["gpu"], "model", required=False)
     except RecordError:  # a record this code cannot read
         model = None
-    routes = (model or {}).get("host", {}).get("routes", {})
-    if ref != "F.elu" or not all(r in routes for r in MODEL_ROUTES):
+    rows = pd.DataFrame((model or {}).get("host_cost", []))
+    if ref != "F.elu" or rows.empty or not set(MODEL_ROUTES) <= set(rows["route"]):
         return []
-    med = {r: float(pd.Series([v["median"] for v in routes[r]["us"].values()]).median()) for r in MODEL_ROUTES}
-    binding, felu, drop_in = (med[r] for r in MODEL_ROUTES)
+    plain = rows[~rows["requires_grad"] & ~rows["autocast"]]
+    binding, felu, drop_in = (float(plain[plain["route"] == r]["us_per_call"].median()) for r in MODEL_ROUTES)
     return [f"- **Like for like** ([notebook 11](11_in_a_model.ipynb)'s record, every call allocating): the binding "
             f"alone takes {binding:.2f} µs per call, {binding / felu:.2f}x F.elu's {felu:.2f} µs. The drop-in "
-            f"`library.elu` takes {drop_in / felu:.2f}x F.elu's."]
+            f"`elu_study.ELU` takes {drop_in / felu:.2f}x F.elu's."]
 
 
 def top_lines(record: dict) -> list[str]:
