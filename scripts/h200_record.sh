@@ -2,10 +2,12 @@
 # Regenerate the committed H200 records on a GPU machine, stage by stage:
 #   bash scripts/h200_record.sh study profile accuracy   # the measurements
 #   bash scripts/h200_record.sh notebooks tests          # notebooks executed and checked, GPU tests
+#   bash scripts/h200_record.sh build optests model:checks,host,eager notebook:11_in_a_model
 # Stages: build (every kernel build of every job, in parallel), study (results/<gpu>.json, figures, README block), profile (results/<gpu>-ncu.json),
 # accuracy (results/<gpu>-accuracy.json), sanitize (results/<gpu>-sanitize.json), notebooks
 # (executed in place, then re-run by nbval), tests (the whole suite, GPU tests and fuzzing
-# included; results/<gpu>-tests.json). What changed is packed into $OUT/record.tar.gz when
+# included; results/<gpu>-tests.json), optests (the operator's tests alone, no record), model:PARTS (python -m
+# elu_study model --parts PARTS), notebook:NAME (one notebook executed in place). What changed is packed into $OUT/record.tar.gz when
 # $OUT is set (the device tool's output folder).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +25,14 @@ for stage in "$@"; do
   log "$stage"
   case "$stage" in
     build) python3 -c "from elu_study.core.build import build_all; from elu_study.core.entries import ENTRIES, builds
-build_all(builds(list(ENTRIES.values())) + [('sweeps/launch_shapes', ())])" || status=1 ;;  # every build at once
+from elu_study.pytorch import ops
+build_all(builds(list(ENTRIES.values())) + [('sweeps/launch_shapes', ()), ('1_naive', ()), *ops.default_builds().values()])" \
+             || status=1 ;;  # every build at once, the drop-in's defaults included
     notebooks) python3 -m elu_study notebooks || status=1 ;;
+    notebook:*) python3 -m elu_study notebooks "notebooks/${stage#notebook:}.ipynb" || status=1 ;;
+    optests) python3 -m pytest tests/test_ops.py tests/test_op_properties.py -q -p no:cacheprovider -o addopts="" \
+               || status=1 ;;  # -o addopts="": no nbval (the GPU test record is rewritten: commit the full suite's)
+    model:*) python3 -m elu_study model --parts "${stage#model:}" || status=1 ;;
     tests) python3 -m pytest -q -x --durations=15 || status=1 ;;
     *) python3 -m elu_study "$stage" || status=1 ;;  # a job of python -m elu_study (study, profile, ...)
   esac
