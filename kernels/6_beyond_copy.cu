@@ -17,9 +17,11 @@
 //                      front half, odd ones from the back half), 3 a
 //                      persistent grid (ELU6_BLOCKS_PER_SM x SMs blocks),
 //                      each block one contiguous run of tiles
-//   -DELU6_OP=Expm1f   the float32 formula (default Expf, steps 1-4's: expm1f's
-//                      extra instructions cost 2% at this launch, notebook 08;
-//                      Expm1Poly: no cancellation near 0, the drop-in's, notebook 11)
+//   -DELU6_OP=Expf     the float32 formula (default Expm1Poly: expm1 without
+//                      cancellation near 0, within 2 ulp of float64 for every
+//                      input, at expf - 1's speed; Expf, steps 1-4's, returns 0
+//                      for tiny negative inputs; Expm1f, PyTorch's, is bit for
+//                      bit F.elu and costs its extra instructions: notebook 08)
 //   -DELU6_OP16=Expf   the 16-bit formula (default Expm1f, PyTorch's: after
 //                      rounding to 16 bits it is bit-identical to F.elu, and
 //                      expf - 1 is not: notebook 08 counts the mismatches)
@@ -55,7 +57,7 @@
 #define ELU6_BLOCKS_PER_SM 16
 #endif
 #ifndef ELU6_OP
-#define ELU6_OP Expf
+#define ELU6_OP Expm1Poly
 #endif
 #ifndef ELU6_OP16
 #define ELU6_OP16 Expm1f

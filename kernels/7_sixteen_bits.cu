@@ -13,8 +13,11 @@
 // computes each table once, into global memory, with expm1f itself; each block
 // copies it from L2 into shared memory and streams a few tiles. The float32
 // value before the one rounding is expm1f's bit for bit, so the result equals
-// PyTorch's for every alpha by construction. The backward (grad * alpha *
-// expf(x), aten elu_backward's order) looks expf up the same way. The first
+// PyTorch's for every alpha by construction. float16's 79 KB table arrives by
+// cp.async while the block's first load is in flight. The backward (grad *
+// alpha * expf(x), aten elu_backward's order) computes expf: with three streams
+// it has 1.5 times the forward's time per element, enough for expf's
+// instructions, and no table to fill (a table version is kept). The first
 // call on a device builds its tables and waits for them; a first call during
 // CUDA graph capture cannot wait, so there each block computes its own.
 //
@@ -42,9 +45,17 @@
 //                     16); k = 0: a persistent grid (as many blocks as fit)
 //   -DELU7_FILL=f     1 (default) blocks copy the device's global table; 0 each
 //                     block computes its own with expm1f
+//   -DELU7_CONTIG=1   a table kernel's block takes its tiles as one contiguous run (default 0: blockIdx.x,
+//                     + gridDim.x, ...)
+//   -DELU7_FP16_ASYNC=a, -DELU7_BF16_ASYNC=a  1: a block copies the global table with cp.async and issues its
+//                     first load before waiting for the copy (default: float16 1, bfloat16 0); 0: the copy,
+//                     then the loads
+//   -DELU7_BWD_TABLE=t  the backward from x: 0 (default) computes expf, ELU7_BWD_VECS vectors per thread in
+//                     blocks of ELU7_BWD_THREADS (256, 1), stores plain (ELU7_BWD_STORE=0) or streaming (1);
+//                     1: the expf table in the table kernels' launch
 //   -DELU7_OP=Approx  the float32 path computes fast(x) * alpha (ELU7_FORMULA's; Lean for Auto), unchecked:
 //                     with alpha = 1 it returns fast(x) itself, which is how
-//                     delta is measured (default Expf, step 6's formula)
+//                     delta is measured (default Expm1Poly, step 6's formula)
 // elu-study: binding = storage16 backward16
 #include <atomic>
 #include <cmath>
@@ -70,7 +81,7 @@
 #define ELU7_LOAD 1
 #endif
 #ifndef ELU7_OP
-#define ELU7_OP Expf
+#define ELU7_OP Expm1Poly
 #endif
 #ifndef ELU7_BF16_THREADS
 #define ELU7_BF16_THREADS 512
@@ -82,10 +93,31 @@
 #define ELU7_FP16_THREADS 1024
 #endif
 #ifndef ELU7_FP16_TILES
-#define ELU7_FP16_TILES 16
+#define ELU7_FP16_TILES 8
 #endif
 #ifndef ELU7_FILL
 #define ELU7_FILL 1
+#endif
+#ifndef ELU7_CONTIG
+#define ELU7_CONTIG 0
+#endif
+#ifndef ELU7_FP16_ASYNC
+#define ELU7_FP16_ASYNC 1
+#endif
+#ifndef ELU7_BF16_ASYNC
+#define ELU7_BF16_ASYNC 0
+#endif
+#ifndef ELU7_BWD_TABLE
+#define ELU7_BWD_TABLE 0
+#endif
+#ifndef ELU7_BWD_THREADS
+#define ELU7_BWD_THREADS 256
+#endif
+#ifndef ELU7_BWD_VECS
+#define ELU7_BWD_VECS 1
+#endif
+#ifndef ELU7_BWD_STORE
+#define ELU7_BWD_STORE 0
 #endif
 
 namespace step7 {
@@ -258,6 +290,7 @@ template <class T> struct Shape {
   static constexpr int kThreads = std::is_same_v<T, __half> ? ELU7_FP16_THREADS : ELU7_BF16_THREADS;
   static constexpr int kTiles = std::is_same_v<T, __half> ? ELU7_FP16_TILES : ELU7_BF16_TILES;
   static constexpr int kMinBlocks = 2048 / kThreads >= 2 ? 2 : 1;
+  static constexpr bool kAsync = (std::is_same_v<T, __half> ? ELU7_FP16_ASYNC : ELU7_BF16_ASYNC) == 1;
 };
 
 // Entry i of a table, computed: f(-value(kLo + i)).
@@ -275,6 +308,15 @@ __global__ void table_fill_kernel(float* table) {
 // none (a first call during CUDA graph capture, or ELU7_FILL=0), computed by the block itself.
 template <class T, class F>
 __device__ __forceinline__ void fill(float* table, const float* __restrict__ global) {
+  if (Shape<T>::kAsync && ELU7_FILL == 1 && global != nullptr) {  // the wait is the caller's (fill_wait)
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(table));
+    for (uint32_t i = threadIdx.x; i < padded_entries<T, F>() / 4; i += blockDim.x) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(base + 16 * i),
+                   "l"(reinterpret_cast<const float4*>(global) + i));
+    }
+    asm volatile("cp.async.commit_group;");
+    return;
+  }
   if (ELU7_FILL == 1 && global != nullptr) {
     for (uint32_t i = threadIdx.x; i < padded_entries<T, F>() / 4; i += blockDim.x) {
       reinterpret_cast<float4*>(table)[i] = __ldg(reinterpret_cast<const float4*>(global) + i);
@@ -283,6 +325,32 @@ __device__ __forceinline__ void fill(float* table, const float* __restrict__ glo
     for (uint32_t i = threadIdx.x; i < table_entries<T, F>(); i += blockDim.x) table[i] = entry<T, F>(i);
   }
   __syncthreads();
+}
+
+// After an asynchronous fill (Shape<T>::kAsync): the block's copies done and seen by every thread.
+template <class T>
+__device__ __forceinline__ void fill_wait(const float* global) {
+  if (Shape<T>::kAsync && ELU7_FILL == 1 && global != nullptr) {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+  }
+}
+
+// A block's tiles: the first vector index, the step between tiles, and the end (ELU7_CONTIG: one run of kTiles
+// tiles; else blockIdx.x, + gridDim.x, ...).
+template <class T>
+__device__ __forceinline__ void tiles(int64_t n_vec, int64_t& first, int64_t& step, int64_t& end) {
+  constexpr int kT = Shape<T>::kThreads;
+  if (ELU7_CONTIG == 1 && Shape<T>::kTiles > 0) {
+    first = int64_t(blockIdx.x) * Shape<T>::kTiles * kT + threadIdx.x;
+    step = kT;
+    end = first - threadIdx.x + int64_t(Shape<T>::kTiles) * kT;
+    end = end < n_vec ? end : n_vec;
+  } else {
+    first = int64_t(blockIdx.x) * kT + threadIdx.x;
+    step = int64_t(gridDim.x) * kT;
+    end = n_vec;
+  }
 }
 
 // The two 16-bit halves of a word: magnitude bits and the float value.
@@ -354,8 +422,18 @@ table16_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, int64_t n_vec
   extern __shared__ float4 smem[];
   float* table = reinterpret_cast<float*>(smem);
   fill<T, Expm1>(table, global);
-  const int64_t stride = int64_t(gridDim.x) * Shape<T>::kThreads;
-  for (int64_t i = int64_t(blockIdx.x) * Shape<T>::kThreads + threadIdx.x; i < n_vec; i += stride) {
+  int64_t i, stride, end;
+  tiles<T>(n_vec, i, stride, end);
+  if (Shape<T>::kAsync && ELU7_FILL == 1 && global != nullptr) {  // the first load in flight meanwhile
+    uint4 v = i < end ? load(x + i) : make_uint4(0, 0, 0, 0);
+    fill_wait<T>(global);
+    for (; i < end; i += stride) {
+      y[i] = map4<T>(v, v, [&](uint32_t w, uint32_t) { return elu2_table<T>(w, alpha, table); });
+      if (i + stride < end) v = load(x + i + stride);
+    }
+    return;
+  }
+  for (; i < end; i += stride) {
     const uint4 v = load(x + i);
     y[i] = map4<T>(v, v, [&](uint32_t w, uint32_t) { return elu2_table<T>(w, alpha, table); });
   }
@@ -368,14 +446,53 @@ backward16_kernel(const uint4* __restrict__ g, const uint4* __restrict__ xy, uin
                   float alpha, const float* __restrict__ global) {
   extern __shared__ float4 smem[];
   float* table = reinterpret_cast<float*>(smem);
-  if constexpr (!kFromResult) fill<T, Exp>(table, global);
-  const int64_t stride = int64_t(gridDim.x) * Shape<T>::kThreads;
-  for (int64_t i = int64_t(blockIdx.x) * Shape<T>::kThreads + threadIdx.x; i < n_vec; i += stride) {
+  if constexpr (!kFromResult) {
+    fill<T, Exp>(table, global);
+    fill_wait<T>(global);
+  }
+  int64_t i, stride, end;
+  tiles<T>(n_vec, i, stride, end);
+  for (; i < end; i += stride) {
     const uint4 gv = load(g + i), xv = load(xy + i);
     if constexpr (kFromResult) {
       out[i] = map4<T>(gv, xv, [&](uint32_t a, uint32_t b) { return dy2<T>(a, b, alpha); });
     } else {
       out[i] = map4<T>(gv, xv, [&](uint32_t a, uint32_t b) { return dx2_table<T>(a, b, alpha, table); });
+    }
+  }
+}
+
+// The backward from x with expf computed (ELU7_BWD_TABLE=0, the default): no table, so nothing to fill, and the
+// float32 backward's launch: ELU7_BWD_VECS vectors per thread (all loaded before any store) in blocks of
+// ELU7_BWD_THREADS, loads with L2 evict_last. Same float32 products in the same order as aten: the same bits.
+template <class T>
+__global__ void __launch_bounds__(ELU7_BWD_THREADS) backward16_exp_kernel(const uint4* __restrict__ g,
+                                                                          const uint4* __restrict__ x,
+                                                                          uint4* __restrict__ out, int64_t n_vec,
+                                                                          float alpha) {
+  const int64_t base = int64_t(blockIdx.x) * ELU7_BWD_THREADS * ELU7_BWD_VECS + threadIdx.x;
+  uint4 gv[ELU7_BWD_VECS], xv[ELU7_BWD_VECS];
+#pragma unroll
+  for (int k = 0; k < ELU7_BWD_VECS; ++k) {
+    const int64_t i = base + int64_t(k) * ELU7_BWD_THREADS;
+    if (i < n_vec) {
+      gv[k] = load(g + i);
+      xv[k] = load(x + i);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < ELU7_BWD_VECS; ++k) {
+    const int64_t i = base + int64_t(k) * ELU7_BWD_THREADS;
+    if (i >= n_vec) break;
+    const uint4 r = map4<T>(gv[k], xv[k], [&](uint32_t gw, uint32_t xw) {
+      const float2 gf = Pair<T>::unpack(gw), xf = Pair<T>::unpack(xw);
+      return Pair<T>::pack(xf.x <= 0.0f ? gf.x * alpha * expf(xf.x) : gf.x,
+                           xf.y <= 0.0f ? gf.y * alpha * expf(xf.y) : gf.y);
+    });
+    if constexpr (ELU7_BWD_STORE == 1) {
+      __stcs(out + i, r);
+    } else {
+      out[i] = r;
     }
   }
 }
@@ -542,6 +659,10 @@ void launch_backward16(const T* g, const T* xy, T* out, int64_t n, float alpha, 
   if (from_result) {
     const unsigned int grid = table_grid<T>(backward16_kernel<T, true>, 0, n_vec, slot<T>(kFromYBf16), device);
     backward16_kernel<T, true><<<grid, Shape<T>::kThreads, 0, stream>>>(gv, xv, ov, n_vec, alpha, nullptr);
+  } else if constexpr (ELU7_BWD_TABLE == 0) {
+    constexpr int kPerBlock = ELU7_BWD_THREADS * ELU7_BWD_VECS;
+    backward16_exp_kernel<T><<<elu::grid_blocks(elu::ceil_div(n_vec, kPerBlock)), ELU7_BWD_THREADS, 0, stream>>>(
+        gv, xv, ov, n_vec, alpha);
   } else {
     constexpr size_t smem = table_bytes<T, Exp>();
     const int which = slot<T>(kFromXBf16);

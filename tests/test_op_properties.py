@@ -206,7 +206,7 @@ def bad_calls(x: torch.Tensor):
 def test_bad_inputs_name_the_problem_and_leave_the_input(spec, device):
     x = make(spec, device)
     before = x.clone()
-    for name, call, error, words in bad_calls(x):
+    for _name, call, error, words in bad_calls(x):
         with pytest.raises(error, match=words):
             call()
         torch.testing.assert_close(x, before, rtol=0, atol=0, equal_nan=True)  # intact

@@ -74,7 +74,7 @@ def test_the_defaults_table_covers_every_dtype_and_direction_with_one_build_per_
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck_passes_for_every_op_and_layout(defaults, device, dtype):
-    for name, x in layouts(device, dtype):
+    for _name, x in layouts(device, dtype):
         g = torch.randn_like(x)
         for args in ((x.clone().requires_grad_(), 0.5), (x.clone(), -0.7)):
             opcheck(torch.ops.elu_study.elu.default, args)
@@ -225,7 +225,7 @@ def test_swap_elu_replaces_every_nn_elu_and_keeps_alpha_and_inplace():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_every_layout_keeps_its_memory_format_and_values(defaults, device):
-    for name, x in layouts(device):
+    for _name, x in layouts(device):
         y = ELU(0.5)(x)
         want = F.elu(x if ops.dense(x) else x.contiguous(), 0.5)
         assert [s for s, n in zip(y.stride(), y.shape) if n > 1] == [s for s, n in zip(want.stride(), y.shape) if n > 1]

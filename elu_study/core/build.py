@@ -64,7 +64,7 @@ def _cpp_extension():
     # Without a GPU this import logs "No CUDA runtime is found" on stderr, which
     # notebooks would then carry as an output that differs from a GPU run.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-    from torch.utils import cpp_extension  # lazy: it reads CUDA_HOME at import, so after configure_toolchain
+    from torch.utils import cpp_extension  # noqa: PLC0415 - lazy: it reads CUDA_HOME at import, so after configure_toolchain
 
     return cpp_extension
 
@@ -205,13 +205,13 @@ def find_cuda_tool(tool: str) -> str:
     configure_toolchain()
     dirs = [os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"], "bin"))]
     try:
-        import triton  # ships cuobjdump and nvdisasm beside its ptxas
+        import triton  # noqa: PLC0415 - ships cuobjdump and nvdisasm beside its ptxas
 
         dirs.append(str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin"))
     except ImportError:
         pass
     try:
-        import nvidia  # the nvidia-cuda-cuobjdump / -nvdisasm wheels install into this namespace
+        import nvidia  # noqa: PLC0415 - the nvidia-cuda-cuobjdump / -nvdisasm wheels install into this namespace
 
         dirs += [str(p) for base in nvidia.__path__ for p in Path(base).glob("*/bin")]
     except ImportError:
@@ -225,7 +225,8 @@ def find_cuda_tool(tool: str) -> str:
 def build_in_subprocess(job: tuple) -> str:
     """One build of ``build_all``: (variant, nvcc flags) or (variant, nvcc flags, binding.cpp flags)."""
     name, flags, *cpp_flags = job
-    return compile_variant(name, extra_cuda_cflags=list(flags), extra_cflags=list(cpp_flags[0]) if cpp_flags else None).__name__
+    cpp = list(cpp_flags[0]) if cpp_flags else None
+    return compile_variant(name, extra_cuda_cflags=list(flags), extra_cflags=cpp).__name__
 
 
 def build_all(jobs: list[tuple], workers: int | None = None) -> None:

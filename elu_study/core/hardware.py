@@ -95,7 +95,7 @@ def provenance() -> dict:
     """Where and with what a measurement was made; recorded beside every result."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     try:
-        import triton  # lazy: triton is optional
+        import triton  # noqa: PLC0415 - lazy: triton is optional
 
         triton_version = triton.__version__
     except ImportError:

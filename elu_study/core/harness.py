@@ -18,10 +18,9 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from elu_study.core.check import INPUT_SCALE, check_elu, near_zero_rel_error
-from elu_study.core import exhaustive
-from elu_study.core.entries import (ALPHA, BYTES_PER_ELEMENT, DTYPES16, STREAM_HALVES, Entry, is_backward, resolve,
-                                    roof_of, stream_floor_ms)
-from elu_study.core.hardware import SHAPE, floor_ms, gpu_spec, provenance, tbps
+from elu_study.core import derived, exhaustive
+from elu_study.core.entries import ALPHA, DTYPES16, Entry, is_backward, resolve
+from elu_study.core.hardware import SHAPE, gpu_spec, provenance
 from elu_study.core.sass import inspect_variant
 from elu_study.core.timing import time_interleaved
 
@@ -152,7 +151,7 @@ def _timed_16bit(entry: Entry, x, cache: dict | None) -> Callable[[], object]:
 
 def triton_module():
     """elu_study.core.triton_elu (its elu(x, alpha, out=) is the Triton peer), imported on first use."""
-    from elu_study.core import triton_elu  # lazy: triton is optional, imported only when its entry is used
+    from elu_study.core import triton_elu  # noqa: PLC0415 - lazy: triton is optional, imported only when its entry is used
 
     return triton_elu
 
@@ -173,6 +172,8 @@ class Measurement:
     sass: dict | None = None
     extra: dict = field(default_factory=dict)
     mode: str = ""
+    dtype: str = "float32"
+    direction: str = "forward"
     exhaustive: dict | None = None  # a 16-bit row's check on every bit pattern of its dtype (core.exhaustive)
 
 
@@ -226,7 +227,7 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
     with quiet():
         for entry in tqdm(entries, desc="checking", unit="entry", disable=not progress):
             m = Measurement(entry.name, entry.kind, entry.what, entry.group, entry.base, list(entry.flags), timing={},
-                            mode=entry.mode)
+                            mode=entry.mode, dtype=entry.dtype, direction=entry.direction)
             check_entry(entry, m, shape, trials)
             if entry.variant and not entry.variant.startswith("peers/"):  # a library's file holds its own kernels
                 key = (entry.variant, entry.flags)  # entries that call one build another way share its SASS
@@ -256,34 +257,6 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
     }
     if any(m.exhaustive for m in rows.values()):
         record["alphas16"] = exhaustive.alphas()  # every alpha each 16-bit row's exhaustive check ran at
-    return annotate(record)
-
-
-def annotate(record: dict) -> dict:
-    """Derived columns for every row: TB/s, % of the datasheet floor, time over float32 copy_ (x_copy), and time
-    over the row's own roof (x_roof: its dtype's copy_, or its dtype's torch.add for a backward row), if held."""
-    numel = record["problem"]["numel"]
-    peak = record.get("peak_bytes_per_s")
-    roof = next((r["timing"]["median_ms"] for r in record["rows"] if r["name"] == "copy_"), None)
-    record["floor_ms"] = floor_ms(numel, peak) if peak else None
-    record["roof_ms"] = roof
-    by_name = {r["name"]: r for r in record["rows"]}
-    stream = stream_floor_ms(record["rows"])
-    if stream is not None:  # a record made before the stream halves were entries has none
-        record["stream_floor_ms"] = stream
-    for row in record["rows"]:
-        ms = row["timing"]["median_ms"]
-        # The bytes this row moves, as a share of a float32 read+write stream: 16-bit storage moves half,
-        # and each half of a stream (read_only, write_only) moves one direction only.
-        # A backward row moves three streams (grad and x in, grad_input out): 1.5 times the forward's bytes.
-        share = BYTES_PER_ELEMENT[row.get("mode", "")] / 4 * (0.5 if row["name"] in STREAM_HALVES else 1.0)
-        share *= 1.5 if is_backward(row["name"]) else 1.0
-        row["tbps"] = tbps(numel, ms) * share
-        row["pct_of_peak"] = 100 * record["floor_ms"] * share / ms if peak else None
-        row["x_copy"] = ms / roof if roof else None
-        own = by_name.get(roof_of(row["name"], row.get("mode", "")))
-        row["roof"] = own["name"] if own else None
-        row["x_roof"] = ms / own["timing"]["median_ms"] if own else None
-    return record
+    return derived.annotate(record)
 
 

@@ -81,7 +81,8 @@ def find_ncu() -> str:
         if not found and home and Path(home, "bin", "ncu").is_file():
             found = str(Path(home, "bin", "ncu"))
     if not found:
-        raise FileNotFoundError("ncu (Nsight Compute) not found on PATH or in $CUDA_HOME/bin: it comes with the CUDA toolkit")
+        raise FileNotFoundError("ncu (Nsight Compute) not found on PATH or in $CUDA_HOME/bin: "
+                                "it comes with the CUDA toolkit")
     return found
 
 

@@ -10,17 +10,21 @@ owns where it lives and how it is written, read, turned into figures on disk and
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from pathlib import Path
 
+import fastjsonschema
 import matplotlib.pyplot as plt
 import torch
 
+from elu_study.core import derived
 from elu_study.core.paths import README, RESULTS_DIR
 from elu_study.core.timing import noise_ms
 
+SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"  # one declared schema per job
 REFERENCE_GPU = "nvidia-h200"  # the GPU whose committed records are shown where there is no GPU
 
 # job -> the schema version this code reads and writes. Bump a job's version when its body changes
@@ -89,15 +93,25 @@ def stamped(record: dict, job: str) -> dict:
 
 
 def save(record: dict, job: str = "study", results_dir: Path | None = None, path: Path | None = None) -> Path:
-    """Write a record (stamped with its job's schema) where record_path puts it, or at ``path``."""
+    """Write a record (stamped with its job's schema, without derived columns) where record_path puts it, or at
+    ``path``."""
     path = Path(path) if path is not None else record_path(record["provenance"]["gpu"], job, results_dir)
+    if job in derived.JOBS:
+        record = derived.strip(record)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(stamped(record, job)) + "\n")
     return path
 
 
+@functools.cache
+def _validator(job: str):
+    """The job's declared schema (elu_study/schemas/<job>.schema.json), compiled once."""
+    return fastjsonschema.compile(json.loads((SCHEMAS_DIR / f"{job}.schema.json").read_text()))
+
+
 def check_schema(record: dict, job: str, path: Path | str) -> dict:
-    """The record itself, if it is ``job``'s and of the version this code reads; else a RecordError."""
+    """The record itself, if it is ``job``'s, of the version this code reads, and valid against the job's declared
+    schema (types, units, required fields); else a RecordError naming the file and the field."""
     found = record.get("schema")
     if not isinstance(found, dict) or found.get("job") != job:
         raise RecordError(f"{path}: not a {job!r} record (its schema stamp is {found!r})")
@@ -105,6 +119,11 @@ def check_schema(record: dict, job: str, path: Path | str) -> dict:
         raise RecordError(f"{path}: {job} record of schema version {found.get('version')!r}; "
                           f"this code reads version {VERSIONS[job]} only (re-run `python -m elu_study {job}` "
                           "or use the code that wrote it)")
+    try:
+        _validator(job)(record)
+    except fastjsonschema.JsonSchemaValueException as err:
+        field = err.name.removeprefix("data") or "the record"
+        raise RecordError(f"{path}: {field.lstrip('.') or field}: {err.message.removeprefix(err.name + ' ')}") from None
     return record
 
 
@@ -113,7 +132,8 @@ def read(path: Path | str, job: str) -> dict:
     path = Path(path)
     if not path.is_file():
         raise RecordError(f"no {job} record at {path}")
-    return check_schema(json.loads(path.read_text()), _check_job(job), path)
+    record = check_schema(json.loads(path.read_text()), _check_job(job), path)
+    return derived.annotate(record) if job in derived.JOBS else record
 
 
 def load(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path | None = None,

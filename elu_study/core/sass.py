@@ -84,7 +84,8 @@ class KernelReport:
         return (
             f"{self.function}\n  global accesses: {widths} ({ops})\n  exponential: {self.exponential}, "
             f"MUFU.EX2 x{self.mufu_ex2}, {self.fp32_ops_per_ex2:.0f} fp32 ops per ex2, "
-            f"{'denormals flushed (.FTZ)' if self.ftz_ops else 'denormals kept'}\n  registers: {self.registers}, stack: {self.stack_bytes} B, "
+            f"{'denormals flushed (.FTZ)' if self.ftz_ops else 'denormals kept'}\n"
+            f"  registers: {self.registers}, stack: {self.stack_bytes} B, "
             f"local (spills): {self.local_bytes} B"
         )
 

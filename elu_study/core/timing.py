@@ -57,7 +57,7 @@ class NvmlSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         try:
-            import pynvml  # lazy: NVML is optional (no driver, no readings)
+            import pynvml  # noqa: PLC0415 - lazy: NVML is optional (no driver, no readings)
 
             pynvml.nvmlInit()
             self._nvml = pynvml
@@ -68,7 +68,8 @@ class NvmlSampler:
 
     def _read(self) -> tuple:
         n, h = self._nvml, self._handle
-        reasons_fn = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons_fn = (getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                      or n.nvmlDeviceGetCurrentClocksThrottleReasons)
         return (
             n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
             n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
@@ -126,7 +127,7 @@ class NvmlSampler:
 def decode_reasons(mask: int, nvml=None) -> list[str]:
     """Names of the set bits of an NVML clock-event ("throttle") reason mask."""
     if nvml is None:
-        import pynvml as nvml  # lazy: NVML is optional
+        import pynvml as nvml  # noqa: PLC0415 - lazy: NVML is optional
     names = []
     for attr in sorted(dir(nvml)):
         for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
@@ -145,7 +146,7 @@ def time_interleaved(calls: dict[str, Callable[[], object]], rounds: int = 5, wa
     Returns, per call, the quantiles over all samples (``summarize``) and the NVML readings
     of each round (``nvml``: clocks, power, temperature, clock-event reasons).
     """
-    from triton.testing import do_bench  # lazy: triton is optional where nothing is timed
+    from triton.testing import do_bench  # noqa: PLC0415 - lazy: triton is optional where nothing is timed
 
     samples: dict[str, list[list[float]]] = {name: [] for name in calls}
     nvml: dict[str, list[dict]] = {name: [] for name in calls}

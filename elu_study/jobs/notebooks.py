@@ -18,7 +18,8 @@ from elu_study.core.paths import NOTEBOOKS_DIR
 
 def execute(path: Path, timeout_s: int = 1800) -> None:
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    resources = {"metadata": {"path": str(path.parent)}}
+    NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources=resources).execute()
     nbformat.write(nb, path)
 
 

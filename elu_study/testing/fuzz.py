@@ -92,8 +92,9 @@ def _check_values(result: torch.Tensor, expected: torch.Tensor, compare: bool = 
     if result.dtype != torch.float32:
         differ = _bits(result.contiguous()) != _bits(expected.contiguous())
         if bool(differ.any()):
+            first = differ.flatten().nonzero()[:5].flatten().tolist()
             raise AssertionError(f"{int(differ.sum())} of {result.numel()} {result.dtype} elements differ from "
-                                 f"PyTorch's bits; first at flat indices {differ.flatten().nonzero()[:5].flatten().tolist()}")
+                                 f"PyTorch's bits; first at flat indices {first}")
         return
     same = torch.isclose(result, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
     if not bool(same.all()):
@@ -193,7 +194,7 @@ def _span(t: torch.Tensor) -> tuple[int, int]:
     return t.data_ptr(), t.data_ptr() + extent(t.shape, t.stride()) * t.element_size()
 
 
-def violations(x: torch.Tensor, out: torch.Tensor | None, alpha: float, device: torch.device,
+def violations(x: torch.Tensor, out: torch.Tensor | None, alpha: float, device: torch.device,  # noqa: C901 - one rule per branch
                others: tuple[torch.Tensor, ...] = (), dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> set[str]:
     """The documented rules a call breaks, read from the tensors themselves (not from what was meant).
     ``x`` is the first input; ``others`` the op's further inputs (elu_backward's x after grad_output);

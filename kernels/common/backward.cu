@@ -16,14 +16,15 @@
 //
 // Two knobs, for the study's one-change attempts at the float32 backward's roof (its defaults are the
 // measured build): -DELU_BWD_THREADS=t (threads per block of the float4 kernel, 256) and
-// -DELU_BWD_LOAD=p (0: plain loads of grad and x; 3: loads with an L2 evict_last policy, as step 6 loads).
+// -DELU_BWD_LOAD=p (3, the default: loads of grad and x with an L2 evict_last policy, as step 6 loads;
+// 0: plain loads).
 #include "common/elu.cuh"
 
 #ifndef ELU_BWD_THREADS
 #define ELU_BWD_THREADS 256
 #endif
 #ifndef ELU_BWD_LOAD
-#define ELU_BWD_LOAD 0
+#define ELU_BWD_LOAD 3
 #endif
 static_assert(ELU_BWD_LOAD == 0 || ELU_BWD_LOAD == 3, "ELU_BWD_LOAD: 0 (plain) or 3 (L2 evict_last)");
 

@@ -67,7 +67,7 @@ def find_compute_sanitizer() -> str:
 def wheel_candidates() -> list[Path]:
     """Where pip's nvidia-cuda-sanitizer-api puts compute-sanitizer, if it is installed."""
     try:
-        import nvidia  # optional, so lazy: pip's nvidia-cuda-sanitizer-api installs into this namespace
+        import nvidia  # noqa: PLC0415 - optional, so lazy: pip's nvidia-cuda-sanitizer-api installs into this namespace
     except ImportError:
         return []
     found = []

@@ -1,0 +1,80 @@
+"""Prose from templates: the study's sentences live in ``elu_study/templates/**/*.md.j2`` (Jinja2), filled with
+numbers the jobs compute. Code here only formats numbers; it builds no sentence.
+
+``render("sizes/readme.md.j2", **numbers)`` gives the text; ``show(...)`` the same text for a notebook, as an
+object whose plain-text form is the text itself, so that nbval compares every number a notebook prints.
+"""
+
+from __future__ import annotations
+
+import jinja2
+
+from elu_study.core.tables import compact, markdown
+
+
+def fmt_n(n: int) -> str:
+    """2^20 for powers of two, else the number with thousands separators."""
+    n = int(n)
+    return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 else f"{n:,}"
+
+
+def fmt_bytes(b: float) -> str:
+    """Bytes in the largest binary unit that keeps the value at least 1: 8 KiB, 1.5 GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= scale:
+            v = b / scale
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{b:.0f} B"
+
+
+def fmt(value, spec: str = ".3f", none: str = "n/a") -> str:
+    """A number with a format spec; None (or NaN) as ``none``."""
+    if value is None or value != value:
+        return none
+    return format(value, spec)
+
+
+def join(items, last: str = "and", empty: str = "none") -> str:
+    """a, b and c."""
+    items = [str(i) for i in items]
+    if not items:
+        return empty
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
+
+
+def table(df, formats: dict | None = None, padded: bool = False) -> str:
+    """A DataFrame as the study's pipe table (elu_study.core.tables)."""
+    t = markdown(df, formats)
+    return t if padded else compact(t)
+
+
+ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("elu_study", "templates"),
+    undefined=jinja2.StrictUndefined,  # a name a template uses and the code did not pass is an error
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=False,
+    autoescape=False,
+)
+ENV.filters.update(f=fmt, n=fmt_n, bytes=fmt_bytes, join=join, table=table)
+ENV.globals.update(fmt=fmt, fmt_n=fmt_n, fmt_bytes=fmt_bytes)
+
+
+def render(name: str, **numbers) -> str:
+    """The template ``name`` (a path under elu_study/templates) filled with ``numbers``, stripped."""
+    return ENV.get_template(name).render(**numbers).strip()
+
+
+class Text(str):
+    """Markdown for a notebook whose plain-text form is the markdown itself (nbval compares it)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def show(name: str, **numbers) -> Text:
+    """``render`` for a notebook cell: displays as markdown, compares as text."""
+    return Text(render(name, **numbers))
