@@ -1,34 +1,83 @@
-"""The launch-shape sweep (elu_study.jobs.launch, kernels/sweeps/launch_shapes.cu): its plan, its build and
-binding, record -> figures on a synthetic record (CPU), and every instance bit-identical to step 2 (GPU)."""
+"""The launch-shape sweep (elu_study.jobs.launch, kernels/sweeps/launch_shapes.cu). On the CPU: every number the text
+and figures print, checked against values computed here from the committed record (and seen to change when the
+record is perturbed in memory), the verdicts' logic on synthetic records, and the build and its binding. On a GPU:
+every instance bit-identical to step 2."""
+
+import copy
+import math
+import re
 
 import numpy as np
 import pytest
 import torch
 
-from elu_study.__main__ import JOBS
 from elu_study.core.build import compile_variant
-from elu_study.core.ops import NOT_OPS, registered_ops
-from elu_study.core.record import VERSIONS, load, save
-from elu_study.core.timing import summarize
+from elu_study.core.entries import ENTRIES
+from elu_study.core.ops import registered_ops
 from elu_study.core.paths import KERNELS_DIR
-from elu_study.jobs.launch import analysis, figures, measure, notebook, shapes, text
+from elu_study.core.record import REFERENCE_GPU, VERSIONS, load
+from elu_study.core.text import render
+from elu_study.core.timing import summarize
+from elu_study.jobs.launch import analysis, figures, measure, text
+from elu_study.jobs.study.launches import kernel_knobs
+
+# ---------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="module")
+def record():
+    return load(REFERENCE_GPU, "launch")
+
+
+@pytest.fixture(scope="module")
+def others(record):
+    return analysis.companions(record)
+
+
+def fresh(record: dict) -> dict:
+    return copy.deepcopy(record)
+
+
+def table_rows(md: str) -> dict[str, dict[str, str]]:
+    """The first pipe table of a text: {first column's value: {header: value}}."""
+    lines = re.search(r"(?m)(^\|.*\|$\n?)+", md).group(0).splitlines()
+    split = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]
+    header = split(lines[0])
+    return {cells[0]: dict(zip(header, cells)) for cells in map(split, lines[2:])}
+
+
+def x_of(record: dict, name: str) -> float:
+    """x copy_ from the timings themselves: the cell's median over copy_'s."""
+    c = next(c for c in record["cells"] if c["name"] == name)
+    return c["timing"]["median_ms"] / record["references"]["copy_"]["timing"]["median_ms"]
+
+
+def set_x(record: dict, name: str, x: float) -> dict:
+    """The record with one cell's timing scaled to ``x`` x copy_, annotated again (in place)."""
+    for c in record["cells"]:
+        if c["name"] == name:
+            scale = x * record["references"]["copy_"]["timing"]["median_ms"] / c["timing"]["median_ms"]
+            c["timing"] = {k: (v * scale if k.endswith("_ms") and isinstance(v, float) else
+                               [v_ * scale for v_ in v] if k == "round_medians_ms" else v)
+                           for k, v in c["timing"].items()}
+    return analysis.annotate(record)
 
 
 def synthetic_record(seed: int = 0) -> dict:
-    """A record shaped like a GPU run's, with made-up times: for tests and notebook trials only."""
+    """A record shaped like a GPU run's, with made-up times: 4 or 8 vectors +1-2 %, hints +2 %, grid-stride +7 %."""
     rng = np.random.default_rng(seed)
 
     def timing(ms):
         return summarize([list(ms * (1 + 0.001 * rng.standard_normal(40))) for _ in range(5)])
 
     cells = []
-    for c in shapes.plan():
+    for c in analysis.plan():
         ms = 3.0 * (1.0 + 0.01 * c.vectors / 4 + 0.02 * c.hints + (0.07 if c.grid_stride else 0.0))
         cells.append({"name": c.name, "threads": c.threads, "vectors": c.vectors, "hints": c.hints,
                       "blocks_per_sm": c.blocks_per_sm, "grid_stride": c.grid_stride, "check": {"passed": True},
                       "bit_identical_to_2_float4": True, "correct": True, "local_bytes": 0,
-                      "occupancy": shapes.occupancy(c, 14 + 5 * c.vectors), "timing": timing(ms)})
-    record = {
+                      "occupancy": analysis.occupancy(c, 14 + 5 * c.vectors), "timing": timing(ms)})
+    return analysis.annotate({
         "schema": {"job": "launch", "version": VERSIONS["launch"]},
         "provenance": {"gpu": "NVIDIA H200", "sm_count": 132, "date_utc": "2026-01-01T00:00:00+00:00", "commit": "abc"},
         "problem": {"shape": [4096, 393216], "dtype": "float32", "alpha": 1.0, "numel": 4096 * 393216},
@@ -36,216 +85,257 @@ def synthetic_record(seed: int = 0) -> dict:
         "references": {"copy_": {"timing": timing(2.99)},
                        "2_float4": {"timing": timing(3.0), "check": {"passed": True}}},
         "cells": cells,
-    }
-    return analysis.annotate(record)
+    })
 
 
-# ---------------------------------------------------------------- the plan (CPU)
+# ---------------------------------------------------------------- the committed record, printed (CPU)
 
 
-def test_plan_has_the_40_one_shot_cells_and_grid_stride_cells_within_occupancy():
-    cells = shapes.plan()
-    one_shot = [c for c in cells if not c.grid_stride]
-    grid = [c for c in cells if c.grid_stride]
-    assert len(one_shot) == 40
-    assert {(c.threads, c.vectors, c.hints) for c in one_shot} == {
-        (t, v, h) for t in (64, 128, 256, 512, 1024) for v in (1, 2, 4, 8) for h in (False, True)}
-    assert all(c.blocks_per_sm * c.threads <= 2048 and c.vectors == 1 and not c.hints for c in grid)
-    assert {(c.blocks_per_sm, c.threads) for c in grid} == {
-        (b, t) for t in (128, 256, 512, 1024) for b in (1, 2, 4, 8, 16, 32) if b * t <= 2048}
-    assert len(grid) == 14
-    assert len({c.name for c in cells}) == len(cells)
-    assert shapes.Cell(256).name == "256x1" and shapes.Cell(128, 2, True).name == "128x2+hints"
-
-
-def test_the_plan_fits_the_time_budget():
-    n = len(shapes.plan()) + len(shapes.REFERENCES)
-    assert shapes.estimate_s(n, 5, 25.0, 100.0, 1) < 150  # 3 minutes with the build and start-up
-
-
-def test_occupancy_follows_the_register_limit():
-    # 14 registers: 2048 threads fit; 54 (rounded to 56 per thread per warp unit): 65536 / (56 * 32) = 36 warps.
-    assert shapes.occupancy(shapes.Cell(256), 14)["resident_threads_per_sm"] == 2048
-    occ = shapes.occupancy(shapes.Cell(256, 8), 54)
-    assert occ["resident_blocks_per_sm"] == 4 and occ["load_bytes_in_flight_per_sm"] == 4 * 256 * 8 * 16
-    assert shapes.occupancy(shapes.Cell(1024, 8), 54)["resident_blocks_per_sm"] == 1
-    assert shapes.occupancy(shapes.Cell(64), 14)["resident_blocks_per_sm"] == 32
-    assert shapes.occupancy(shapes.Cell(128, blocks_per_sm=2), 28)["resident_threads_per_sm"] == 256
-
-
-# ---------------------------------------------------------------- record -> figures (CPU)
-
-
-def test_best_cell_margin_and_ties_from_a_record():
-    record = synthetic_record()
-    b = record["best"]
-    medians = {c["name"]: c["timing"]["median_ms"] for c in record["cells"]}
-    assert b["name"] == min(medians, key=medians.get)
-    assert b["margin_ms"] == pytest.approx(sorted(medians.values())[1] - medians[b["name"]])
-    assert b["tie"] == (b["margin_ms"] <= b["noise_ms"]) and b["name"] in b["tied"]
-    assert record["references"]["copy_"]["x_copy"] == 1.0
-    # a clear winner is no tie
-    record["cells"][5]["timing"] = {**record["cells"][5]["timing"], "median_ms": 2.5}
-    clear = analysis.best(record)
-    assert clear["name"] == record["cells"][5]["name"] and not clear["tie"] and clear["tied"] == [clear["name"]]
-
-
-def test_grid_places_every_cell_once():
-    record = synthetic_record()
-    seen = []
-    for hints in (False, True):
-        rows, cols, values, names = analysis.grid(record, hints)
-        assert values.shape == (5, 4) and not np.isnan(values).any()
-        seen += [n for row in names for n in row]
-    rows, cols, values, names = analysis.grid(record, grid_stride=True)
-    assert rows == [1, 2, 4, 8, 16]  # 32 x 128 threads is more than one SM holds
-    assert np.isnan(values).sum() == len(rows) * len(cols) - 14  # blank where one SM cannot hold the threads
-    seen += [n for row in names for n in row if n]
-    assert sorted(seen) == sorted(c["name"] for c in record["cells"])
-
-
-def test_figures_and_text_from_a_synthetic_record(tmp_path):
-    record = synthetic_record()
-    path = save(record, "launch", tmp_path)
-    assert path.name == "nvidia-h200-launch.json" and load("nvidia-h200", "launch", tmp_path) == record
-    figs = figures.heatmap_figures(record)
-    assert set(figs) == {"launch", "launch-grid-stride"}
-    texts = [t.get_text() for ax in figs["launch"].axes for t in ax.texts]
-    assert sum("(best)" in t for t in texts) == (0 if record["best"]["name"].startswith("gs") else 1)
-    assert len([t for t in texts if t]) == 40
-    written = figures.write_figures(record, tmp_path)
-    assert [p.name for p in written] == ["nvidia-h200-launch.png", "nvidia-h200-launch-grid-stride.png"]
-    assert all(p.stat().st_size > 10_000 for p in written)
-    said = text.summary(record)
-    assert record["best"]["name"] in said and ("a tie" in said) == record["best"]["tie"]
-    assert text.table(record).count("\n") == len(record["cells"]) + 1
-
-
-def _with_times(record, x_by_name):
+def test_the_plan_is_what_the_record_measured_and_its_occupancy(record):
+    cells = {c.name: c for c in analysis.plan()}
+    assert list(cells) == [c["name"] for c in record["cells"]]
     for c in record["cells"]:
-        if c["name"] in x_by_name:
-            t = c["timing"]
-            scale = x_by_name[c["name"]] * record["roof_ms"] / t["median_ms"]
-            c["timing"] = {**t, **{k: v * scale for k, v in t.items() if k.endswith("_ms") and isinstance(v, float)}}
-    return analysis.annotate(record)
+        assert analysis.occupancy(cells[c["name"]], c["occupancy"]["registers"]) == c["occupancy"]
+    # the register limit: 54 registers -> 56 per thread per warp unit: 65536 / (56 * 32) = 36 warps, 4 blocks of 256
+    occ = analysis.occupancy(analysis.Cell(256, 8), 54)
+    assert occ["resident_blocks_per_sm"] == 4 and occ["load_bytes_in_flight_per_sm"] == 4 * 256 * 8 * 16
+    assert analysis.occupancy(analysis.Cell(128, blocks_per_sm=2), 28)["resident_threads_per_sm"] == 256
+
+
+def test_annotate_and_best_recompute_the_record(record):
+    again = analysis.annotate(fresh(record))
+    assert again["best"] == record["best"] and again["noise_ms"] == record["noise_ms"]
+    medians = {c["name"]: c["timing"]["median_ms"] for c in record["cells"]}
+    first, second = sorted(medians, key=medians.get)[:2]
+    b = record["best"]
+    assert (b["name"], b["runner_up"]) == (first, second)
+    assert b["margin_ms"] == pytest.approx(medians[second] - medians[first])
+    assert all(c["x_copy"] == pytest.approx(x_of(record, c["name"])) for c in record["cells"])
+
+
+def test_the_summary_prints_the_records_numbers_and_follows_a_change(record):
+    copy_ms = record["references"]["copy_"]["timing"]["median_ms"]
+    b = record["best"]
+    said = text.summary(record)
+    for number in (f"copy_ takes {copy_ms:.3f} ms",
+                   f"`2_float4` {record['references']['2_float4']['timing']['median_ms'] / copy_ms:.3f}x",
+                   f"**{b['name']}** at {x_of(record, b['name']):.3f}x",
+                   f"{b['margin_ms'] * 1e3:.1f} µs ahead of {b['runner_up']}",
+                   f"{b['margin_over_noise']:.0f}x the noise",
+                   f"{sum(c['correct'] for c in record['cells'])} of {len(record['cells'])} cells",
+                   f"{record['provenance']['sm_count']} SMs"):
+        assert number in said
+    slower = set_x(fresh(record), b["name"], 1.5 * x_of(record, b["name"]))  # the best cell is best no more
+    assert f"**{b['name']}**" not in text.summary(slower)
+    assert f"**{b['runner_up']}** at {x_of(record, b['runner_up']):.3f}x" in text.summary(slower)
+    tied = fresh(record)
+    tied["best"]["tie"], tied["best"]["tied"] = True, [b["name"], b["runner_up"]]
+    assert f"a tie within the noise ({b['noise_ms'] * 1e3:.1f} µs) with {b['runner_up']}" in text.summary(tied)
+
+
+def test_the_cells_tables_print_each_cells_numbers(record):
+    roof = record["references"]["copy_"]["timing"]["median_ms"]
+    full = table_rows(text.table(record))
+    assert list(full) == sorted(full, key=lambda n: x_of(record, n)) and len(full) == len(record["cells"])
+    for c in record["cells"]:
+        row = full[c["name"]]
+        assert row["x copy_"] == f"{x_of(record, c['name']):.3f}"
+        assert row["p90"] == f"{c['timing']['p90_ms'] / roof:.3f}"
+        assert row["noise (% of copy_)"] == f"{100 * np.ptp(c['timing']['round_medians_ms']) / roof:.2f}"
+        assert row["KiB in flight/SM (theor.)"] == f"{c['occupancy']['load_bytes_in_flight_per_sm'] / 1024:.0f}"
+    changed = fresh(record)
+    changed["cells"][3]["x_copy"] *= 1.5
+    assert table_rows(text.table(changed))[changed["cells"][3]["name"]]["x copy_"] == \
+        f"{1.5 * x_of(record, changed['cells'][3]['name']):.3f}"
+
+
+def test_the_trimmed_table_keeps_the_ends_the_named_cells_and_ncus_occupancy(record, others):
+    achieved = analysis.achieved_occupancy(others["beyond"])
+    ncu = {r["name"]: r["achieved_occupancy_pct"] for r in others["beyond"]["counters"]["rows"]}
+    said = text.trimmed_table(record, achieved, head=2, tail=2)
+    shown = table_rows(said)
+    ranked = sorted((c["name"] for c in record["cells"]), key=lambda n: x_of(record, n))
+    assert {*ranked[:2], *ranked[-2:], "64x1", "512x1", "1024x1", "gs 4x512"} <= set(shown)
+    assert shown["64x1"]["achieved occ. % (ncu)"] == f"{ncu['6_64_threads']:.1f} (6_64_threads)"
+    assert f"({len(record['cells']) - len(shown)} cells between" in said
+
+
+def test_own_builds_are_their_cells_by_ncus_launch_and_print_their_ratio(record, others):
+    ncu = {r["name"]: r for r in load(REFERENCE_GPU, "ncu")["rows"] + others["beyond"]["counters"]["rows"]}
+    sms, numel = record["provenance"]["sm_count"], record["problem"]["numel"]
+    rows = table_rows(text.steps_table(record, others))
+    for which, builds in analysis.OWN_BUILDS.items():
+        for name, cell_name in builds.items():
+            cell, entry = analysis.cell(record, cell_name), ENTRIES[name]
+            block, grid = ncu[name]["block_size"], ncu[name]["grid_size"]  # the launch ncu recorded
+            assert cell["threads"] == block and cell["grid_stride"] == (entry.variant == "3_grid_stride")
+            assert cell["blocks_per_sm"] * sms == grid if cell["grid_stride"] else \
+                cell["vectors"] == math.ceil(numel / 4 / grid / block)
+            assert cell["hints"] == (kernel_knobs(entry.variant, entry.flags).get("ELU_STREAMING_HINTS", "0") != "0")
+            own = analysis.row_of(others[which], name)["x_copy"]
+            assert rows[name]["cell here"] == cell_name and rows[name]["the build"] == entry.what
+            assert rows[name]["own build / cell"] == f"{own / x_of(record, cell_name):.3f}"
+    bumped = copy.deepcopy(others)
+    analysis.row_of(bumped["beyond"], "6_64_threads")["x_copy"] *= 1.5
+    assert table_rows(text.steps_table(record, bumped))["6_64_threads"]["own build x copy_ (its run)"] == \
+        f"{1.5 * analysis.row_of(others['beyond'], '6_64_threads')['x_copy']:.3f}"
+    assert table_rows(text.steps_table(record, {}))["6_base"]["own build x copy_ (its run)"] == "not recorded"
+
+
+def test_the_graded_predictions_count_the_cells_inside(record):
+    rows = table_rows(text.graded(record))
+    vec48 = [f"{t}x{v}" for t in (64, 128, 256, 512, 1024) for v in (4, 8)]
+    inside = [n for n in vec48 if 1.02 <= x_of(record, n) <= 1.05]
+    assert rows["2"]["inside"] == f"{len(inside)} of {len(vec48)}"
+    xs = [x_of(record, n) for n in vec48]
+    assert rows["2"]["measured"] == f"{min(xs):.3f} to {max(xs):.3f}"
+    assert rows["2"]["verdict"] == ("HELD" if len(inside) == len(vec48) else "MISSED")
+    hints = {n: x_of(record, n + "+hints") - x_of(record, n) for n in
+             (f"{t}x{v}" for t in (64, 128, 256, 512, 1024) for v in (1, 2, 4, 8))}
+    assert rows["3"]["measured"] == f"{min(hints.values()):+.3f} to {max(hints.values()):+.3f}"
+    moved = set_x(fresh(record), vec48[0], 1.5 * x_of(record, vec48[0]))
+    assert table_rows(text.graded(moved))["2"]["measured"].endswith(f"{1.5 * x_of(record, vec48[0]):.3f}")
 
 
 def test_a_prediction_holds_only_if_every_cell_is_inside():
+    record = synthetic_record()  # 4/8 vectors 1.01-1.02x, hints +0.02, grid-stride +0.07: no knee, no Little row
+    rows = table_rows(text.graded(record))
+    assert list(rows) == ["1", "2", "3", "4"] and rows["3"]["verdict"] == rows["4"]["verdict"] == "HELD"
+    vec48 = [c.name for c in analysis.plan() if not c.grid_stride and c.vectors >= 4 and not c.hints]
+    for n in vec48:
+        set_x(record, n, 1.03)
+    assert table_rows(text.graded(record))["2"]["verdict"] == "HELD"
+    row = table_rows(text.graded(set_x(record, "128x8", 1.07)))["2"]
+    assert (row["inside"], row["outside"], row["verdict"]) == (f"{len(vec48) - 1} of {len(vec48)}", "128x8 1.070",
+                                                               "MISSED")
+    row = table_rows(text.graded(set_x(synthetic_record(), "512x4", 1.0)))["1"]  # a cell outside 1's group at 1.0
+    assert "also within 1 %: 512x4 1.000" in row["outside"] and row["verdict"] == "MISSED"
+
+
+def test_block_size_shares_follow_the_record(record, others):
+    rows = table_rows(text.block_size(record, others))
+    base = x_of(record, "256x1")
+    for t, gs in ((512, "gs 4x512"), (1024, "gs 2x1024")):  # the grid-stride cell that fills the SM
+        share = (x_of(record, f"{t}x1") - base) / (x_of(record, gs) - base)
+        assert rows[str(t)]["grid-stride, SM full"] == gs and rows[str(t)]["share of the loop's loss"] == \
+            f"{100 * share:.0f} %"
+    assert rows["256"]["share of the loop's loss"] == "" and rows["64"]["grid-stride, SM full"] == "-"
+    moved = set_x(fresh(record), "512x1", base + 0.5 * (x_of(record, "gs 4x512") - base))
+    assert "reproduce 50 % of the grid-stride loop's loss" in text.block_size(moved, others)
+    assert f"took {analysis.row_of(others['study'], '3_grid_stride_one_shot')['x_copy']:.3f}x" in \
+        text.block_size(record, others)
+
+
+@pytest.fixture
+def fewer_permutations(monkeypatch):
+    """2,000 permutations per p-value instead of 20,000: these tests check r and the verdict, not p's last digit."""
+    monkeypatch.setattr(analysis.pearson, "__defaults__", (2000, 0))
+
+
+def test_the_correlation_is_the_records_and_follows_a_change(record, fewer_permutations):
+    one = [c for c in record["cells"] if not c["grid_stride"] and not c["hints"]]
+    kib = [c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024 for c in one]
+    r = np.corrcoef(kib, [x_of(record, c["name"]) for c in one])[0, 1]
+    assert f"| every cell | {r:+.2f} | {len(one)} |" in text.correlation(record)
+    moved = set_x(fresh(record), "64x8", 3.0)  # the most bytes in flight, now far slower
+    r2 = np.corrcoef(kib, [x_of(moved, c["name"]) for c in one])[0, 1]
+    assert f"{r2:+.2f}" != f"{r:+.2f}" and f"| every cell | {r2:+.2f} |" in text.correlation(moved)
+
+
+def test_correlation_claims_no_direction_when_it_rests_on_an_outlier(fewer_permutations):
+    one = [c for c in analysis.plan() if not c.grid_stride and not c.hints]
     record = synthetic_record()
-    inside = {c.name: 1.03 for c in shapes.plan() if not c.grid_stride and c.vectors >= 4 and not c.hints}
-    assert notebook.graded(_with_times(record, inside)).loc["2", "verdict"] == "HELD"
-    one_out = _with_times(record, {**inside, "128x8": 1.07})
-    row = notebook.graded(one_out).loc["2"]
-    assert row["inside"] == f"{len(inside) - 1} of {len(inside)}" and row["verdict"] == "MISSED"
-    assert row["outside"] == "128x8 1.070"
+    for c in one:  # slower with more in flight, except one far outlier at the fewest bytes
+        set_x(record, c.name, 1.5 if c.name == "64x1" else 1.0 + 0.005 * c.vectors + 0.0001 * c.threads / 64)
+    said = text.correlation(record)
+    rows = table_rows(said)
+    assert "without Tukey outliers of x copy_: 64x1 (1.500x)" in rows  # the one outlier, named
+    assert float(rows["without Tukey outliers of x copy_: 64x1 (1.500x)"]["r"]) > 0.5 > float(rows["every cell"]["r"])
+    assert "**the record supports no direction**" in said
+    for c in one:
+        set_x(record, c.name, 1.0 + 0.005 * c.vectors)
+    assert "each p < 0.05: **more in flight, slower**" in text.correlation(record)
 
 
-def test_predictions_are_graded_in_one_table_from_the_record():
-    record = synthetic_record()  # synthetic: 4/8 vectors 1.01-1.02x, hints +0.02, grid-stride +0.07
-    df = notebook.graded(record)
-    assert list(df.index) == ["1", "2", "3", "4"]  # no knee in these grid-stride cells: no Little's-law row
-    assert df.loc["3", "verdict"] == "HELD" and df.loc["4", "verdict"] == "HELD"
-    slow = _with_times(record, {"gs 1x128": 3.5})
-    assert notebook.graded(slow).loc["4", "outside"].startswith("gs 1x128 3.500")
-    assert notebook.graded(slow).loc["4", "verdict"] == "MISSED"
-    # prediction 1 also misses when a cell outside its group is within 1 % of copy_
-    extra = notebook.graded(_with_times(synthetic_record(), {"512x4": 1.0}))
-    assert "also within 1 %: 512x4" in extra.loc["1", "outside"] and extra.loc["1", "verdict"] == "MISSED"
+def test_the_knee_table_and_bullets_follow_the_record(record, others):
+    said = text.knee(record, others["study"])
+    rows, gs = table_rows(said), [c for c in record["cells"] if c["grid_stride"]]
+    read = 4 * record["problem"]["numel"]
+    for kib, row in rows.items():
+        group = [c for c in gs if c["occupancy"]["load_bytes_in_flight_per_sm"] == int(kib) * 1024]
+        ms = sorted(c["timing"]["median_ms"] for c in group)[len(group) // 2]
+        latency = int(kib) * 1024 * record["provenance"]["sm_count"] / (read / (ms * 1e-3)) * 1e9
+        assert row["x copy_"] == f"{min(x_of(record, c['name']) for c in group):.3f} to " \
+                                 f"{max(x_of(record, c['name']) for c in group):.3f}"
+        assert row["implied latency (ns, Little)"].split()[0] == f"{latency:.0f}"
+    assert "between 8 and 16 KiB" in said and "its SASS has 3 128-bit loads" in said
+    assert "not checked here" in text.knee(record)
+    moved = set_x(fresh(record), "gs 1x128", 1.5 * x_of(record, "gs 1x128"))
+    assert table_rows(text.knee(moved))["2"]["x copy_"].startswith(f"{1.5 * x_of(record, 'gs 1x128'):.3f}")
 
 
-def test_correlation_claims_no_direction_when_it_rests_on_an_outlier():
+def test_a_latency_bound_knee_grades_the_little_row():
     record = synthetic_record()
-    one = [c for c in shapes.plan() if not c.grid_stride and not c.hints]
-    # slower with more in flight, except one far outlier at the fewest bytes
-    times = {c.name: 1.0 + 0.005 * c.vectors + 0.0001 * c.threads / 64 for c in one}
-    times["64x1"] = 1.5
-    cor = analysis.inflight_correlation(_with_times(record, times))
-    assert [n for n, _ in cor["outliers"]] == ["64x1"]
-    assert cor["without_outliers"]["r"] > 0.5 and cor["all"]["r"] < cor["without_outliers"]["r"]
-    assert cor["supported"] is False and cor["direction"] is None
-    assert "supports no direction" in text.correlation_text(cor)
-    clean = analysis.inflight_correlation(_with_times(synthetic_record(), {c.name: 1.0 + 0.005 * c.vectors for c in one}))
-    assert clean["supported"] and clean["direction"] == "more in flight, slower"
-
-
-def test_gridstride_knee_from_a_latency_bound_record():
-    record = synthetic_record()
-    gs = [c for c in record["cells"] if c["grid_stride"]]
-    # time ~ 1/in-flight below 16 KiB per SM, flat above: the knee is between 8 and 16
-    times = {c["name"]: max(1.08, 1.08 * 16 / (c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024)) for c in gs}
-    knee = analysis.gridstride_knee(_with_times(record, times))
+    for c in record["cells"]:  # time ~ 1/in-flight below 16 KiB per SM, flat above: the knee between 8 and 16
+        if c["grid_stride"]:
+            set_x(record, c["name"], max(1.08, 1.08 * 16 / (c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024)))
+    knee = analysis.gridstride_knee(record)
     assert (knee["knee_above_kib"], knee["knee_at_most_kib"]) == (8, 16)
     below = [lv for lv in knee["levels"] if not lv["flat"]]
-    assert below and all(lv["x_times_kib"] == pytest.approx(1.08 * 16, rel=0.01) for lv in below)
-    assert all(lv["implied_latency_ns"] == pytest.approx(below[0]["implied_latency_ns"], rel=0.01) for lv in below)
-    said = text.knee_text(knee)
-    assert "between 8 and 16 KiB" in said
-    little = notebook.graded(record).loc["Little"]  # the prediction's 26 KiB is outside the knee
-    assert little["measured"] == "knee between 8 and 16" and little["verdict"] == "MISSED"
-    assert text.knee_table(knee).count("\n") == len(knee["levels"]) + 1
-    note = text.little_note(_with_times(record, times))
-    assert "read bandwidth alone" in note and "stays MISSED" in note and "KiB per SM" in note
-    assert "| Little |" in notebook.graded_markdown(_with_times(record, times)) and note in notebook.graded_markdown(
-        _with_times(record, times))
-    study = {"rows": [{"name": "3_grid_stride", "sass": {"loads": {"LDG.E.128.CONSTANT": 3}}}]}
-    assert "3 128-bit loads" in text.knee_text(knee, study) and "03_grid_stride.ipynb" in text.knee_text(knee, study)
-    assert "not checked here" in text.knee_text(knee)
+    assert all(lv["x_times_kib"] == pytest.approx(1.08 * 16, rel=0.01) for lv in below)
+    graded = text.graded(record)
+    assert table_rows(graded)["Little"]["measured"] == "knee between 8 and 16"  # 26 KiB is outside it
+    assert table_rows(graded)["Little"]["verdict"] == "MISSED" and "The row stays MISSED" in graded
+    read = 4 * record["problem"]["numel"] / (record["roof_ms"] * 1e-3)
+    assert f"alone ({read / 1e12:.2f} TB/s)" in graded
+    assert f"it is {read * 0.8e-6 / 132 / 1024:.0f} KiB per SM" in graded
 
 
-def test_achieved_occupancy_and_theoretical_labels_in_the_table():
-    beyond = {"counters": {"rows": [{"name": "6_64_threads", "achieved_occupancy_pct": 37.0},
-                                    {"name": "6_base", "achieved_occupancy_pct": 84.0}]}}
-    achieved = analysis.achieved_occupancy(beyond)
-    assert achieved == {"64x1": (37.0, "6_64_threads"), "128x1": (84.0, "6_base")}
-    assert analysis.achieved_occupancy(None) == {}
-    record = _with_times(synthetic_record(), {"64x1": 1.27})
-    said = text.table(record, achieved=achieved)
-    header = said.splitlines()[0]
-    assert "noise (% of copy_)" in header and "threads/SM (theor.)" in header and "KiB in flight/SM (theor.)" in header
-    assert "37.0 (6_64_threads)" in [line for line in said.splitlines() if line.startswith("| 64x1 ")][0]
-    slow = text.slow_cell_text(record, achieved, {"beyond": None})
-    assert "**64x1**" in slow and "achieved* occupancy of 37 %" in slow and "*Hypothesis*" in slow
-    fewer = [line for line in slow.splitlines() if "more vectors" in line]
-    assert fewer and "(#" in fewer[0] and " is fast" not in slow
-    steps = text.steps_table(record, {"study": None, "beyond": None})
-    assert steps.count("not recorded") == len(text.STEP_BUILDS)
-    assert {name for _, _, name, _ in text.STEP_BUILDS} <= {c.name for c in shapes.plan()}
+def test_the_slow_cell_text_follows_the_record(record, others):
+    achieved = analysis.achieved_occupancy(others["beyond"])
+    one = [c for c in record["cells"] if not c["grid_stride"] and not c["hints"]]
+    slow = max(one, key=lambda c: x_of(record, c["name"]))
+    blocks = lambda c: math.ceil(record["problem"]["numel"] / 4 / c["threads"] / c["vectors"]) / 132
+    said = text.slow_cell(record, achieved, others)
+    assert f"**{slow['name']}** ({x_of(record, slow['name']):.3f}x copy_)" in said
+    assert f"launches {blocks(slow):,.0f} blocks per SM" in said
+    assert f"at most {max(blocks(c) for c in one if c is not slow):,.0f}" in said
+    own = analysis.row_of(others["beyond"], "6_64_threads")["x_copy"]
+    assert f"occupancy of {achieved['64x1'][0]:.0f} % for 6_64_threads ({own:.3f}x copy_ in its run)" in said
+    assert f"about {achieved['64x1'][0] / 100 * 2048:.0f} resident threads" in said
+    assert f"**{slow['name']}**" not in text.slow_cell(set_x(fresh(record), slow["name"], 1.0), achieved, others)
 
 
-def test_block_size_alone_against_the_grid_stride_loop():
-    record = _with_times(synthetic_record(), {"256x1": 1.0, "512x1": 1.03, "1024x1": 1.06, "gs 4x512": 1.09,
-                                               "gs 2x1024": 1.09})
-    assert notebook.full_sm_cell(record, 512) == "gs 4x512" and notebook.full_sm_cell(record, 64) is None
-    assert notebook.block_size_share(record, 512) == pytest.approx(1 / 3, rel=0.01)
-    df = notebook.block_size_frame(record)
-    assert df.loc["512", "share of the loop's loss"] == "33 %" and df.loc["256", "share of the loop's loss"] == ""
-    said = notebook.block_size_text(record, {"study": {"rows": [{"name": "3_grid_stride_one_shot", "x_copy": 1.077}]}})
-    assert "33 %" in said and "67 %" in said and "1.077x" in said
-    fig = figures.block_size_figure(record, None)
-    assert fig.axes[0].get_xlabel() == "threads per block" and fig.axes[0].get_legend() is not None
+def test_the_kernel_listing_is_the_files_lines():
+    path = KERNELS_DIR / "sweeps" / "launch_shapes.cu"
+    said, lines = text.kernels(path), path.read_text().splitlines()
+    spans = [tuple(map(int, s.split("-"))) for s in re.search(r"lines ([\d, -]+) \(", said).group(1).split(", ")]
+    assert said.split("```cuda\n")[1].split("\n```")[0] == "\n\n".join("\n".join(lines[a - 1:b]) for a, b in spans)
+    assert len(spans) == 2 and all(lines[b - 1] == "}" and lines[a - 1].startswith("template") for a, b in spans)
 
 
-def test_trimmed_table_keeps_the_ends_and_the_cells_the_text_names():
-    record = _with_times(synthetic_record(), {"64x1": 1.27})
-    shown, left_out = notebook.trimmed_table(record, {"64x1": (37.0, "6_64_threads")}, head=2, tail=2)
-    names = [line.split("|")[1].strip() for line in shown.splitlines()[2:]]
-    assert {"256x1", "512x1", "1024x1", "64x1"} <= set(names) and left_out == len(record["cells"]) - len(names)
-    assert "37.0 (6_64_threads)" in shown and "ms" not in shown.splitlines()[0].split("|")[2]
+def test_the_heatmaps_print_every_cells_x_copy(record, tmp_path):
+    figs = figures.heatmap_figures(record)
+    printed = sorted(t.get_text() for ax in figs["launch"].axes for t in ax.texts)
+    expected = sorted(f"{x_of(record, c['name']):.3f}" + ("\n(best)" if c["name"] == record["best"]["name"] else "")
+                      for c in record["cells"] if not c["grid_stride"])
+    assert printed == expected
+    gs = sorted(t.get_text() for t in figs["launch-grid-stride"].axes[0].texts)
+    assert gs == sorted(f"{x_of(record, c['name']):.3f}" for c in record["cells"] if c["grid_stride"])
+    moved = fresh(record)
+    moved["cells"][0]["x_copy"] *= 1.5
+    assert f"{1.5 * x_of(record, moved['cells'][0]['name']):.3f}" in \
+        [t.get_text() for ax in figures.heatmap_figures(moved)["launch"].axes for t in ax.texts]
+    written = figures.write_figures(record, tmp_path)
+    assert [p.name for p in written] == ["nvidia-h200-launch.png", "nvidia-h200-launch-grid-stride.png"]
 
 
-def test_kernel_lines_and_headline():
-    body, spans = notebook.kernel_lines(KERNELS_DIR / "sweeps" / "launch_shapes.cu",
-                                        ("elu_one_shot_kernel", "elu_grid_stride_kernel"))
-    assert body.startswith("template <int Threads, int Vectors, bool Hints>") and body.count("__global__") == 2
-    assert len(spans) == 2 and all(a < b for a, b in spans) and "kShapes" not in body
-    record = synthetic_record()
-    said = notebook.headline(record)
-    assert f"**{record['best']['name']}**" in said and f"{len(record['cells'])} of {len(record['cells'])}" in said
-
-
-def test_the_job_is_registered():
-    assert JOBS["launch"] == "elu_study.jobs.launch"
-    assert {"set_launch_shape", "launch_shapes"} <= NOT_OPS
+def test_the_method_text_is_the_records(record):
+    how = dict(line.split(": ", 1) for line in render("launch/method.md.j2").splitlines())
+    assert {k: how[k] for k in ("check", "timed_call", "noise", "occupancy")} == \
+        {k: record["method"][k] for k in ("check", "timed_call", "noise", "occupancy")}
+    assert (how["copy_"], how["2_float4"]) == (record["references"]["copy_"]["what"],
+                                               record["references"]["2_float4"]["what"])
 
 
 # ---------------------------------------------------------------- the build (compiles here, once)
@@ -253,16 +343,16 @@ def test_the_job_is_registered():
 
 @pytest.fixture(scope="module")
 def module():
-    return compile_variant(shapes.VARIANT)
+    return compile_variant(analysis.VARIANT)
 
 
 def test_the_build_has_an_instance_for_every_cell_and_only_the_elu_ops(module):
     instances = [tuple(s) for s in module.launch_shapes()]
     assert len(instances) == len(set(instances)) == 44
-    assert {c.instance() for c in shapes.plan()} <= set(instances)
+    assert {c.instance() for c in analysis.plan()} <= set(instances)
     assert "elu" in registered_ops(module)
     assert not {"set_launch_shape", "launch_shapes"} & set(registered_ops(module))
-    regs = measure.registers_by_cell(module, shapes.plan())
+    regs = measure.registers_by_cell(module, analysis.plan())
     assert all(r["local"] == 0 for r in regs.values()), "an instance spills"
     assert all(r["registers"] <= 64 for r in regs.values())  # __launch_bounds__(1024) keeps 2048 threads possible
 
@@ -279,7 +369,7 @@ def test_a_shape_with_no_instance_is_a_value_error(module, args, says):
 
 
 def test_valid_shapes_are_accepted(module):
-    for c in shapes.plan():
+    for c in analysis.plan():
         module.set_launch_shape(*c.args())
     module.set_launch_shape(256, 1, False)  # blocks_per_sm defaults to 0
     module.set_launch_shape(threads=256, vectors=1, hints=False, blocks_per_sm=0)
@@ -310,7 +400,7 @@ def _inputs():
 
 
 @gpu
-@pytest.mark.parametrize("c", shapes.plan() + [shapes.Cell(256, 1, False, 64)], ids=lambda c: c.name)
+@pytest.mark.parametrize("c", analysis.plan() + [analysis.Cell(256, 1, False, 64)], ids=lambda c: c.name)
 def test_every_shape_is_bit_identical_to_step_2(module, step2, c):
     try:
         for label, x in _inputs():

@@ -1,47 +1,112 @@
-"""The record's numbers: x copy_ and noise, the best cell and its ties, the heatmap grids, the same GPU's other
-records (study, step 6), the in-flight correlation and the grid-stride knee. No GPU needed."""
+"""The sweep's plan (its cells, their occupancy) and the record's numbers (no GPU): the best cell, heatmap grids, the
+same GPU's other records, bytes in flight against time."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from elu_study.core.record import load
+from elu_study.core.entries import ENTRIES
+from elu_study.core.record import load, record_path
 from elu_study.core.timing import noise_ms
-from elu_study.jobs.launch.shapes import BLOCKS_PER_SM, GRID_THREADS, MAX_THREADS_PER_SM, THREADS, VECTORS
 
-# ncu profiled these step-6 builds (notebook 08); each has the launch shape of one cell here (expf, no hints).
-ACHIEVED_FROM = {"128x1": "6_base", "64x1": "6_64_threads", "256x1": "6_256_threads", "128x2": "6_2_vectors"}
+VARIANT = "sweeps/launch_shapes"
+THREADS = (64, 128, 256, 512, 1024)
+VECTORS = (1, 2, 4, 8)
+HINTS = (False, True)
+GRID_THREADS = (128, 256, 512, 1024)
+BLOCKS_PER_SM = (1, 2, 4, 8, 16, 32)
+MAX_THREADS_PER_SM = 2048  # Hopper: 64 warps per SM
+MAX_BLOCKS_PER_SM = 32
+REGISTERS_PER_SM = 65536
+REGISTER_UNIT = 256  # registers are allocated per warp in units of 256
+ALPHA = 1.0
+REFERENCES = ("copy_", "2_float4")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One launch shape: blocks_per_sm = 0 is a one-shot grid, > 0 a grid-stride loop."""
+
+    threads: int
+    vectors: int = 1
+    hints: bool = False
+    blocks_per_sm: int = 0
+
+    @property
+    def grid_stride(self) -> bool:
+        return self.blocks_per_sm > 0
+
+    @property
+    def name(self) -> str:
+        if self.grid_stride:
+            return f"gs {self.blocks_per_sm}x{self.threads}"
+        return f"{self.threads}x{self.vectors}" + ("+hints" if self.hints else "")
+
+    def args(self) -> tuple[int, int, bool, int]:  # set_launch_shape's
+        return self.threads, self.vectors, self.hints, self.blocks_per_sm
+
+    def instance(self) -> tuple[int, int, bool, bool]:  # the template instance, as module.launch_shapes() lists it
+        return self.threads, self.vectors, self.hints, self.grid_stride
+
+    def kernel_pattern(self) -> str:  # a substring of the instance's mangled kernel name
+        if self.grid_stride:
+            return f"elu_grid_stride_kernelILi{self.threads}E"
+        return f"elu_one_shot_kernelILi{self.threads}ELi{self.vectors}ELb{int(self.hints)}E"
+
+
+def plan() -> list[Cell]:
+    """Every cell of the sweep: the 40 one-shot shapes, then the grid-stride ones that one SM can hold."""
+    one_shot = [Cell(t, v, h) for h in HINTS for t in THREADS for v in VECTORS]
+    grid = [Cell(t, 1, False, b) for t in GRID_THREADS for b in BLOCKS_PER_SM if b * t <= MAX_THREADS_PER_SM]
+    return one_shot + grid
+
+
+def occupancy(cell: Cell, registers: int) -> dict:
+    """Resident blocks and threads per SM (thread, block and register limits; no shared memory), and the load bytes
+    they can have in flight at once (all of a thread's loads before any store; grid-stride: one float4 each)."""
+    regs_per_warp = -(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT
+    by_regs = (REGISTERS_PER_SM // regs_per_warp) // -(-cell.threads // 32) if registers else MAX_BLOCKS_PER_SM
+    blocks = min(MAX_BLOCKS_PER_SM, MAX_THREADS_PER_SM // cell.threads, by_regs,
+                 cell.blocks_per_sm or MAX_BLOCKS_PER_SM)
+    threads = blocks * cell.threads
+    return {"registers": registers, "resident_blocks_per_sm": blocks, "resident_threads_per_sm": threads,
+            "occupancy_pct": 100.0 * threads / MAX_THREADS_PER_SM,
+            "load_bytes_in_flight_per_sm": threads * cell.vectors * 16}
+
+
+# The study's own builds whose launch is a cell here ({entry: cell}, by record; tests/test_launch.py checks each
+# against the launch ncu recorded and its file's knobs); ncu profiled the step-6 ones (notebook 08).
+OWN_BUILDS = {"study": {"2_float4": "256x1", "2+128_threads": "128x1", "2+2_vectors": "256x2", "2+4_vectors": "256x4",
+                        "2+hints": "256x1+hints", "5_streaming": "128x2+hints", "5_streaming_expf": "128x2+hints",
+                        "3_grid_stride_1_waves": "gs 4x512", "6_beyond_copy": "128x1"},
+              "beyond": {"6_base": "128x1", "6_64_threads": "64x1", "6_256_threads": "256x1", "6_2_vectors": "128x2"}}
 
 
 def annotate(record: dict) -> dict:
     """x copy_ and noise of every cell and reference, the best cell, and the cells tied with it."""
-    roof = record["references"]["copy_"]["timing"]["median_ms"]
-    record["roof_ms"] = roof
+    roof = record["roof_ms"] = record["references"]["copy_"]["timing"]["median_ms"]
     for entry in (*record["references"].values(), *record["cells"]):
-        t = entry["timing"]
-        entry["x_copy"] = t["median_ms"] / roof
-        entry["noise_ms"] = noise_ms(t)
-    record["noise_ms"] = {"copy_": record["references"]["copy_"]["noise_ms"],
-                          "max_over_cells": max(c["noise_ms"] for c in record["cells"]),
-                          "median_over_cells": float(sorted(c["noise_ms"] for c in record["cells"])[len(record["cells"]) // 2])}
+        entry["x_copy"], entry["noise_ms"] = entry["timing"]["median_ms"] / roof, noise_ms(entry["timing"])
+    noise = sorted(c["noise_ms"] for c in record["cells"])
+    record["noise_ms"] = {"copy_": record["references"]["copy_"]["noise_ms"], "max_over_cells": noise[-1],
+                          "median_over_cells": float(noise[len(noise) // 2])}
     record["best"] = best(record)
     return record
 
 
-def best(record: dict, cells: list[dict] | None = None) -> dict:
-    """The fastest correct cell (median), its margin over the runner-up, and that margin against the noise of the
-    two (the larger spread of their round medians): a margin inside the noise is a tie. ``tied``: every cell
-    whose median is within the noise (its own or the best's) of the best's."""
-    cells = [c for c in (cells if cells is not None else record["cells"]) if c["correct"]]
-    ranked = sorted(cells, key=lambda c: c["timing"]["median_ms"])
-    first, second = ranked[0], ranked[1]
-    margin = second["timing"]["median_ms"] - first["timing"]["median_ms"]
-    noise = max(first["noise_ms"], second["noise_ms"])
-    tied = [c["name"] for c in ranked
-            if c["timing"]["median_ms"] - first["timing"]["median_ms"] <= max(first["noise_ms"], c["noise_ms"])]
+def best(record: dict) -> dict:
+    """The fastest correct cell (median) and its margin over the runner-up: a tie if inside the noise of the two
+    (the larger spread of their round medians). ``tied``: the cells within their own or the best's noise of it."""
+    first, second, *_ = ranked = sorted((c for c in record["cells"] if c["correct"]),
+                                        key=lambda c: c["timing"]["median_ms"])
+    ms = lambda c: c["timing"]["median_ms"] - first["timing"]["median_ms"]
+    margin, noise = ms(second), max(first["noise_ms"], second["noise_ms"])
     return {"name": first["name"], "x_copy": first["x_copy"], "median_ms": first["timing"]["median_ms"],
-            "runner_up": second["name"], "margin_ms": margin, "noise_ms": noise, "margin_over_noise": margin / noise
-            if noise > 0 else float("inf"), "tie": margin <= noise, "tied": tied}
+            "runner_up": second["name"], "margin_ms": margin, "noise_ms": noise,
+            "margin_over_noise": margin / noise if noise > 0 else float("inf"), "tie": margin <= noise,
+            "tied": [c["name"] for c in ranked if ms(c) <= max(first["noise_ms"], c["noise_ms"])]}
 
 
 def cell(record: dict, name: str) -> dict:
@@ -52,29 +117,25 @@ def cell(record: dict, name: str) -> dict:
     raise KeyError(f"{name!r} is not a cell of this record")
 
 
-def grid(record: dict, hints: bool | None = None, grid_stride: bool = False, key: str = "x_copy"):
-    """A 2-D array of ``key`` over the cells: threads x vectors (one-shot, one hints setting) or blocks_per_SM x
-    threads (grid-stride); NaN where no cell was measured. Returns (rows, cols, values, names)."""
+def grid(record: dict, hints: bool | None = None, grid_stride: bool = False):
+    """(rows, cols, x copy_, names): threads x vectors (one-shot, one hints setting) or blocks per SM x threads."""
     if grid_stride:  # the blocks_per_SM that some threads count allows
-        rows = [b for b in BLOCKS_PER_SM if any(b * t <= MAX_THREADS_PER_SM for t in GRID_THREADS)]
-        cols = list(GRID_THREADS)
-        pick = lambda c: (c["blocks_per_sm"], c["threads"]) if c["blocks_per_sm"] > 0 else None  # noqa: E731
+        rows, cols = [b for b in BLOCKS_PER_SM if b * GRID_THREADS[0] <= MAX_THREADS_PER_SM], list(GRID_THREADS)
+        at = {(c["blocks_per_sm"], c["threads"]): c for c in record["cells"] if c["grid_stride"]}
     else:
         rows, cols = list(THREADS), list(VECTORS)
-        pick = lambda c: (c["threads"], c["vectors"]) if c["blocks_per_sm"] == 0 and c["hints"] == hints else None  # noqa: E731
-    values = np.full((len(rows), len(cols)), np.nan)
-    names = [["" for _ in cols] for _ in rows]
-    for c in record["cells"]:
-        at = pick(c)
-        if at is None:
-            continue
-        i, j = rows.index(at[0]), cols.index(at[1])
-        values[i, j] = c[key]
-        names[i][j] = c["name"]
-    return rows, cols, values, names
+        at = {(c["threads"], c["vectors"]): c for c in record["cells"] if not c["grid_stride"] and c["hints"] == hints}
+    values = np.array([[at[r, k]["x_copy"] if (r, k) in at else np.nan for k in cols] for r in rows], dtype=float)
+    return rows, cols, values, [[at[r, k]["name"] if (r, k) in at else "" for k in cols] for r in rows]
 
 
-# -- this record and the same GPU's other records ---------------------------------------------------
+def full_sm_cell(record: dict, threads: int) -> dict | None:
+    """The grid-stride cell at this block size with the SM full (the most blocks per SM that one SM holds)."""
+    cells = [c for c in record["cells"] if c["grid_stride"] and c["threads"] == threads
+             and c["blocks_per_sm"] * threads <= MAX_THREADS_PER_SM]
+    return max(cells, key=lambda c: c["blocks_per_sm"]) if cells else None
+
+
 def companions(record: dict) -> dict:
     """The same GPU's main-study and step-6 records, or None where there is none."""
     gpu = record["provenance"]["gpu"]
@@ -86,73 +147,64 @@ def row_of(rec: dict | None, name: str) -> dict | None:
     return next((r for r in rec["rows"] if r["name"] == name), None) if rec else None
 
 
-def achieved_occupancy(beyond_record: dict | None) -> dict:
+def own_builds(record: dict, others: dict) -> list[dict]:
+    """Each of OWN_BUILDS: its record's file, its x copy_ there (None: not recorded), its cell and the cell's."""
+    gpu = record["provenance"]["gpu"]
+    return [{"entry": e, "file": record_path(gpu, which).name, "cell": c, "here": cell(record, c)["x_copy"],
+             "what": ENTRIES[e].what, "own": (row_of(others.get(which), e) or {}).get("x_copy")}
+            for which, builds in OWN_BUILDS.items() for e, c in builds.items()]
+
+
+def achieved_occupancy(beyond: dict | None) -> dict:
     """{cell: (achieved occupancy %, profiled entry)} from the step-6 record's ncu counters."""
-    rows = {r["name"]: r for r in (beyond_record or {}).get("counters", {}).get("rows", [])}
-    return {c: (rows[e]["achieved_occupancy_pct"], e) for c, e in ACHIEVED_FROM.items()
-            if e in rows and rows[e].get("achieved_occupancy_pct") is not None}
+    rows = {r["name"]: r for r in (beyond or {}).get("counters", {}).get("rows", [])}
+    return {c: (rows[e]["achieved_occupancy_pct"], e) for e, c in OWN_BUILDS["beyond"].items()
+            if rows.get(e, {}).get("achieved_occupancy_pct") is not None}
 
 
-# -- what the cells say about bytes in flight ---------------------------------------------------------
-def pearson(a, b) -> float:
-    return float(np.corrcoef(a, b)[0, 1])
-
-
-def permutation_p(a, b, r: float, n: int = 20000, seed: int = 0) -> float:
-    """Two-sided permutation p-value of a Pearson correlation (fixed seed: deterministic)."""
-    rng = np.random.default_rng(seed)
-    b = np.asarray(b)
-    hits = sum(abs(pearson(a, rng.permutation(b))) >= abs(r) - 1e-12 for _ in range(n))
-    return (hits + 1) / (n + 1)
+def pearson(a, b, n: int = 20000, seed: int = 0) -> dict:
+    """Pearson's r and its two-sided permutation p-value (fixed seed: deterministic)."""
+    r, rng = float(np.corrcoef(a, b)[0, 1]), np.random.default_rng(seed)
+    hits = sum(abs(np.corrcoef(a, rng.permutation(np.asarray(b)))[0, 1]) >= abs(r) - 1e-12 for _ in range(n))
+    return {"r": r, "p": (hits + 1) / (n + 1), "n": len(a)}
 
 
 def inflight_correlation(record: dict) -> dict:
-    """Correlation of x copy_ with the theoretical KiB in flight over the no-hints one-shot cells: with every cell,
-    without Tukey outliers of x copy_ (beyond 1.5 IQR from the quartiles), and Spearman's rank correlation; a
-    direction is supported only if all three have the same sign and each permutation p-value is below 0.05."""
+    """x copy_ against theoretical KiB in flight over the no-hints one-shot cells: every cell, without Tukey outliers
+    (1.5 IQR), and Spearman's; a direction is supported only if all three agree in sign and each p < 0.05."""
     cells = [c for c in record["cells"] if not c["grid_stride"] and not c["hints"]]
     kib = np.array([c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024 for c in cells])
     x = np.array([c["x_copy"] for c in cells])
     q1, q3 = np.percentile(x, [25, 75])
     keep = (x >= q1 - 1.5 * (q3 - q1)) & (x <= q3 + 1.5 * (q3 - q1))
-    rank = lambda v: np.argsort(np.argsort(v, kind="stable"), kind="stable").astype(float)  # noqa: E731
+    rank = lambda v: np.argsort(np.argsort(v, kind="stable"), kind="stable").astype(float)
     out = {"n": len(cells), "kib_min": float(kib.min()), "kib_max": float(kib.max()),
            "outliers": [(c["name"], c["x_copy"]) for c, k in zip(cells, keep) if not k]}
-    for key, (a, b) in {"all": (kib, x), "without_outliers": (kib[keep], x[keep]),
-                        "spearman": (rank(kib), rank(x))}.items():
-        r = pearson(a, b)
-        out[key] = {"r": r, "p": permutation_p(a, b, r), "n": len(a)}
-    signs = {np.sign(out[k]["r"]) for k in ("all", "without_outliers", "spearman")}
-    out["supported"] = len(signs) == 1 and all(out[k]["p"] < 0.05 for k in ("all", "without_outliers", "spearman"))
-    out["direction"] = ("more in flight, slower" if out["all"]["r"] > 0 else "more in flight, faster") \
-        if out["supported"] else None
+    trio = [pearson(kib, x), pearson(kib[keep], x[keep]), pearson(rank(kib), rank(x))]
+    out.update(zip(("all", "without_outliers", "spearman"), trio))
+    out["supported"] = len({np.sign(t["r"]) for t in trio}) == 1 and all(t["p"] < 0.05 for t in trio)
     return out
 
 
 def gridstride_knee(record: dict, flat_within: float = 0.02) -> dict:
-    """The grid-stride cells grouped by theoretical KiB in flight per SM (one float4 per resident thread): each
-    level's x copy_ range, time x KiB (constant where time ~ 1/in-flight), and the latency Little's law implies
-    (in-flight bytes of all SMs / achieved read bandwidth). A level is flat if its slowest cell is within
-    ``flat_within`` (relative) of the fastest grid-stride cell; the knee lies between the largest level that is not
-    flat and the smallest flat one."""
-    sms = record["provenance"]["sm_count"]
-    read_bytes = 4 * record["problem"]["numel"]
+    """Grid-stride cells by theoretical KiB in flight per SM: x copy_, x copy_ x KiB, Little's implied latency (bytes
+    in flight / read bandwidth); flat: within ``flat_within`` of the fastest; the knee: last steep to first flat."""
+    sms, read_bytes = record["provenance"]["sm_count"], 4 * record["problem"]["numel"]
     cells = [c for c in record["cells"] if c["grid_stride"]]
-    fastest = min(c["x_copy"] for c in cells)
-    levels = []
-    for kib in sorted({c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024 for c in cells}):
-        group = [c for c in cells if c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024 == kib]
+    kib_of = lambda c: c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024
+    fastest, levels = min(c["x_copy"] for c in cells), []
+    for kib in sorted({kib_of(c) for c in cells}):
+        group = sorted((c for c in cells if kib_of(c) == kib), key=lambda c: c["x_copy"])
         ms = sorted(c["timing"]["median_ms"] for c in group)[len(group) // 2]
-        lo, hi = min(c["x_copy"] for c in group), max(c["x_copy"] for c in group)
+        hi = group[-1]["x_copy"]
         levels.append({"kib": kib, "threads_per_sm": group[0]["occupancy"]["resident_threads_per_sm"],
-                       "cells": [c["name"] for c in sorted(group, key=lambda c: c["x_copy"])], "x_lo": lo, "x_hi": hi,
+                       "cells": [c["name"] for c in group], "x_lo": group[0]["x_copy"], "x_hi": hi,
                        "x_times_kib": hi * kib, "flat": hi <= fastest * (1 + flat_within),
                        "implied_latency_ns": kib * 1024 * sms / (read_bytes / (ms * 1e-3)) * 1e9})
     flat = [lv["kib"] for lv in levels if lv["flat"]]
     steep = [lv["kib"] for lv in levels if not lv["flat"] and (not flat or lv["kib"] < min(flat))]
     roof_read = read_bytes / (record["roof_ms"] * 1e-3)
-    below = [lv for lv in levels if not lv["flat"]]
-    need = [lv["implied_latency_ns"] * 1e-9 * roof_read / sms / 1024 for lv in below]
+    need = [lv["implied_latency_ns"] * 1e-9 * roof_read / sms / 1024 for lv in levels if not lv["flat"]]
     return {"levels": levels, "flat_within": flat_within, "knee_above_kib": max(steep) if steep else None,
             "knee_at_most_kib": min(flat) if flat else None, "roof_read_bytes_per_s": roof_read,
             "needed_kib_range": (min(need), max(need)) if need else None}

@@ -1,7 +1,5 @@
-"""The sweep's two figures: effective bandwidth and time per call against the length, cold, warm and on the host.
-
-Saved as results/<gpu>-sizes-bandwidth.png and results/<gpu>-sizes-time.png (``write_figures``).
-"""
+"""The sweep's two figures, results/<gpu>-sizes-bandwidth.png and -time.png: effective bandwidth and time per call
+against the length, cold, warm and on the host."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from elu_study.core.record import figure_path, save_figure
-from elu_study.jobs.sizes.analysis import ok, point, series
+from elu_study.jobs.sizes.analysis import names, ok, point, series
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, MODES, STREAMS, fmt_bytes
 
 # The bandwidth figure draws the streams' sum only from here: below, it is two launches, not a bandwidth.
@@ -19,82 +17,72 @@ STREAM_SHOWN_FROM = 32 * 2**20
 X_COPY_FROM = 64 * 2**20  # the bandwidth figure's linear x copy_ panel starts here (bytes moved)
 
 
-
-def band(record: dict, name: str, mode: str):
-    """An entry's lengths and its median, p10 and p90 times (ms) in one mode, for a line and its spread."""
-    n, med = series(record, name, mode)
-    return n, med, series(record, name, mode, "p10_ms")[1], series(record, name, mode, "p90_ms")[1]
-
-def _style(record: dict):
+def _style(record: dict) -> dict:
     """A colour and line style per entry: steps in blues, peers in purples, baselines in greys/greens."""
-    styles = {}
-    steps = [e["name"] for e in record["entries"] if e["kind"] == "step"]
-    peers = [e["name"] for e in record["entries"] if e["kind"] == "peer"]
-    for i, n in enumerate(steps):
-        styles[n] = {"color": plt.cm.Blues(0.35 + 0.65 * i / max(1, len(steps) - 1)), "ls": "-"}
-    for i, n in enumerate(peers):
-        styles[n] = {"color": ("tab:purple", "tab:pink", "tab:brown")[i % 3], "ls": "--"}
+    steps, peers = ([e["name"] for e in record["entries"] if e["kind"] == k] for k in ("step", "peer"))
+    styles = {n: {"color": c, "ls": "-"} for n, c in zip(steps, plt.cm.Blues(np.linspace(0.35, 1.0, len(steps))))}
+    styles |= {n: {"color": ("tab:purple", "tab:pink", "tab:brown")[i % 3], "ls": "--"} for i, n in enumerate(peers)}
     fixed = {"F.elu": ("black", "-"), "torch.compile(F.elu)": ("tab:gray", "--"), "F.elu_": ("dimgray", ":"),
              "copy_": ("tab:green", "--")}
-    for e in record["entries"]:
-        if e["name"] in fixed:
-            styles[e["name"]] = {"color": fixed[e["name"]][0], "ls": fixed[e["name"]][1]}
-    return styles
+    return styles | {n: {"color": c, "ls": ls} for n, (c, ls) in fixed.items()}
 
 
-def _lines(record):
-    return [e["name"] for e in record["entries"] if e["name"] not in STREAMS]
+def _draw(ax, record: dict, styles: dict, mode: str, x, y) -> None:
+    """Every entry's median as a line and its p10-p90 as a band, at (x(n), y(n, ms))."""
+    for name in [c for c in names(record) if c not in STREAMS]:
+        n, med = series(record, name, mode)
+        if n.size:
+            lo, hi = (series(record, name, mode, q)[1] for q in ("p10_ms", "p90_ms"))
+            ax.plot(x(n), y(n, med), lw=1.4, label=name, **styles.get(name, {}))
+            ax.fill_between(x(n), y(n, lo), y(n, hi), color=styles.get(name, {}).get("color"), alpha=0.12, lw=0)
 
 
-def _regions(ax, record, xscale: float):
+def _floor(record: dict, key: str, sizes) -> np.ndarray:
+    """One of the record's floors (ms) at these lengths, NaN where it has none."""
+    return np.array([record["floors"][str(int(n))][key] or np.nan for n in sizes], dtype=np.float64)
+
+
+def _regions(ax, record, xscale: float) -> None:
     """The L2 size and the launch-bound region, on an axis whose x is bytes moved (xscale = bytes per unit)."""
     reg = record["regimes"]
-    handles = []
-    if record.get("l2_bytes"):
-        handles.append(ax.axvline(record["l2_bytes"] / xscale, color="tab:cyan", lw=1.2,
-                                  label=f"L2 {fmt_bytes(record['l2_bytes'])}: x and y fit left of it"))
-    if reg.get("launch_bound_max_n"):
-        lo = BYTES_PER_ELEMENT * min(record["sizes"]) / xscale
-        hi = BYTES_PER_ELEMENT * reg["launch_bound_max_n"] / xscale
-        handles.append(ax.axvspan(lo, hi, color="khaki", alpha=0.35, lw=0,
-                                  label=f"launch-bound: {reg['reference']}'s host time\n>= its warm GPU time"))
-    return handles
+    if l2 := record.get("l2_bytes"):
+        ax.axvline(l2 / xscale, color="tab:cyan", lw=1.2, label=f"L2 size, {fmt_bytes(l2)}")
+    if lb := reg.get("launch_bound_max_n"):
+        ax.axvspan(BYTES_PER_ELEMENT * min(record["sizes"]) / xscale, BYTES_PER_ELEMENT * lb / xscale,
+                   color="khaki", alpha=0.35, lw=0, label=f"launch-bound: {reg['reference']} host >= warm")
+
+
+def _log_axes(ax, title: str, xlabel: str) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set(title=title, xlabel=xlabel)
+    ax.grid(alpha=0.3, which="both")
 
 
 def bandwidth_figure(record: dict):
     """Effective TB/s (8 bytes per element over the median) against bytes moved, cold and warm, p10-p90 bands."""
     styles = _style(record)
-    fig = plt.figure(figsize=(21, 5.6))
-    axes = [fig.add_subplot(1, 3, 1)]
-    axes += [fig.add_subplot(1, 3, 2, sharey=axes[0]), fig.add_subplot(1, 3, 3)]
+    fig, axes = plt.subplots(1, 3, figsize=(21, 5.6))
+    axes[1].sharey(axes[0])
+    sizes = np.array([n for n in record["sizes"] if BYTES_PER_ELEMENT * n >= STREAM_SHOWN_FROM], dtype=np.float64)
+    tbps = lambda n, ms: BYTES_PER_ELEMENT * n / (ms * 1e-3) / 1e12
     for ax, mode in zip(axes, ("cold", "warm")):
-        for name in _lines(record):
-            n, med, p10, p90 = band(record, name, mode)
-            if not n.size:
-                continue
-            b = BYTES_PER_ELEMENT * n
-            tb = lambda ms: b / (ms * 1e-3) / 1e12  # noqa: E731
-            ax.plot(b, tb(med), lw=1.4, label=name, **styles.get(name, {}))
-            ax.fill_between(b, tb(p90), tb(p10), color=styles.get(name, {}).get("color"), alpha=0.12, lw=0)
-        extra = _regions(ax, record, 1.0)
+        _draw(ax, record, styles, mode, lambda n: BYTES_PER_ELEMENT * n, tbps)
+        _regions(ax, record, 1.0)
         if record.get("peak_bytes_per_s"):
-            extra.append(ax.axhline(record["peak_bytes_per_s"] / 1e12, color="tab:red", ls=":",
-                                    label=f"datasheet {record['peak_bytes_per_s'] / 1e12:.1f} TB/s (ceiling)"))
-        sizes = np.array([n for n in record["sizes"] if BYTES_PER_ELEMENT * n >= STREAM_SHOWN_FROM], dtype=np.float64)
-        stream = np.array([record["floors"][str(int(n))][f"stream_{mode}_ms"] or np.nan for n in sizes], dtype=np.float64)
+            ax.axhline(record["peak_bytes_per_s"] / 1e12, color="tab:red", ls=":",
+                       label=f"datasheet {record['peak_bytes_per_s'] / 1e12:.1f} TB/s (ceiling)")
+        stream = _floor(record, f"stream_{mode}_ms", sizes)
         if np.isfinite(stream).any():
-            ax.plot(BYTES_PER_ELEMENT * sizes, BYTES_PER_ELEMENT * sizes / (stream * 1e-3) / 1e12, color="tab:orange",
-                    ls="-.", lw=2, label=f"measured ceiling: read_only + write_only (from {fmt_bytes(STREAM_SHOWN_FROM)})")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+            ax.plot(BYTES_PER_ELEMENT * sizes, tbps(sizes, stream), color="tab:orange", ls="-.", lw=2,
+                    label="measured ceiling: read_only + write_only")
+        _log_axes(ax, f"{mode}: " + ("L2 flushed before each call" if mode == "cold" else "back to back, no flush"),
+                  "bytes moved per call (log)")
         ticks = [2.0**k for k in range(13, 40, 3) if 2**k <= 2 * BYTES_PER_ELEMENT * max(record["sizes"])]
         ax.set_xticks(ticks, [fmt_bytes(t) for t in ticks])
-        ax.set_xlabel("bytes moved per call (8 per element; log scale)")
-        ax.set_title(f"{mode}: " + ("L2 flushed before each call" if mode == "cold" else "back to back, no flush"))
-        ax.grid(alpha=0.3, which="both")
-    axes[0].set_ylabel("effective TB/s (median; bands p10-p90; higher is better)")
+    axes[0].set_ylabel("TB/s (median, p10-p90 band)")
     _x_copy_panel(axes[2], record, styles)
-    _legend(fig, axes[1], f"ELU across sizes (float32), {record['provenance']['gpu']}; copy_ is the roof")
+    _legend(fig, axes[1], f"ELU across sizes, float32, {record['provenance']['gpu']}")
     return fig
 
 
@@ -105,37 +93,31 @@ def _x_copy_panel(ax, record: dict, styles: dict) -> None:
     if not big:
         return
     roof = np.array([point(record, "copy_", n)["cold"]["median_ms"] for n in big])
-    curves = {}
-    for name in _lines(record):
-        pts = [point(record, name, n) for n in big]
-        if not all(map(ok, pts)):
-            continue
-        curves[name] = [np.array([q["cold"][k] for q in pts]) / roof for k in ("median_ms", "p10_ms", "p90_ms")]
-    stream = np.array([record["floors"][str(n)]["stream_cold_ms"] or np.nan for n in big]) / roof
+    curves = {name: [np.array([point(record, name, n)["cold"][k] for n in big]) / roof for k in ("median_ms", "p10_ms",
+                                                                                                "p90_ms")]
+              for name in names(record) if name not in STREAMS and all(ok(point(record, name, n)) for n in big)}
+    stream = _floor(record, "stream_cold_ms", big) / roof
     # an entry far above the rest (1_naive) would flatten them: it is named in the title instead
-    top = sorted(float(np.nanmax(c[0])) for c in curves.values())
-    off = {n: float(np.nanmax(c[0])) for n, c in curves.items()
-           if len(top) > 2 and float(np.nanmax(c[0])) > 1 + 2 * (top[-2] - 1)}
+    peaks = {name: float(np.nanmax(c[0])) for name, c in curves.items()}
+    second = sorted(peaks.values())[-2] if len(peaks) > 2 else np.inf
+    off = {name: v for name, v in peaks.items() if v > 1 + 2 * (second - 1)}
     x = BYTES_PER_ELEMENT * np.array(big, dtype=np.float64)
-    for name, (med, p10, p90) in curves.items():
-        if name in off:
-            continue
+    for name, (med, p10, p90) in ((k, c) for k, c in curves.items() if k not in off):
         ax.plot(x, med, lw=1.4, marker=".", **styles.get(name, {}))
         ax.fill_between(x, p10, p90, color=styles.get(name, {}).get("color"), alpha=0.12, lw=0)
-    if np.isfinite(stream).any():
-        ax.plot(x, stream, color="tab:orange", ls="-.", lw=2)
     shown = [float(np.nanmin(c[0])) for c in curves.values()]
     if np.isfinite(stream).any():
-        shown += [float(np.nanmin(stream))]
-    lo, hi = min(shown), max(float(np.nanmax(curves[n][0])) for n in curves if n not in off)  # the streams' line may leave it
+        ax.plot(x, stream, color="tab:orange", ls="-.", lw=2)
+        shown.append(float(np.nanmin(stream)))
+    lo, hi = min(shown), max(v for name, v in peaks.items() if name not in off)  # the streams' line may leave it
     pad = max(0.1 * (hi - lo), 0.01)
     ax.set_ylim(lo - pad, hi + pad)
     ax.set_xscale("log", base=2)
     ticks = [float(v) for v in x if int(v) & (int(v) - 1) == 0]
     ax.set_xticks(ticks[::2], [fmt_bytes(t) for t in ticks[::2]])
-    ax.set_xlabel("bytes moved per call (log scale)")
-    ax.set_ylabel("cold time / copy_'s cold median (linear; lower is better)")
-    ax.set_title(f"cold, x copy_ (powers of two from {fmt_bytes(X_COPY_FROM)} moved)"
+    ax.set_xlabel("bytes moved per call (log)")
+    ax.set_ylabel("cold time / copy_'s (linear)")
+    ax.set_title(f"cold, x copy_, from {fmt_bytes(X_COPY_FROM)}"
                  + (("\noff the chart: " + ", ".join(f"{n} up to {v:.2f}x" for n, v in off.items())) if off else ""))
     ax.grid(alpha=0.3)
 
@@ -152,49 +134,27 @@ def time_figure(record: dict):
     """Time per call against length (log-log): GPU time cold and warm, and the host's time per call."""
     styles = _style(record)
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.6), sharey=True)
-    titles = {"cold": "GPU time, cold (L2 flushed)", "warm": "GPU time, warm (back to back)",
-              "host": "host time per call (GPU held busy)"}
-    sizes = np.array(record["sizes"], dtype=np.float64)
+    titles = {"cold": "GPU time, cold (L2 flushed)", "warm": "GPU time, warm (no flush)", "host": "host time per call"}
+    ns = np.array(record["sizes"], dtype=np.float64)
     lowest = min((p[m]["median_ms"] for p in record["points"] if ok(p) for m in MODES), default=1e-3)
     for ax, mode in zip(axes, MODES):
-        for name in _lines(record):
-            n, med, p10, p90 = band(record, name, mode)
-            if not n.size:
-                continue
-            ax.plot(n, 1e3 * med, lw=1.4, label=name, **styles.get(name, {}))
-            ax.fill_between(n, 1e3 * p10, 1e3 * p90, color=styles.get(name, {}).get("color"), alpha=0.12, lw=0)
+        _draw(ax, record, styles, mode, lambda n: n, lambda n, ms: 1e3 * ms)
         _regions(ax, record, BYTES_PER_ELEMENT)
-        if mode != "host":
-            if record.get("peak_bytes_per_s"):
-                ax.plot(sizes, 1e3 * np.array([record["floors"][str(int(n))]["datasheet_ms"] for n in sizes]),
-                        color="tab:red", ls=":", label="datasheet floor (bytes / datasheet TB/s)")
-            stream = np.array([record["floors"][str(int(n))][f"stream_{mode}_ms"] or np.nan for n in sizes],
-                              dtype=np.float64)
-            if np.isfinite(stream).any():
-                ax.plot(sizes, 1e3 * stream, color="tab:orange", ls="-.", lw=2,
-                        label="measured floor: read_only + write_only")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("elements (log 2)")
+        if mode != "host" and record.get("peak_bytes_per_s"):
+            ax.plot(ns, 1e3 * _floor(record, "datasheet_ms", ns), color="tab:red", ls=":", label="datasheet floor")
+        if mode != "host" and np.isfinite(stream := _floor(record, f"stream_{mode}_ms", ns)).any():
+            ax.plot(ns, 1e3 * stream, color="tab:orange", ls="-.", lw=2, label="measured floor: read_only + write_only")
+        _log_axes(ax, titles[mode], "elements (log 2)")
         ax.set_ylim(bottom=0.5e3 * lowest)  # the datasheet floor of a few KiB is nanoseconds: off the chart
-        ax.set_title(titles[mode])
-        ax.grid(alpha=0.3, which="both")
-    axes[0].set_ylabel("µs per call (median; bands p10-p90; lower is better)")
-    _legend(fig, axes[0], f"Time per call across sizes (float32), {record['provenance']['gpu']}; copy_ is the roof",
-            right=0.83)
+    axes[0].set_ylabel("µs per call (median, p10-p90)")
+    _legend(fig, axes[0], f"Time per call, float32, {record['provenance']['gpu']}", right=0.83)
     return fig
 
 
 FIGURES = {"bandwidth": bandwidth_figure, "time": time_figure}
 
 
-def figures(record: dict, only: str | None = None) -> dict:
-    """name -> matplotlib figure, for both figures (or just ``only``)."""
-    makers = FIGURES if only is None else {only: FIGURES[only]}
-    return {name: make(record) for name, make in makers.items()}
-
-
 def write_figures(record: dict, results_dir: Path | None = None) -> list[Path]:
     """Save both figures as results/<gpu>-sizes-<name>.png (or under ``results_dir``)."""
     gpu = record["provenance"]["gpu"]
-    return [save_figure(fig, figure_path(gpu, f"sizes-{name}", results_dir)) for name, fig in figures(record).items()]
+    return [save_figure(make(record), figure_path(gpu, f"sizes-{name}", results_dir)) for name, make in FIGURES.items()]

@@ -1,8 +1,15 @@
-"""Measuring the sweep on a GPU: every entry checked, then timed cold, warm and on the host, at every length.
+"""Measuring the sweep on a GPU, for each entry at every length:
 
-GPU timings are enqueued behind a sleep kernel that outlasts the host's loop, so that no event pair
-brackets time the GPU spent waiting for the host; host timings run while a sleep kernel holds the GPU
-busy, so that no call waits for the GPU.
+- a check: the output NaN-poisoned, then every element compared with ``F.elu`` (atol = rtol = 1e-4) and counted
+  unwritten if still NaN (in chunks, so memory stays bounded);
+- cold GPU time: each call after a 256 MiB write that flushes the L2 (do_bench's method), CUDA events around it;
+- warm GPU time: the same calls back to back with no flush, so x (just read) and y (just written) stay in the L2
+  while their 8 bytes per element fit;
+- host time per call: wall-clock of the Python call (``timed_call``) in a tight loop while a sleep kernel holds the
+  GPU busy, so no call waits for the GPU: the CPU-side cost alone (checks, the binding or dispatcher, the launch).
+
+The GPU timings, too, are enqueued behind a sleep kernel that outlasts the host's loop, so that no event pair
+brackets time the GPU spent waiting for the host (at a few µs per kernel the host is slower than the GPU).
 """
 
 from __future__ import annotations
@@ -14,14 +21,17 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from elu_study.core import text
 from elu_study.core.check import ATOL, INPUT_SCALE, RTOL
 from elu_study.core.entries import ALPHA
 from elu_study.core.hardware import gpu_spec, provenance
 from elu_study.core.harness import elu_fn, quiet, timed_call
 from elu_study.core.timing import sleep_cycles_per_ms, summarize
+from elu_study.jobs.sizes import plan
 from elu_study.jobs.sizes.analysis import derive
-from elu_study.jobs.sizes.plan import (BYTES_PER_ELEMENT, CHECK_CHUNK, COLD_MS, FLUSH_BYTES, HOST_GPU_MS,
-                                       HOST_REPEATS, MAX_RUNS, MIN_RUNS, WARM_MS, fmt_n, runs)
+from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, CHECK_CHUNK, FLUSH_BYTES, HOST_REPEATS, MIN_RUNS, runs
+
+QUANTILES = ("median_ms", "p10_ms", "p90_ms", "p99_ms", "mean_ms", "min_ms", "max_ms", "runs")  # kept per point
 
 
 class Gpu:
@@ -39,9 +49,8 @@ class Gpu:
 
 
 def host_times(call, calls: int, gpu: Gpu, repeats: int = HOST_REPEATS) -> tuple[list[float], int]:
-    """Per-call wall time (ms) of ``calls`` back-to-back calls, ``repeats`` times, each loop enqueued while a
-    sleep kernel holds the GPU; returns the per-loop means and in how many loops the sleep outlasted the loop
-    (launches are asynchronous, so an idle GPU does not stop the clock; this is a diagnostic)."""
+    """Per-call wall time (ms) of ``calls`` back-to-back calls, ``repeats`` times, each loop enqueued while a sleep
+    kernel holds the GPU; the per-loop means, and in how many loops the sleep outlasted the loop (a diagnostic)."""
     means, busy_loops, guess_ms = [], 0, 0.05
     for _ in range(repeats):
         torch.cuda.synchronize()
@@ -88,12 +97,6 @@ def event_times(call, runs_: int, gpu: Gpu, flush: bool, host_ms: float, warmup:
     return [s.elapsed_time(e) for s, e in zip(starts, ends)], retries if busy else -1
 
 
-def summary(samples: list[float]) -> dict:
-    """Quantiles of one (entry, length, mode) point, as timing.summarize gives them (without the samples)."""
-    s = summarize([samples])
-    return {k: s[k] for k in ("median_ms", "p10_ms", "p90_ms", "p99_ms", "mean_ms", "min_ms", "max_ms", "runs")}
-
-
 def compare(y, ref) -> dict:
     """Every element of y against F.elu's: within atol/rtol, and none left NaN (poisoned, never written)."""
     yf, rf = y.reshape(-1), ref.reshape(-1)
@@ -112,7 +115,7 @@ def compare(y, ref) -> dict:
 def dynamo_graphs() -> int | None:
     """Graphs torch.compile has compiled in this process so far (a diagnostic; None where torch hides it)."""
     try:
-        from torch._dynamo.utils import counters  # lazy, guarded: private torch, only for this diagnostic
+        from torch._dynamo.utils import counters  # noqa: PLC0415, PLC2701 - lazy, guarded: private torch, a diagnostic
 
         return int(counters["stats"]["unique_graphs"])
     except Exception:  # noqa: BLE001 - only a diagnostic
@@ -122,20 +125,17 @@ def dynamo_graphs() -> int | None:
 def time_point(call, n: int, gpu: Gpu) -> dict:
     """Host, cold and warm times of one call at length n (see the module's docstring)."""
     r = runs(n)
+    summary = lambda xs: {k: v for k, v in summarize([xs]).items() if k in QUANTILES}  # the samples left out
     call()  # compiles, autotunes and allocates before any timing
     torch.cuda.synchronize()
     host, host_busy = host_times(call, r["host_calls"], gpu)
     host_ms = float(np.median(host))
     cold, cold_retries = event_times(call, r["cold"], gpu, flush=True, host_ms=host_ms)
     warm, warm_retries = event_times(call, r["warm"], gpu, flush=False, host_ms=host_ms)
-    return {
-        "cold": summary(cold), "warm": summary(warm), "host": summary(host),
-        "host_calls_per_loop": r["host_calls"],
-        # GPU timings redone with a longer sleep; -1: even the longest ran out before the host's
-        # loop did (those samples may hold host time)
-        "sleep_retries": {"cold": cold_retries, "warm": warm_retries},
-        "host_loops_gpu_busy": host_busy,
-    }
+    # sleep_retries: GPU timings redone with a longer sleep; -1: even the longest ran out before the host's loop
+    # did (those samples may hold host time)
+    return {"cold": summary(cold), "warm": summary(warm), "host": summary(host), "host_calls_per_loop": r["host_calls"],
+            "sleep_retries": {"cold": cold_retries, "warm": warm_retries}, "host_loops_gpu_busy": host_busy}
 
 
 def measure_point(entry, n: int, x, ref, y, check_fn, gpu: Gpu, errors: list[str]) -> dict:
@@ -167,7 +167,7 @@ def sweep(entries, sizes, gpu: Gpu, bar) -> tuple[list[dict], list[str]]:
         ref = F.elu(x, ALPHA)
         y = torch.empty_like(x)
         for entry in entries:
-            bar.set_postfix_str(f"{entry.name} @ {fmt_n(n)}")
+            bar.set_postfix_str(f"{entry.name} @ {text.fmt_n(n)}")
             points.append(measure_point(entry, n, x, ref, y, check_fns.get(entry.name), gpu, errors))
             bar.update()
         del x, ref, y
@@ -178,19 +178,11 @@ def sweep(entries, sizes, gpu: Gpu, bar) -> tuple[list[dict], list[str]]:
 
 def method(gpu: Gpu) -> dict:
     """How each number of the record was measured, in words (saved in the record)."""
-    return {
-        "cold": f"CUDA events around each call, each after a {FLUSH_BYTES // 2**20} MiB write that flushes the L2 "
-                "(do_bench's method); enqueued behind a sleep kernel so no event pair holds host time",
-        "warm": "CUDA events around each call, calls back to back with no flush (x just read, y just written: "
-                "L2-resident where 8 bytes per element fit), behind a sleep kernel likewise",
-        "host": "wall-clock per call of the timed Python call in a tight loop while a sleep kernel keeps the GPU "
-                f"busy (checked), so no call waits for the GPU: the CPU-side cost a caller pays; {HOST_REPEATS} "
-                "loops, their per-call means summarized",
-        "check": "output NaN-poisoned, every element compared with F.elu (atol = rtol = 1e-4), NaN left = unwritten",
-        "runs": {"min": MIN_RUNS, "max": MAX_RUNS, "cold_ms": COLD_MS, "warm_ms": WARM_MS,
-                 "host_gpu_ms": HOST_GPU_MS, "host_repeats": HOST_REPEATS},
-        "sleep_cycles_per_ms": gpu.cycles_per_ms,
-    }
+    words = {part: text.render("sizes/method.md.j2", part=part, flush=FLUSH_BYTES, repeats=HOST_REPEATS)
+             for part in ("cold", "warm", "host", "check")}
+    return {**words, "runs": {"min": MIN_RUNS, "max": plan.MAX_RUNS, "cold_ms": plan.COLD_MS, "warm_ms": plan.WARM_MS,
+                              "host_gpu_ms": plan.HOST_GPU_MS, "host_repeats": HOST_REPEATS},
+            "sleep_cycles_per_ms": gpu.cycles_per_ms}
 
 
 def measure(entries, sizes, progress: bool = True) -> dict:
@@ -202,23 +194,18 @@ def measure(entries, sizes, progress: bool = True) -> dict:
         gpu = Gpu()
         points, errors = sweep(entries, sizes, gpu, bar)
     bar.close()
-    prov = provenance()
+    prov, graphs = provenance(), (graphs_before, dynamo_graphs())
     spec = gpu_spec(prov["gpu"])
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    graphs_after = dynamo_graphs()
-    record = {
-        "job": "sizes",
-        "provenance": prov,
+    return derive({
+        "job": "sizes", "provenance": prov,
         "problem": {"dtype": "float32", "alpha": ALPHA, "bytes_per_element": BYTES_PER_ELEMENT,
                     "input": f"randn(n) x {INPUT_SCALE:g}, seeded by n"},
         "l2_bytes": int(getattr(props, "L2_cache_size", 0)),
-        "peak_bytes_per_s": spec.peak_bytes_per_s if spec else None,
-        "peak_source": f"{spec.label} {spec.source}" if spec else None,
+        "peak_bytes_per_s": spec and spec.peak_bytes_per_s, "peak_source": spec and f"{spec.label} {spec.source}",
         "sizes": list(sizes),
         "entries": [{"name": e.name, "kind": e.kind, "what": e.what, "checked": e.checked} for e in entries],
         "method": method(gpu),
-        "torch_compile_graphs": None if graphs_before is None or graphs_after is None else graphs_after - graphs_before,
-        "errors": errors,
-        "points": points,
-    }
-    return derive(record)
+        "torch_compile_graphs": None if None in graphs else graphs[1] - graphs[0],
+        "errors": errors, "points": points,
+    })

@@ -1,11 +1,9 @@
-"""The sweep's plan: which lengths and entries, how many timed calls per point, and how long it takes.
-
-Also how a length (2^20, 4,097) and a byte count (8 KiB) are written everywhere the sweep is shown.
-"""
+"""The sweep's plan: which lengths and entries, how many timed calls per point, and how long it takes."""
 
 from __future__ import annotations
 
 from elu_study.core.entries import ENTRIES, resolve
+from elu_study.core.text import fmt_bytes, fmt_n  # noqa: F401 - re-exported: how the sweep writes 2^20 and 8 KiB
 
 MIN_EXP, MAX_EXP = 10, 31
 # Lengths that are not powers of two: odd ones (the float4 kernels' scalar tail) and round decimal ones.
@@ -23,8 +21,7 @@ MIN_RUNS, MAX_RUNS = 10, 100  # MAX_RUNS bounds the launches queued behind one s
 HOST_GPU_MS = 10.0  # GPU work queued per host-timing loop
 HOST_MIN_CALLS, HOST_MAX_CALLS = 3, 50
 HOST_REPEATS = 5  # host-timing loops per point: the spread of their per-call means
-MODEL_TBPS = 3.5  # for planning only: the time a call is expected to take
-MODEL_LAUNCH_MS = 0.003
+MODEL_TBPS, MODEL_LAUNCH_MS = 3.5, 0.003  # for planning only: the time a call is expected to take
 CHECK_CHUNK = 1 << 27
 BUDGET_S = 240
 
@@ -54,7 +51,7 @@ def model_ms(n: int) -> float:
 def runs(n: int) -> dict[str, int]:
     """Timed calls per mode at length n: enough for a spread, few at large n."""
     est = model_ms(n)
-    clamp = lambda v, lo, hi: int(max(lo, min(hi, v)))  # noqa: E731
+    clamp = lambda v, lo, hi: int(max(lo, min(hi, v)))
     return {
         "cold": clamp(COLD_MS / (est + 0.07), MIN_RUNS, MAX_RUNS),  # + the flush
         "warm": clamp(WARM_MS / est, MIN_RUNS, MAX_RUNS),
@@ -72,25 +69,3 @@ def estimate_s(sizes, n_entries: int, compile_s: float = 40.0) -> float:
         host_ms = HOST_REPEATS * r["host_calls"] * 0.03 + (r["cold"] + r["warm"]) * 0.05 + 8  # sleeps, checks
         total += n_entries * (gpu_ms + host_ms) / 1e3 + BYTES_PER_ELEMENT * n / 1e12 * 3  # inputs, reference
     return total
-
-
-def fmt_n(n: int) -> str:
-    """2^20 for powers of two, else the number with thousands separators."""
-    return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 else f"{n:,}"
-
-
-def fmt_bytes(b: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= scale:
-            v = b / scale
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{b:.0f} B"
-
-
-def describe_plan(sizes, entries) -> str:
-    r_small, r_big = runs(sizes[0]), runs(sizes[-1])
-    return (f"plan: {len(entries)} entries ({', '.join(e.name for e in entries)}) x {len(sizes)} lengths "
-            f"({fmt_n(sizes[0])} .. {fmt_n(sizes[-1])}: {', '.join(fmt_n(n) for n in sizes)}); per point: a full check, "
-            f"host time ({HOST_REPEATS} loops of {r_small['host_calls']}..{r_big['host_calls']} calls), cold and warm GPU "
-            f"time ({r_small['cold']}..{r_big['cold']} and {r_small['warm']}..{r_big['warm']} runs); "
-            f"estimated {estimate_s(sizes, len(entries)):.0f} s (budget {BUDGET_S} s)")
