@@ -1,53 +1,27 @@
-"""The model record read back: its declared tables, checked on load, and the frames the notebook shows.
-
-Derived values (ratios, shares, verdicts) are computed here from the measured ones, never stored.
-"""
+"""The model record read back (``core.record.load(gpu, "model")``, checked against schemas/model.schema.json):
+the frames and figures notebook 11 shows. Derived values (ratios, shares, verdicts) are computed here from the
+measured ones, never stored."""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
-from elu_study.core.record import REFERENCE_GPU, RecordError, load, record_path
+from elu_study.core import text
 
-# The record's tables: field -> type (units in the name: _us, _ms). A record missing one, or holding another
-# type, is refused on load with the file and the field named.
-TABLES = {
-    "host_cost": {"route": str, "numel": int, "requires_grad": bool, "autocast": bool, "us_per_call": float,
-                  "us_runs": list},
-    "end_to_end": {"model": str, "dtype": str, "mode": str, "compiled": bool, "elu": str, "ms": float,
-                   "noise_ms": float, "ms_runs": list, "steps_per_run": int, "elu_ms": float},
-    "host_profile": {"route": str, "requires_grad": bool, "name": str, "count_per_call": float,
-                     "self_us_per_call": float},
-    "defaults": {"dtype": str, "direction": str, "build": str, "flags": str, "measured as": str},
-}
 GROUP = ["numel", "requires_grad", "autocast"]
 CONFIG = ["model", "dtype", "mode", "compiled"]
 TIE = 0.02  # within the larger of the run's noise and 2 %: not slower
 MATTERS = 0.05  # where ELU is at least 5 % of the step, the drop-in should be faster
 
 
-def check_tables(record: dict, path) -> dict:
-    for table, fields in TABLES.items():
-        for i, row in enumerate(record.get(table, [])):
-            for field, kind in fields.items():
-                value = row.get(field)
-                ok = isinstance(value, kind) or kind is float and isinstance(value, int) and not isinstance(value, bool)
-                if not ok:
-                    raise RecordError(f"{path}: {table}[{i}].{field} should be {kind.__name__}, got {value!r}")
-    return record
-
-
-def read_record(gpu: str = REFERENCE_GPU, required: bool = True) -> dict | None:
-    record = load(gpu, "model", required=required)
-    return None if record is None else check_tables(record, record_path(gpu, "model"))
-
-
-def defaults(record: dict) -> pd.DataFrame:
-    return pd.DataFrame(record["defaults"])
-
-
 def checks(record: dict) -> pd.DataFrame:
     return pd.DataFrame([{"check": k, "passed": v["passed"]} for k, v in record["checks"].items()])
+
+
+def accuracy(record: dict) -> pd.DataFrame:
+    """Worst ulp over every negative float32, by alpha, for the drop-in's float32 default and F.elu."""
+    return pd.DataFrame(record["checks"]["accuracy"]["worst_ulp_by_alpha"]).T.rename_axis("alpha")
 
 
 def paired(a: list, b: list) -> pd.Series:
@@ -55,35 +29,29 @@ def paired(a: list, b: list) -> pd.Series:
     return pd.Series(a) / pd.Series(b)
 
 
+def host_ratios(record: dict) -> pd.DataFrame:
+    """Each route's time over nn.ELU's in the same round: median and p10-p90 of the paired ratios, per group."""
+    runs = pd.DataFrame(record["host_cost"]).pivot_table(index=GROUP, columns="route", values="us_runs",
+                                                         aggfunc="first")
+    return pd.DataFrame([{**dict(zip(GROUP, key)), "route": route, "ratio": q.median(), "p10": q.quantile(0.1),
+                          "p90": q.quantile(0.9)} for key, r in runs.iterrows() for route in r.index
+                         for q in [paired(r[route], r["nn.ELU"])]])
+
+
 def host(record: dict) -> pd.DataFrame:
     """us per call, one row per group, one column per route; elu_study.ELU over nn.ELU as the median of the
     repeats' paired ratios (the routes alternate within each repeat)."""
-    rows = pd.DataFrame(record["host_cost"])
-    t = rows.pivot_table(index=GROUP, columns="route", values="us_per_call")
-    runs = rows.pivot_table(index=GROUP, columns="route", values="us_runs", aggfunc="first")
-    t["ELU / nn.ELU"] = [paired(r["elu_study.ELU"], r["nn.ELU"]).median() for _, r in runs.iterrows()]
+    t = pd.DataFrame(record["host_cost"]).pivot_table(index=GROUP, columns="route", values="us_per_call")
+    t["ELU / nn.ELU"] = host_ratios(record).set_index([*GROUP, "route"])["ratio"].xs("elu_study.ELU", level="route")
     return t.reset_index()
-
-
-def host_ratios(record: dict) -> pd.DataFrame:
-    """Each route's time over nn.ELU's in the same round: median and p10-p90 of the paired ratios, per group."""
-    rows = pd.DataFrame(record["host_cost"])
-    runs = rows.pivot_table(index=GROUP, columns="route", values="us_runs", aggfunc="first")
-    out = []
-    for key, r in runs.iterrows():
-        for route in r.index:
-            q = paired(r[route], r["nn.ELU"])
-            out.append({**dict(zip(GROUP, key)), "route": route, "ratio": q.median(), "p10": q.quantile(0.1),
-                        "p90": q.quantile(0.9)})
-    return pd.DataFrame(out)
 
 
 def end_to_end(record: dict) -> pd.DataFrame:
     """One row per configuration: both times (medians), the drop-in's ratio (the median of the rounds' paired
     ratios), the noise (half the p10-p90 spread of those ratios), ELU's share of the eager nn.ELU step, and
     whether the drop-in is slower, or faster, beyond the tie (the larger of the noise and 2 %)."""
-    t = pd.DataFrame(record["end_to_end"])
-    wide = t.pivot_table(index=CONFIG, columns="elu", values=["ms", "elu_ms", "ms_runs"], aggfunc="first")
+    wide = pd.DataFrame(record["end_to_end"]).pivot_table(index=CONFIG, columns="elu",
+                                                          values=["ms", "elu_ms", "ms_runs"], aggfunc="first")
     ratios = [paired(d, n) for d, n in zip(wide[("ms_runs", "drop-in")], wide[("ms_runs", "nn.ELU")])]
     out = pd.DataFrame({"nn.ELU ms": wide[("ms", "nn.ELU")], "drop-in ms": wide[("ms", "drop-in")]})
     out["ratio"] = [r.median() for r in ratios]
@@ -99,76 +67,96 @@ def end_to_end(record: dict) -> pd.DataFrame:
     return out
 
 
-def summary(record: dict) -> pd.DataFrame:
-    """The issue's bars, each with its count: host cost, no slower step, faster where ELU matters, checks."""
-    rows = []
+def bars(record: dict) -> dict[str, tuple[int, int]]:
+    """The issue's bars, {key: (met, of)} (their words: templates/model/bars.md.j2): host cost, no slower
+    step, faster where ELU matters (eager: compiled, the study's kernel does not run), checks."""
+    out = {}
     if record.get("host_cost"):
-        h = host(record)
-        rows.append({"bar": "host cost per call at or under nn.ELU's (size x grad x autocast groups)",
-                     "met": int((h["ELU / nn.ELU"] <= 1).sum()), "of": len(h)})
+        h = host(record)["ELU / nn.ELU"]
+        out["host"] = (int((h <= 1).sum()), len(h))
     if record.get("end_to_end"):
         e = end_to_end(record)
-        matters = e[~e["compiled"] & (e["ELU share"] >= MATTERS)]  # compiled, the study's kernel does not run
-        rows.append({"bar": "whole steps no slower than with nn.ELU beyond max(noise, 2 %)",
-                     "met": int((~e["slower"]).sum()), "of": len(e)})
-        rows.append({"bar": "eager steps faster beyond max(noise, 2 %) where ELU is at least 5 % of the step",
-                     "met": int(matters["faster"].sum()), "of": len(matters)})
+        matters = e[~e["compiled"] & (e["ELU share"] >= MATTERS)]
+        out["no_slower"] = (int((~e["slower"]).sum()), len(e))
+        out["faster"] = (int(matters["faster"].sum()), len(matters))
     if record.get("checks"):
-        c = checks(record)
-        rows.append({"bar": "checks passed", "met": int(c["passed"].sum()), "of": len(c)})
-    return pd.DataFrame(rows)
+        c = checks(record)["passed"]
+        out["checks"] = (int(c.sum()), len(c))
+    return out
 
 
-def graded(value: float, lo: float, hi: float) -> str:
-    """A prediction's grade: HELD inside [lo, hi], else MISSED and which way."""
-    if lo <= value <= hi:
-        return "HELD"
-    return "MISSED (lower)" if value < lo else "MISSED (higher)"
-
-
-def accuracy(record: dict) -> pd.DataFrame:
-    """Worst ulp over every negative float32, by alpha, for the drop-in's float32 default and F.elu."""
-    t = pd.DataFrame(record["checks"]["accuracy"]["worst_ulp_by_alpha"]).T
-    t.index.name = "alpha"
-    return t
-
-
-def bits(record: dict) -> pd.DataFrame:
-    return pd.DataFrame(record["checks"]["bits"]["by_dtype"]).T
-
-
-def profile(record: dict) -> pd.DataFrame:
-    return pd.DataFrame(record["host_profile"])
-
-
-def predictions(record: dict) -> pd.DataFrame:
-    """Notebook 11's predictions, written before the run, each graded on the record: (what, measured, lo, hi)."""
+def predictions(record: dict) -> dict:
+    """What notebook 11's predictions name, measured (their words and ranges: templates/model/graded.md.j2)."""
     acc, h, e = accuracy(record), host(record), end_to_end(record)
     r = host_ratios(record).set_index([*GROUP, "route"])["ratio"].unstack("route")
-    ops_x = r["torch.ops"] / r["elu_study.ELU"]  # both over nn.ELU in the same round
     no_grad = h[~h["requires_grad"]]
-    cheapest = no_grad[["nn.ELU", "F.elu", "binding", "torch.ops", "elu_study.ELU"]].idxmin(axis=1)
     eager, compiled = e[~e["compiled"]], e[e["compiled"]]
     bf16 = eager[(eager["dtype"] != "float32") & (eager["ELU share"] >= MATTERS)]
     f32 = eager[eager["dtype"] == "float32"]
-    small = eager[eager["model"].str.startswith("MLP 4x256")]
-    rows = [
-        ("1. float32 default, worst ulp at alpha = 1", acc.loc["1", "elu_study.ELU"], 1.0, 2.0),
-        ("1. F.elu, worst ulp at alpha = 1", acc.loc["1", "F.elu"], 0.5, 1.5),
-        ("1. checks failed", int((~checks(record)["passed"]).sum()), 0, 0),
-        ("2. ELU / nn.ELU host time, lowest group", h["ELU / nn.ELU"].min(), 0.75, 1.0),
-        ("2. ELU / nn.ELU host time, highest group", h["ELU / nn.ELU"].max(), 0.75, 1.0),
-        ("3. no-grad groups where the binding is not the cheapest", int((cheapest != "binding").sum()), 0, 0),
-        ("4. torch.ops / ELU host time, lowest group", ops_x.min(), 1.2, 2.5),
-        ("4. torch.ops / ELU host time, highest group", ops_x.max(), 1.2, 2.5),
-        ("5. eager bf16 steps with ELU >= 5 % where the drop-in is not faster beyond the tie",
-         int((~bf16["faster"]).sum()), 0, 0),
-        ("6. eager float32 steps slower beyond the tie", int(f32["slower"].sum()), 0, 0),
-        ("6. eager float32 drop-in / nn.ELU, lowest", f32["ratio"].min(), 0.97, 1.01),
-        ("6. eager float32 drop-in / nn.ELU, highest", f32["ratio"].max(), 0.97, 1.01),
-        ("7. compiled drop-in / nn.ELU, lowest", compiled["ratio"].min(), 0.98, 1.02),
-        ("7. compiled drop-in / nn.ELU, highest", compiled["ratio"].max(), 0.98, 1.02),
-        ("8. small MLP eager drop-in / nn.ELU, highest", small["ratio"].max(), 0.9, 1.0),
-    ]
-    return pd.DataFrame([{"prediction": w, "measured": v, "range": f"{lo:g} to {hi:g}", "grade": graded(v, lo, hi)}
-                         for w, v, lo, hi in rows])
+    return {"ulp_default": acc.loc["1", "elu_study.ELU"], "ulp_f_elu": acc.loc["1", "F.elu"],
+            "checks_failed": int((~checks(record)["passed"]).sum()), "host": h["ELU / nn.ELU"].tolist(),
+            "binding_not_cheapest": int((no_grad[["nn.ELU", "F.elu", "binding", "torch.ops", "elu_study.ELU"]]
+                                         .idxmin(axis=1) != "binding").sum()),
+            "ops": (r["torch.ops"] / r["elu_study.ELU"]).tolist(),  # both over nn.ELU in the same round
+            "bf16_not_faster": int((~bf16["faster"]).sum()), "f32_slower": int(f32["slower"].sum()),
+            "f32": f32["ratio"].tolist(), "compiled": compiled["ratio"].tolist(),
+            "small": eager[eager["model"].str.startswith("MLP 4x256")]["ratio"].tolist()}
+
+
+def graded(record: dict) -> text.Text:
+    """The predictions graded on the record, then the bars: notebook 11's last table."""
+    return text.show("model/graded.md.j2", m=predictions(record), bars=bars(record))
+
+
+ROUTE_STYLE = {"nn.ELU": ("tab:gray", "o"), "F.elu": ("tab:brown", "s"), "binding": ("tab:green", "^"),
+               "torch.ops": ("tab:red", "v"), "elu_study.ELU": ("tab:blue", "D")}
+
+
+def host_figure(record: dict):
+    """Each route's host time over nn.ELU's in the same round (the median of the paired rounds; whiskers their
+    p10-p90), against tensor size, one panel per (requires_grad, autocast). Below 1: cheaper than nn.ELU."""
+    s = host_ratios(record)
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), sharey=True)
+    for ax, ((grad, autocast), panel) in zip(axes, s.groupby(["requires_grad", "autocast"])):
+        for route, (color, marker) in ROUTE_STYLE.items():
+            r = panel[panel["route"] == route].sort_values("numel")
+            ax.errorbar(r["numel"], r["ratio"], yerr=[r["ratio"] - r["p10"], r["p90"] - r["ratio"]], color=color,
+                        marker=marker, capsize=3, label=route)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set(xticks=sorted(panel["numel"].unique()), xlabel="elements per call")
+        ax.set_title(f"requires_grad={grad}, {'bfloat16 autocast' if autocast else 'float32'}", fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("host time / nn.ELU's, p10-p90")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Host time per call, {record['provenance']['gpu']}")
+    fig.tight_layout()
+    return fig
+
+
+def end_to_end_figure(record: dict):
+    """Drop-in time over nn.ELU's per configuration (the median of the paired rounds; whiskers half their
+    p10-p90), eager and compiled side by side; the shaded band is the tie's floor, the colour ELU's share of
+    the eager nn.ELU step."""
+    e = end_to_end(record)
+    fig, axes = plt.subplots(1, 2, figsize=(17, 0.22 * len(e) + 2.5), sharey=True, sharex=True)
+    top = max(0.1, float(e["ELU share"].max()))
+    for ax, (compiled, panel) in zip(axes, e.groupby("compiled")):
+        panel = panel.reset_index(drop=True)
+        y = range(len(panel))
+        ax.barh(y, panel["ratio"] - 1, left=1, color=plt.cm.viridis(panel["ELU share"].clip(0, top) / top), height=0.7)
+        ax.errorbar(panel["ratio"], y, xerr=panel["noise"], fmt="none", ecolor="black", capsize=2, lw=0.8)
+        ax.axvline(1, color="black", lw=0.8)
+        ax.axvspan(1 - TIE, 1 + TIE, color="gray", alpha=0.15, label="+-2 % (the tie's floor)")
+        ax.set_yticks(list(y))
+        ax.set_yticklabels([f"{r.model.split(',')[0].removeprefix('timm ').removesuffix(' with ELU')} | {r.dtype} | "
+                            f"{r.mode}" for r in panel.itertuples()], fontsize=8)
+        ax.set_title("compiled: both run F.elu" if compiled else "eager")
+        ax.set_xlabel("drop-in / nn.ELU step time")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Whole steps against nn.ELU, {record['provenance']['gpu']}")
+    fig.tight_layout(rect=(0, 0, 0.93, 1))
+    fig.colorbar(plt.cm.ScalarMappable(cmap="viridis", norm=plt.Normalize(0, top)), ax=axes,
+                 label="ELU share, eager nn.ELU step", fraction=0.02, pad=0.01)
+    return fig

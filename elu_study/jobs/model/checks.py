@@ -1,8 +1,5 @@
 """The drop-in's checks on the GPU, each a dict with ``passed`` and what it measured (``checks`` in the record).
-
-Outputs are poisoned with NaN before a kernel writes them where a check reads an output buffer; inputs are
-``randn`` scaled by 6 with specials planted (zeros of both signs, tiny and huge values, infinities, NaN).
-"""
+Output buffers a check reads are poisoned with NaN first; inputs are ``randn`` x 6 with specials planted."""
 
 from __future__ import annotations
 
@@ -19,24 +16,28 @@ SPECIALS = (0.0, -0.0, 1e-30, -1e-30, 1e-45, -1e-45, -1e-7, -88.0, -104.0, -1e30
             float("-inf"), float("nan"))
 ALPHAS = (1.0, 0.5, 2.5)
 CHUNK = 1 << 27  # negative float32 bit patterns per exhaustive chunk
-# The negative finite float32s as signed int32 bit patterns: -0.0 (0x80000000) up to -FLT_MAX (0xFF7FFFFF);
-# -inf and the NaNs follow.
+# The negative finite float32s as signed int32 bit patterns: -0.0 (0x80000000) up to -FLT_MAX (0xFF7FFFFF)
 NEGATIVE_FINITE = (-(2**31), -(2**23))
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+aten = torch.ops.aten
 
 
 def inputs(n: int, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn(n, device="cuda", generator=gen) * 6
+    x = torch.randn(n, device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed)) * 6
     x[: len(SPECIALS)] = torch.tensor(SPECIALS, device="cuda")
     return x.to(dtype)
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit for bit, NaN where the other has NaN."""
+    return bool(torch.equal(a.detach().nan_to_num(7), b.detach().nan_to_num(7)))
 
 
 def ulp_error(got: torch.Tensor, x: torch.Tensor, alpha: float) -> torch.Tensor:
     """|got - ELU(x)| in float32 ulps of the exact ELU(x) (float64 expm1), for finite x; 0 where both agree."""
     exact = torch.where(x > 0, x.double(), alpha * torch.expm1(x.double()))
     _, e = torch.frexp(exact.float())
-    ulp = torch.ldexp(torch.ones_like(exact), (e - 24).clamp(min=-149))
-    err = (got.double() - exact).abs() / ulp
+    err = (got.double() - exact).abs() / torch.ldexp(torch.ones_like(exact), (e - 24).clamp(min=-149))
     return torch.where(got.double() == exact, torch.zeros_like(err), err)
 
 
@@ -44,8 +45,7 @@ def worst_ulp(fn, alpha: float) -> float:
     """The worst ulp error of ``fn`` over every negative finite float32 (the positive ones are x itself)."""
     worst = 0.0
     for lo in range(NEGATIVE_FINITE[0], NEGATIVE_FINITE[1], CHUNK):
-        bits = torch.arange(lo, min(lo + CHUNK, NEGATIVE_FINITE[1]), dtype=torch.int32, device="cuda")
-        x = bits.view(torch.float32)
+        x = torch.arange(lo, min(lo + CHUNK, NEGATIVE_FINITE[1]), dtype=torch.int32, device="cuda").view(torch.float32)
         worst = max(worst, float(ulp_error(fn(x, alpha), x, alpha).max()))
     return worst
 
@@ -61,33 +61,29 @@ def accuracy() -> dict:
 def bits() -> dict:
     """ELU() against F.elu, and the op's backward against aten's, per dtype: float32 in ulp, 16 bits exactly."""
     out = {}
-    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
-        x = inputs(3 * 4097 + 1, dtype)
-        g = inputs(x.numel(), dtype, seed=1)
-        y, ref = ELU(0.5)(x), F.elu(x, 0.5)
-        gi, gref = torch.ops.elu_study.elu_backward(g, x, 0.5, False), torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x)
-        finite = torch.isfinite(x.float())
+    for dtype in DTYPES:
+        x, g = inputs(3 * 4097 + 1, dtype), inputs(3 * 4097 + 1, dtype, seed=1)
+        y, finite = ELU(0.5)(x), torch.isfinite(x.float())
         out[str(dtype).removeprefix("torch.")] = {
-            "forward_bit_identical": bool(torch.equal(y.view(-1).nan_to_num(7), ref.view(-1).nan_to_num(7))),
+            "forward_bit_identical": same(y.view(-1), F.elu(x, 0.5).view(-1)),
             "forward_worst_ulp": float(ulp_error(y.float()[finite], x.float()[finite], 0.5).max())
             if dtype is torch.float32 else None,
-            "backward_bit_identical": bool(torch.equal(gi.nan_to_num(7), gref.nan_to_num(7)))}
-    passed = all(r["backward_bit_identical"] for r in out.values()) and all(
-        r["forward_bit_identical"] for d, r in out.items() if d != "float32")
+            "backward_bit_identical": same(torch.ops.elu_study.elu_backward(g, x, 0.5, False),
+                                           aten.elu_backward(g, 0.5, 1, 1, False, x))}
+    passed = all(r["backward_bit_identical"] and (d == "float32" or r["forward_bit_identical"]) for d, r in out.items())
     return {"passed": passed, "by_dtype": out}
 
 
 def opchecks() -> dict:
     results = []
-    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
-        # (opcheck compares without equal_nan: no NaN planted here; the bits check has the specials)
+    for dtype in DTYPES:  # (opcheck compares without equal_nan: no NaN planted here; the bits check has the specials)
         base = (torch.randn(2, 3, 8, 8, device="cuda", generator=torch.Generator("cuda").manual_seed(0)) * 4).to(dtype)
         for x in (base, base.contiguous(memory_format=torch.channels_last), base.transpose(1, 3), base[:, ::2]):
             g = torch.randn_like(x)
-            results.append(opcheck(torch.ops.elu_study.elu.default, (x.clone().requires_grad_(), 0.5)))
-            results.append(opcheck(torch.ops.elu_study.elu_.default, (x.clone(), 0.5)))
-            results.append(opcheck(torch.ops.elu_study.elu_backward.default,
-                                   (g.requires_grad_(), x.clone().requires_grad_(), 0.5, False)))
+            results += [opcheck(torch.ops.elu_study.elu.default, (x.clone().requires_grad_(), 0.5)),
+                        opcheck(torch.ops.elu_study.elu_.default, (x.clone(), 0.5)),
+                        opcheck(torch.ops.elu_study.elu_backward.default,
+                                (g.requires_grad_(), x.clone().requires_grad_(), 0.5, False))]
     failed = [r for r in results if any(v != "SUCCESS" for v in r.values())]
     return {"passed": not failed, "calls": len(results), "failed": [str(r) for r in failed]}
 
@@ -101,24 +97,20 @@ def gradients() -> dict:
     g = torch.randn_like(x)
     (a,) = torch.autograd.grad(ELU(0.5)(x), x, g, create_graph=True)
     (b,) = torch.autograd.grad(F.elu(r, 0.5), r, g, create_graph=True)
-    (aa,) = torch.autograd.grad(a, x, g)
-    (bb,) = torch.autograd.grad(b, r, g)
-    checks["float32_grad_bit_identical"] = bool(torch.equal(a.nan_to_num(7), b.nan_to_num(7)))
-    checks["float32_double_backward_bit_identical"] = bool(torch.equal(aa.nan_to_num(7), bb.nan_to_num(7)))
-    t = torch.randn_like(x)
-    _, jvp = torch.func.jvp(ELU(0.5), (x.detach(),), (t,))
-    _, jvp_ref = torch.func.jvp(lambda v: F.elu(v, 0.5), (x.detach(),), (t,))
-    checks["forward_ad_equal"] = bool(torch.equal(jvp.nan_to_num(7), jvp_ref.nan_to_num(7)))
-    checks["vmap_close"] = bool(torch.allclose(torch.func.vmap(ELU(0.5))(x.detach().view(17, -1)),
-                                               F.elu(x.detach().view(17, -1), 0.5), equal_nan=True))
+    checks["float32_grad_bit_identical"] = same(a, b)
+    checks["float32_double_backward_bit_identical"] = same(torch.autograd.grad(a, x, g)[0],
+                                                           torch.autograd.grad(b, r, g)[0])
+    t, v = torch.randn_like(x), x.detach()
+    checks["forward_ad_equal"] = same(torch.func.jvp(ELU(0.5), (v,), (t,))[1],
+                                      torch.func.jvp(lambda u: F.elu(u, 0.5), (v,), (t,))[1])
+    checks["vmap_close"] = bool(torch.allclose(torch.func.vmap(ELU(0.5))(v.view(17, -1)), F.elu(v.view(17, -1), 0.5),
+                                               equal_nan=True))
     return {"passed": all(checks.values()), **checks}
 
 
 def cuda_graph() -> dict:
     x = inputs(4096 + 3, torch.float32).requires_grad_()
-    g = torch.randn_like(x)
-    model = ELU(0.5)
-    side = torch.cuda.Stream()
+    g, model, side = torch.randn_like(x), ELU(0.5), torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(2):
@@ -133,8 +125,8 @@ def cuda_graph() -> dict:
     x.grad.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()
-    fwd = torch.equal(y.detach().nan_to_num(7), ELU(0.5)(x.detach()).nan_to_num(7))
-    bwd = torch.equal(x.grad.nan_to_num(7), torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x.detach()).nan_to_num(7))
+    fwd = same(y, ELU(0.5)(x.detach()))
+    bwd = same(x.grad, aten.elu_backward(g, 0.5, 1, 1, False, x.detach()))
     return {"passed": fwd and bwd, "replay_equals_eager_forward": fwd, "replay_equals_eager_backward": bwd}
 
 
@@ -155,11 +147,9 @@ def layouts_and_tracing() -> dict:
                            backend=lambda gm, _: graphs.append(str(gm.graph)) or gm)
         fn(xb)
     ref = nn.Sequential(nn.Linear(16, 32), nn.ELU(0.5), nn.Linear(32, 4)).cuda()
-    ours = swap_elu(copy.deepcopy(ref))
-    outs = []
-    for m in (ref, ours):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            outs.append(m(xb))
+    nets = (ref, swap_elu(copy.deepcopy(ref)))
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        outs = [m(xb) for m in nets]
     checks = {
         "channels_last_kept": y.is_contiguous(memory_format=torch.channels_last),
         "channels_last_kernels": len(kernels),

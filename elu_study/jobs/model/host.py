@@ -1,14 +1,9 @@
-"""What one call costs the host, route by route (``host_cost``), and where that time goes (``host_profile``).
-
-Every route is called back to back on the same input, ``CALLS`` calls and one synchronization per timing
-(``torch.utils.benchmark``: its timer synchronizes CUDA, and timeit turns the garbage collector off), the
-routes interleaved in ``REPEATS`` rounds so that drift reaches all alike, the thread on one core. At these sizes the kernel takes less time than the host's call (2^20 float32
-elements move 8 MB: about 2 us at copy_'s bandwidth), so the host sets the pace.
-"""
+"""What one call costs the host, route by route (``host_cost``), and where that time goes (``host_profile``):
+``CALLS`` calls back to back per timing (``torch.utils.benchmark``: it synchronizes CUDA and turns the garbage
+collector off), the routes interleaved in ``REPEATS`` rounds so that the host's drift reaches all alike."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import statistics
 
@@ -28,9 +23,8 @@ PROFILE_NUMEL, PROFILE_CALLS, PROFILE_TOP = 2**16, 200, 6
 def routes(dtype: torch.dtype) -> dict:
     """route -> a one-tensor call, for tensors of ``dtype`` (the binding: the DEFAULTS build of that dtype)."""
     binding = ops.module_for(None) if dtype is torch.float32 else ops.sixteen_bit_module()
-    module, ours, op = nn.ELU(), ELU(), torch.ops.elu_study.elu
-    return {"nn.ELU": module, "F.elu": F.elu, "binding": lambda x: binding.elu(x, 1.0), "torch.ops": op,
-            "elu_study.ELU": ours}
+    return {"nn.ELU": nn.ELU(), "F.elu": F.elu, "binding": lambda x: binding.elu(x, 1.0),
+            "torch.ops": torch.ops.elu_study.elu, "elu_study.ELU": ELU()}
 
 
 def group_input(numel: int, requires_grad: bool, autocast: bool) -> torch.Tensor:
@@ -39,55 +33,48 @@ def group_input(numel: int, requires_grad: bool, autocast: bool) -> torch.Tensor
     return x.requires_grad_(requires_grad)
 
 
-def time_group(numel: int, requires_grad: bool, autocast: bool, calls: int = CALLS, repeats: int = REPEATS) -> list:
-    import torch.utils.benchmark as benchmark  # lazy: it imports cpp_extension, which warns on stderr without a GPU
+def time_group(numel: int, requires_grad: bool, autocast: bool) -> list:
+    from torch.utils import benchmark  # noqa: PLC0415 - lazy: it imports cpp_extension, which warns on stderr without a GPU
 
     x = group_input(numel, requires_grad, autocast)
-    fns = routes(x.dtype)
-    timers = {r: benchmark.Timer("f(x)", globals={"f": f, "x": x}) for r, f in fns.items()}
-    runs = {r: [] for r in fns}
+    timers = {r: benchmark.Timer("f(x)", globals={"f": f, "x": x}) for r, f in routes(x.dtype).items()}
+    runs = {r: [] for r in timers}
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
         for t in timers.values():
             t.timeit(WARMUP)
-        for _ in range(repeats):
+        for _ in range(REPEATS):
             for r, t in timers.items():
-                runs[r].append(t.timeit(calls).mean * 1e6)
+                runs[r].append(t.timeit(CALLS).mean * 1e6)
     return [{"route": r, "numel": numel, "requires_grad": requires_grad, "autocast": autocast,
              "us_per_call": statistics.median(v), "us_runs": v} for r, v in runs.items()]
 
 
-@contextlib.contextmanager
-def one_core():
-    """This thread on one CPU core while it times: no migration between cores in the middle of a repeat."""
+def measure_host() -> list[dict]:
+    """host_cost: one row per (route, numel, requires_grad, autocast), timed on one CPU core (no migration
+    between cores in the middle of a repeat)."""
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(allowed)})
     try:
-        yield
+        return [row for numel in SIZES for grad in (False, True) for autocast in (False, True)
+                for row in time_group(numel, grad, autocast)]
     finally:
         os.sched_setaffinity(0, allowed)
 
 
-def measure_host(sizes=SIZES, calls: int = CALLS, repeats: int = REPEATS) -> list[dict]:
-    """host_cost: one row per (route, numel, requires_grad, autocast)."""
-    with one_core():
-        return [row for numel in sizes for grad in (False, True) for autocast in (False, True)
-                for row in time_group(numel, grad, autocast, calls, repeats)]
-
-
-def profile_route(route: str, requires_grad: bool, calls: int = PROFILE_CALLS, top: int = PROFILE_TOP) -> list[dict]:
-    """The events under ``calls`` calls of one route by self CPU time: where its host time goes."""
+def profile_route(route: str, requires_grad: bool) -> list[dict]:
+    """The events under ``PROFILE_CALLS`` calls of one route by self CPU time: where its host time goes."""
     x = group_input(PROFILE_NUMEL, requires_grad, False)
     f = routes(x.dtype)[route]
     for _ in range(WARMUP):
         f(x)
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        for _ in range(calls):
+        for _ in range(PROFILE_CALLS):
             f(x)
         torch.cuda.synchronize()
-    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
-    return [{"route": route, "requires_grad": requires_grad, "name": e.key, "count_per_call": e.count / calls,
-             "self_us_per_call": e.self_cpu_time_total / calls} for e in events]
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:PROFILE_TOP]
+    return [{"route": route, "requires_grad": requires_grad, "name": e.key, "count_per_call": e.count / PROFILE_CALLS,
+             "self_us_per_call": e.self_cpu_time_total / PROFILE_CALLS} for e in events]
 
 
 def measure_profile() -> list[dict]:

@@ -1,6 +1,5 @@
-"""``python -m elu_study report [gpu]``: every job's figures and README block again, from the committed
-records, with no GPU. A loop over each job's one ``write_report(gpu)``; a job without a record for
-that GPU is skipped. Then the README's first screen (``front``), which reads every job's record."""
+"""``python -m elu_study report [gpu]``: every job's figures and README blocks again, from the committed records
+(no GPU): each job's ``write_report(gpu)`` where that GPU has its record, then the README's first screen."""
 
 from __future__ import annotations
 
@@ -20,10 +19,8 @@ REPORTS = {"study": study, "sizes": sizes, "beyond": beyond, "launch": launch, "
 
 def write(gpu: str, readme: bool = True) -> list[Path]:
     """Regenerate what every job with a record for ``gpu`` draws and writes, then the README's first screen."""
-    paths = []
-    for job, module in REPORTS.items():
-        if record.record_path(gpu, job).is_file():
-            paths += module.write_report(gpu, readme=readme)
+    paths = [p for job, module in REPORTS.items() if record.record_path(gpu, job).is_file()
+             for p in module.write_report(gpu, readme=readme)]
     if readme and record.slug(gpu) == record.REFERENCE_GPU:
         paths.append(record.write_block(front.BLOCK, front.block(gpu)))
     return paths
@@ -31,21 +28,20 @@ def write(gpu: str, readme: bool = True) -> list[Path]:
 
 def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
     """Every README block's text as ``write`` writes it, without drawing a figure: {block name: text}."""
+    recs = {job: record.load(gpu, job, required=False) for job in ("study", "ncu", "sizes", "beyond")}
     out = {front.BLOCK: front.block(gpu)}
-    rec = record.load(gpu, required=False)
-    if rec is not None:
-        out[study_report.README_BLOCK] = study_report.readme_block(rec, record.load(gpu, "ncu", required=False))
+    if recs["study"]:
+        out[study_report.README_BLOCK] = study_report.readme_block(recs["study"], recs["ncu"])
     for job, make in (("sizes", sizes_readme.block), ("beyond", beyond_analysis.readme_block)):
-        rec = record.load(gpu, job, required=False)
-        if rec is not None:
-            out[job] = make(rec)
+        if recs[job]:
+            out[job] = make(recs[job])
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elu_study report", description=__doc__.split("\n\n")[0])
     parser.add_argument("gpu", nargs="?", default=record.REFERENCE_GPU)
-    parser.add_argument("--no-readme", action="store_true", help="figures only; leave the README as it is")
+    parser.add_argument("--no-readme", action="store_true", help="figures only, README untouched")
     args = parser.parse_args(argv)
     for path in write(args.gpu, readme=not args.no_readme):
         print(f"wrote {path}")
