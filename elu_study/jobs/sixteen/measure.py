@@ -1,10 +1,10 @@
-"""Step 7's measurement (GPU): each fast formula's distance to expm1f over every negative 16-bit input (delta),
-every build on every 16-bit bit pattern at many alphas, the builds timed against the same dtype's copy_, their
-static SASS and their Nsight Compute counters."""
+"""Step 7's measurement (GPU), and what kernels/7_sixteen_bits.cu says about itself (read from its source: each
+formula's ``kEps``, what ``Auto`` picks per dtype): delta, every bit pattern, times, SASS and counters."""
 
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 from collections import Counter
 
@@ -12,86 +12,79 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from elu_study.core import exhaustive as ex
 from elu_study.core import harness
-from elu_study.core.build import build_all, built_library, compile_variant
+from elu_study.core.build import build_all, built_library, compile_variant, resolve_variant
 from elu_study.core.check import INPUT_SCALE
 from elu_study.core.entries import ALPHA, ENTRIES, STEP7, STEP7_DELTA_BUILDS, builds, is_backward
-from elu_study.core.exhaustive import (ALPHA_SEED, EXTREME_ALPHAS, RANDOM_ALPHAS, REQUIRED_ALPHAS, alphas,
-                                      check_backward, check_patterns, patterns)
 from elu_study.core.hardware import SHAPE, provenance
 from elu_study.core.ncu import profile
 from elu_study.core.sass import sass_by_function
-from elu_study.jobs.sixteen import kernel
 from elu_study.jobs.sixteen.analysis import DTYPES, ROUNDING, argument_holds
 
-PEERS16 = ("triton", "cub_transform")
-STEP6_16 = {"bfloat16": "6_beyond_copy bfloat16", "float16": "6_beyond_copy float16"}
+VARIANT = "7_sixteen_bits"
+PEERS16 = ("triton", "cub_transform")  # checked like step 7, but their exactness is not this study's claim
 SAMPLE = 1 << 24  # values drawn like the timed input (randn x INPUT_SCALE) to count how often the check falls back
 WARP_LANES, PAIRS_PER_THREAD = 32, 4  # a thread takes one 16-byte vector: 4 pairs of 16-bit values
 DTYPE_TOKEN = {"bfloat16": "13__nv_bfloat16", "float16": "6__half"}  # in the 16-bit kernels' mangled names
+PROFILED = ("7_sixteen_bits", "7_poly", "7_unchecked", "7_exact", "7_backward")  # the rows ncu reads, per dtype
+C_TYPES = {"__nv_bfloat16": "bfloat16", "__half": "float16", "float": "float32"}  # in FormulaOf<type, chooser>
 
 
-def kernel_entries() -> list:
-    """Step 7's forward builds, each called on one dtype (the catalogue's STEP7 entries that build its file)."""
-    return [e for e in STEP7 if e.variant == kernel.VARIANT and not is_backward(e.name)]
+def eps_by_formula(text: str | None = None) -> dict[str, dict]:
+    """{formula: {"literal": "0x1p-17f", "eps": 2**-17}} for every struct of the file that declares a kEps."""
+    parts = re.split(r"^struct (\w+)", text or resolve_variant(VARIANT).read_text(), flags=re.MULTILINE)
+    out = {}
+    for name, body in zip(parts[1::2], parts[2::2]):
+        if m := re.search(r"static\s+constexpr\s+float\s+kEps\s*=\s*([^;]+);", body):
+            lit = m.group(1).strip()
+            out[name] = {"literal": lit, "eps": (float.fromhex if "0x" in lit.lower() else float)(lit.rstrip("fF"))}
+    return out
 
 
-def backward_entries() -> list:
-    return [e for e in STEP7 if e.variant == kernel.VARIANT and is_backward(e.name)]
+def knob(flags, name: str, text: str | None = None) -> str:
+    """A build's ``ELU7_<name>``: its -D flag, else the file's #define default."""
+    for flag in flags:
+        if flag.startswith(f"-DELU7_{name}="):
+            return flag.split("=", 1)[1]
+    return re.search(rf"#define ELU7_{name} (\w+)", text or resolve_variant(VARIANT).read_text()).group(1)
 
 
-def peer_entries() -> list:
-    """The 16-bit peers that claim PyTorch's formula: Triton and CUB (checked on every input like step 7)."""
-    return [e for e in STEP7 if e.name.split()[0] in PEERS16]
-
-
-def negative_inputs(dtype: str) -> torch.Tensor:
-    """Every negative finite value of a dtype (sign bit set: -0 included), as float32."""
-    x = patterns(dtype).float()
-    return x[torch.signbit(x) & torch.isfinite(x)]
-
-
-# -- delta: the fast formula against expm1f ------------------------------------------------------------
-
-
-def per_binade(x: torch.Tensor, rel: torch.Tensor) -> tuple[list[int], list[float]]:
-    """For each binade of nonzero x (floor(log2 |x|)), the largest relative error in it."""
-    keep = x != 0
-    exp = torch.frexp(x[keep].double()).exponent.long() - 1
-    low = int(exp.min())
-    idx = exp - low
-    size = int(idx.max()) + 1
-    worst = torch.zeros(size, dtype=torch.float64, device=x.device).scatter_reduce(0, idx, rel[keep], "amax")
-    seen = torch.zeros(size, dtype=torch.int64, device=x.device).scatter_add(0, idx, torch.ones_like(idx)) > 0
-    return [low + i for i in range(size) if seen[i]], [float(w) for w, s in zip(worst.tolist(), seen.tolist()) if s]
+def formula_of(flags, dtype: str, text: str | None = None) -> str:
+    """The fast formula a build uses on a dtype ("expm1f" for none): its FORMULA, resolved by ``FormulaOf``."""
+    text = text or resolve_variant(VARIANT).read_text()
+    if knob(flags, "CHECK", text) == "0":
+        return "expm1f"
+    chosen = knob(flags, "FORMULA", text)
+    pattern = r"FormulaOf<\s*(\w+)\s*,\s*(\w+)\s*>\s*\{\s*using\s+type\s*=\s*(\w+)\s*;"
+    return {(C_TYPES.get(t, t), c): f for t, c, f in re.findall(pattern, text)}.get((dtype, chosen), chosen)
 
 
 def delta_of(module, dtype: str) -> tuple[dict, torch.Tensor, torch.Tensor]:
-    """A formula (its ``-DELU7_OP=Approx`` build: elu(x, 1) = fast(x)) against F.elu (expm1f) over every negative
-    finite value of a dtype: the largest relative distance, where, and the cases the argument relies on."""
-    x = negative_inputs(dtype)
-    y = module.elu(x, 1.0)
-    e = F.elu(x, 1.0)
+    """A formula (its ``-DELU7_OP=Approx`` build: elu(x, 1) = fast(x)) against expm1f over every negative finite
+    value of a dtype (-0 included): the largest relative distance, where, and the cases the argument relies on."""
+    x = ex.patterns(dtype).float()
+    x = x[torch.signbit(x) & torch.isfinite(x)]
+    y, e = module.elu(x, 1.0), F.elu(x, 1.0)
     nonzero = e != 0
     rel = torch.zeros_like(x, dtype=torch.float64)
     rel[nonzero] = ((y.double() - e.double()).abs() / e.double().abs())[nonzero]
-    worst = int(rel.argmax())
-    differ = y.view(torch.int32) != e.view(torch.int32)
-    tiny = x.abs() < 2.0 ** -24
-    exps, maxes = per_binade(x, rel)
-    delta = float(rel.max())
+    worst, delta = int(rel.argmax()), float(rel.max())
+    differ, tiny = y.view(torch.int32) != e.view(torch.int32), x.abs() < 2.0 ** -24
+    keep = x != 0  # the binades of nonzero x, floor(log2 |x|), and the largest relative distance in each
+    exp = torch.frexp(x[keep].double()).exponent - 1
+    binades = torch.unique(exp).tolist()
     return {
         "inputs": int(x.numel()), "delta": delta, "delta_log2": math.log2(delta) if delta > 0 else None,
         "argmax_x": float(x[worst]), "fast_at_argmax": float(y[worst]), "expm1f_at_argmax": float(e[worst]),
         "differ": int(differ.sum()), "tiny_inputs": int(tiny.sum()), "tiny_differ": int((differ & tiny).sum()),
         "zero_results": int((~nonzero).sum()), "zero_results_equal": bool(not (differ & ~nonzero).any()),
-        "binades": exps, "binade_max_rel": maxes,
+        "binades": binades, "binade_max_rel": [float(rel[keep][exp == b].max()) for b in binades],
     }, x, y
 
 
 def fallback_shares(x: torch.Tensor, fast: torch.Tensor, dtype: str, eps: float) -> dict:
-    """How often the check asks for expm1f at alpha 1 on values drawn like the timed input: per value, per pair
-    (one elu2 call) and per warp and pair slot (expm1f runs for the whole warp if one lane needs it)."""
+    """How often the check asks for expm1f (alpha 1, inputs like the timed one): per value, pair and warp pair slot."""
     t = getattr(torch, dtype)
     lo = (fast * torch.tensor(1.0 - eps, device="cuda")).to(t).view(torch.int16)
     hi = (fast * torch.tensor(1.0 + eps, device="cuda")).to(t).view(torch.int16)
@@ -117,121 +110,90 @@ def deltas(eps: dict) -> tuple[dict, dict]:
             d["bound"] = d["delta"] + ROUNDING
             d["bound_holds"] = argument_holds(d["delta"], e)  # delta + 3 * 2^-24 <= eps
             d["holds"] = d["bound_holds"] and d["tiny_differ"] == 0 and d["zero_results_equal"]
-            delta[formula][dtype] = d
-            fallback[formula][dtype] = fallback_shares(x, y, dtype, e)
+            delta[formula][dtype], fallback[formula][dtype] = d, fallback_shares(x, y, dtype, e)
     return delta, fallback
-
-
-# -- every bit pattern, every alpha ----------------------------------------------------------------------
 
 
 def exhaustive(entries, alpha_list) -> dict:
     """Each entry (one build on one dtype) on every bit pattern of its dtype at every alpha."""
     out = {}
     for e in tqdm(entries, desc="every bit pattern", unit="build"):
-        peer = e.name.split()[0] in PEERS16  # checked the same way, but their exactness is not this study's claim
-        exact = kernel.checked(e.flags) if e.variant == kernel.VARIANT else not peer
+        peer = e.name.split()[0] in PEERS16  # exact unless the unchecked ablation (CHECK 2) or a peer
+        exact = knob(e.flags, "CHECK") != "2" if e.variant == VARIANT else not peer
         out[e.name] = {"build": [e.variant, list(e.flags)], "expect_exact": exact, "peer": peer,
-                       **check_patterns(harness.module_of(e), e.mode, alpha_list)}
+                       **ex.check_patterns(harness.module_of(e), e.mode, alpha_list)}
     return out
 
 
-def exhaustive_backward(entries, alpha_list) -> dict:
-    return {e.name: {"build": [e.variant, list(e.flags)], "expect_exact": True,
-                     **check_backward(e.build(), e.mode, alpha_list)} for e in entries}
-
-
-def kernel_name(entry) -> str:
-    """The 16-bit kernel a step 7 entry launches on its full-shape input: the backward's, the table's, or the
-    one-shot vector kernel at the entry's CHECK."""
-    if is_backward(entry.name):
-        return "backward16_kernel"
-    if kernel.formula_of(entry.flags, entry.mode) == "Table":
-        return "table16_kernel"
-    return f"vector16_kernel (CHECK {kernel.knob(entry.flags, 'CHECK')})"
-
-
 def sass16(entry) -> dict:
-    """The static SASS of the 16-bit kernel a step 7 entry launches (see kernel_name)."""
+    """The static SASS of the 16-bit kernel an entry launches: the backward's, the table's or the vector one's."""
     try:
         functions = sass_by_function(built_library(entry.build()))
     except (OSError, subprocess.SubprocessError) as err:  # no cuobjdump: the record says so
         return {"error": f"{type(err).__name__}: {err}"}
-    which = kernel_name(entry)
-    token = {"backward16_kernel": "Lb0E", "table16_kernel": ""}.get(which, f"Li{kernel.knob(entry.flags, 'CHECK')}E")
+    check = knob(entry.flags, "CHECK")
+    key = "backward" if is_backward(entry.name) else formula_of(entry.flags, entry.mode)
+    which, token = {"backward": ("backward16_kernel", "Lb0E"), "Table": ("table16_kernel", "")}.get(
+        key, (f"vector16_kernel (CHECK {check})", f"Li{check}E"))
     names = [n for n in functions if which.split()[0] in n and DTYPE_TOKEN[entry.mode] in n and token in n]
     if len(names) != 1:
-        return {"error": f"expected one {which} for {entry.mode}, found {names}"}
+        return {"error": f"not one {which}: {names}"}
     ops = functions[names[0]]
     return {"function": names[0], "kernel": which, "instructions": len(ops), "elements_per_thread": 8,
             "opcodes": dict(Counter(op.split(".")[0] for op in ops).most_common())}
 
 
-# -- time and counters ----------------------------------------------------------------------------------
-
-
 def timed_names(dtype: str) -> list[str]:
-    """One dtype's batch: float32 copy_ (annotate's roof), the dtype's copy_ and F.elu, step 6, and step 7's rows
-    (its builds, its backward and the backward's roof, torch.compile and the peers)."""
+    """One dtype's batch: float32 copy_ (annotate's roof), the dtype's copy_, F.elu, step 6 and step 7's rows."""
     own = [e.name for e in STEP7 if e.mode == dtype]
-    return list(dict.fromkeys(["copy_", f"copy_ {dtype}", f"F.elu {dtype}", STEP6_16[dtype], *own]))
+    return list(dict.fromkeys(["copy_", f"copy_ {dtype}", f"F.elu {dtype}", f"6_beyond_copy {dtype}", *own]))
 
 
 def time_batches(rounds: int) -> dict:
-    """Each dtype's batch timed in interleaved rounds by the harness, one batch after the other (both at once
-    would hold every entry's 16-bit input and output, 6.4 GB each, at the same time), merged into one record."""
+    """Each dtype's batch in interleaved rounds, one after the other (both at once would hold every entry's tensors,
+    6.4 GB each), merged into one record; of float32 copy_, in every batch, the first one's is kept."""
     batches = {}
     for dtype in DTYPES:
         batches[dtype] = harness.measure(timed_names(dtype), trials=1, rounds=rounds, progress=True)
         torch.cuda.empty_cache()
     merged = {k: v for k, v in batches[DTYPES[0]].items() if k != "rows"}
-    merged["rows"], seen = [], set()
-    for dtype, rec in batches.items():
-        for r in rec["rows"]:
-            if r["name"] not in seen:  # float32 copy_ is in every batch: the first one's is kept
-                merged["rows"].append({**r, "batch": dtype})
-                seen.add(r["name"])
+    rows = [{**r, "batch": d} for d, rec in batches.items() for r in rec["rows"]]
+    names = [r["name"] for r in rows]
+    merged["rows"] = [r for i, r in enumerate(rows) if names.index(r["name"]) == i]
     merged["batches"] = {d: {"names": [r["name"] for r in rec["rows"]], "roof_ms": rec["roof_ms"]}
                          for d, rec in batches.items()}
-    merged["problem"] = {**merged["problem"], "dtype": ", ".join(DTYPES), "input": f"randn x {INPUT_SCALE:g}, "
-                         "rounded once to the dtype"}
+    merged["problem"] = {**merged["problem"], "dtype": ", ".join(DTYPES),
+                         "input": f"randn x {INPUT_SCALE:g}, one rounding"}
     return merged
-
-
-def counters(names: list[str]) -> dict:
-    """Nsight Compute's counters of these entries, or why there are none."""
-    try:
-        c = profile(names)
-    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as err:
-        return {"skipped": f"{type(err).__name__}: {err}"[-2000:], "rows": []}
-    return {"ncu": c["ncu"], "rows": c["rows"]}
-
-
-PROFILED = ("7_sixteen_bits", "7_poly", "7_unchecked", "7_exact", "7_backward")  # the rows ncu reads, per dtype
 
 
 def run(rounds: int = 5, with_counters: bool = True) -> dict:
     """The record of ``python -m elu_study sixteen``."""
-    entries, backward, peers = kernel_entries(), backward_entries(), peer_entries()
-    step6 = [ENTRIES[n] for n in STEP6_16.values()]
-    build_all(sorted({*builds(entries + step6 + backward + peers), *STEP7_DELTA_BUILDS.values()}))
-    text = kernel.source()
-    eps = kernel.eps_by_formula(text)
+    entries = [e for e in STEP7 if e.variant == VARIANT and not is_backward(e.name)]  # each on one dtype
+    backward = [e for e in STEP7 if e.variant == VARIANT and is_backward(e.name)]
+    others = [ENTRIES[f"6_beyond_copy {d}"] for d in DTYPES] + [e for e in STEP7 if e.name.split()[0] in PEERS16]
+    build_all(sorted({*builds(entries + others + backward), *STEP7_DELTA_BUILDS.values()}))
+    text, everything = resolve_variant(VARIANT).read_text(), ex.alphas()
+    eps = eps_by_formula(text)
     delta, fallback = deltas(eps)
-    checks = exhaustive(entries + step6 + peers, alphas())
-    backward_checks = exhaustive_backward(backward, alphas())
+    checks = exhaustive(entries + others, everything)
+    backward_checks = {e.name: {"build": [e.variant, list(e.flags)], "expect_exact": True,
+                                **ex.check_backward(e.build(), e.mode, everything)} for e in backward}
     sass = {e.name: sass16(e) for e in entries + backward}
     torch.cuda.empty_cache()
-    record = time_batches(rounds)
+    record, counters = time_batches(rounds), {"skipped": "--no-counters", "rows": []}
+    if with_counters:
+        try:  # Nsight Compute's counters, or why there are none
+            c = profile([f"{n} {d}" for d in DTYPES for n in PROFILED])
+            counters = {"ncu": c["ncu"], "rows": c["rows"]}
+        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as err:
+            counters = {"skipped": f"{type(err).__name__}: {err}"[-2000:], "rows": []}
     record.update({
         "provenance": provenance(), "eps": eps, "delta": delta, "fallback": fallback, "exhaustive": checks,
-        "exhaustive_backward": backward_checks,
-        "formula_of": {e.name: kernel.formula_of(e.flags, e.mode, text) for e in entries}, "sass16": sass,
-        "alphas": {"required": list(REQUIRED_ALPHAS), "random": RANDOM_ALPHAS, "seed": ALPHA_SEED,
-                   "extremes": list(EXTREME_ALPHAS), "all": alphas()},
-        "timed_alpha": ALPHA, "rounding": ROUNDING,
-        "counters": counters([f"{n} {d}" for d in DTYPES for n in PROFILED]) if with_counters
-        else {"skipped": "--no-counters", "rows": []},
-    })
+        "exhaustive_backward": backward_checks, "sass16": sass,
+        "formula_of": {e.name: formula_of(e.flags, e.mode, text) for e in entries},
+        "alphas": {"required": list(ex.REQUIRED_ALPHAS), "random": ex.RANDOM_ALPHAS, "seed": ex.ALPHA_SEED,
+                   "extremes": list(ex.EXTREME_ALPHAS), "all": everything},
+        "timed_alpha": ALPHA, "rounding": ROUNDING, "counters": counters})
     record["problem"]["shape"] = list(SHAPE)
     return record
