@@ -4,6 +4,7 @@ the graded predictions, and step 6's record-built prose."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from elu_study.core import record
 from elu_study.jobs.beyond import analysis as beyond
 from elu_study.jobs.sixteen import analysis as sixteen
-from elu_study.jobs.study import diagrams, predictions, step6
+from elu_study.jobs.study import diagrams, notebook, predictions, step6
 from elu_study.core.ncu import issue_ms
 from elu_study.jobs.study.launches import (Launch, block_pass_map, kernel_knobs, launch,
                                            lines_per_instruction, persistent_runs, schedule, thread_accesses,
@@ -75,9 +76,10 @@ def test_every_modelled_launch_is_the_grid_ncu_recorded(main_record, beyond_reco
 
 
 def test_the_seeds_launch_in_waves(main_record):
-    seed = at_size("3_grid_stride", main_record)
-    assert (seed.per_sm, seed.wave_blocks, seed.blocks) == (4, 528, 1152)
-    assert wave_sizes(seed) == [528, 528, 96]
+    seed, sms = at_size("3_grid_stride", main_record), main_record["provenance"]["sm_count"]
+    per_sm = 2048 // 512  # an SM holds 2048 threads; the seed's blocks have 512
+    assert (seed.per_sm, seed.wave_blocks, seed.blocks) == (per_sm, per_sm * sms, 1152)
+    assert wave_sizes(seed) == [per_sm * sms] * 2 + [1152 - 2 * per_sm * sms]
     assert wave_sizes(at_size("3_grid_stride_2_waves", main_record)) == [528, 528]
     assert seed.waves == pytest.approx(1152 / 528)
     assert seed.passes == pytest.approx(main_record["problem"]["numel"] / 4 / (1152 * 512))
@@ -142,7 +144,9 @@ def test_each_diagram_draws_from_the_launch(main_record, beyond_record):
     assert len(fig.axes) == 2 and "4 lines of 128 B" in fig.axes[1].get_title()
     seed = at_size("3_grid_stride", main_record)
     fig = diagrams.grid_stride_figure(seed, [at_size("3_grid_stride_2_waves", main_record)])
-    assert len(fig.axes) == 2 and "682.7 passes" in fig.axes[0].get_title()
+    ncu = next(r for r in record.load(job="ncu")["rows"] if r["name"] == "3_grid_stride")  # the grid ncu saw
+    passes = main_record["problem"]["numel"] / 4 / (ncu["grid_size"] * ncu["block_size"])
+    assert len(fig.axes) == 2 and f"every block walks all {passes:.1f} passes" in fig.axes[0].get_title()
     names = ("6_base", "6_reversed", "6_two_streams", "6_persistent_16", "6_persistent_4")
     fig = diagrams.tile_order_figure([at_size(n, beyond_record) for n in names])
     assert [ax.get_title().split(":")[0] for ax in fig.axes] == list(names)
@@ -188,7 +192,8 @@ def test_an_excerpt_is_the_opening_comment_and_whole_definitions():
 def test_a_diff_leaves_comments_out_and_keeps_build_directives(study):
     assert code_lines("// a comment\n// elu-study: nvcc-flags = x\nint a;  // kept\n") == [
         "// elu-study: nvcc-flags = x", "int a;  // kept"]
-    shown = study.show_diff("2_float4", "4_fast_math").data
+    shown = study.show_diff("2_float4", "4_fast_math")
+    assert repr(shown) == shown._repr_markdown_() == str(shown)  # nbval compares the text itself
     assert "```diff" in shown and "+// elu-study: nvcc-flags = --use_fast_math" in shown
     assert "+    reinterpret_cast<float4*>(y)[i] = elu::apply4(v, alpha, elu::FastExpf{});" in shown
     assert "Step 4 —" not in shown  # the file's comments are the notebook's prose, not the diff's
@@ -208,16 +213,70 @@ def test_grading_one_table(study):
     assert one["verdict"].tolist() == ["MISSED (slower)"] and "written" not in one
 
 
-def test_the_predictions_are_kept_as_written(main_record):
+def slower_study(study: Study, name: str, factor: float = 1.5) -> Study:
+    """A copy of the notebook's view whose record has ``name`` ``factor`` times as slow (median and its spread)."""
+    moved = copy.copy(study)
+    moved.record = copy.deepcopy(study.record)
+    for r in moved.record["rows"]:
+        if r["name"] == name:
+            for q in ("median_ms", "p10_ms", "p90_ms"):
+                r["timing"][q] *= factor
+            r["timing"]["round_medians_ms"] = [v * factor for v in r["timing"]["round_medians_ms"]]
+            r["x_copy"] *= factor
+    return moved
+
+
+def test_the_step_notebooks_grades_follow_the_record(study, monkeypatch):
+    shown = []
+    monkeypatch.setattr(notebook, "display", shown.append)
+    study.grade(*predictions.steps(study.record)["02"])  # 2_float4 within 1.00-1.05x copy_
+    t = record.row(study.record, "2_float4")["timing"]
+    x = t["median_ms"] / record.row(study.record, "copy_")["timing"]["median_ms"]
+    spread = f"{x:.3f} ({x * t['p10_ms'] / t['median_ms']:.3f}-{x * t['p90_ms'] / t['median_ms']:.3f})"
+    assert f"| 2_float4 | 1.000 to 1.050 x copy_ | {spread}" in shown[0] and "| HELD " in shown[0]
+    slower_study(study, "2_float4").grade(*predictions.steps(study.record)["02"])
+    assert f"| {1.5 * x:.3f} (" in shown[1] and "| MISSED (slower) " in shown[1]
+
+
+def test_compare_prints_both_medians_the_change_and_the_noise(study, capsys):
+    def line(s):
+        s.compare("1_naive", "2_float4")
+        return capsys.readouterr().out.strip()
+
+    a, b = (record.row(study.record, n)["timing"] for n in ("1_naive", "2_float4"))
+    noise = max(max(t["round_medians_ms"]) - min(t["round_medians_ms"]) for t in (a, b))
+    roof = record.row(study.record, "copy_")["timing"]["median_ms"]
+    assert line(study) == (f"1_naive -> 2_float4: {a['median_ms']:.3f} ms -> {b['median_ms']:.3f} ms, "
+                           f"{100 * (b['median_ms'] / a['median_ms'] - 1):+.1f} % time (faster; round-to-round noise "
+                           f"{noise:.3f} ms); 2_float4 at {b['median_ms'] / roof:.3f}x copy_")
+    moved = line(slower_study(study, "2_float4", 2.0))
+    assert f"-> {2 * b['median_ms']:.3f} ms, {100 * (2 * b['median_ms'] / a['median_ms'] - 1):+.1f} % time (" in moved
+    assert f"2_float4 at {2 * b['median_ms'] / roof:.3f}x copy_" in moved
+
+
+def test_a_step_notebooks_table_is_the_record(study, monkeypatch):
+    shown = []
+    monkeypatch.setattr(notebook, "display", shown.append)
+    study.table("copy_kernel", "1_naive")
+    t = record.row(study.record, "1_naive")["timing"]
+    cells = next(line for line in shown[0].splitlines() if line.startswith("| 1_naive"))
+    assert [c.strip() for c in cells.split("|")[3:7]] == [
+        f"{t['median_ms']:.3f}", f"{t['median_ms'] / record.row(study.record, 'copy_')['timing']['median_ms']:.3f}",
+        f"{t['p90_ms'] / t['median_ms']:.3f}", "yes"]
+
+
+def test_relative_predictions_follow_the_record_they_are_graded_against(main_record):
+    """Notebook 03 predicted 5-15 % over step 2: the range moves with step 2's time, and the verdict with it."""
     by = predictions.steps(main_record)
-    assert list(by) == ["00", "01", "02", "03", "04", "05"]
-    assert predictions.FIRST_RUN == "before the first H200 run (commit 71b657e, notebooks committed unexecuted)"
-    every = predictions.every_step(main_record)
-    assert len(every) == sum(map(len, by.values())) and all(record.row(main_record, p.entry) for p in every)
-    f = record.row(main_record, "2_float4")["x_copy"]
+    assert predictions.every_step(main_record) == [p for n in ("00", "01", "02", "03", "04", "05") for p in by[n]]
+    f = main_record["rows"][[r["name"] for r in main_record["rows"]].index("2_float4")]["timing"]["median_ms"] / \
+        main_record["roof_ms"]
     assert by["03"][0].bounds == pytest.approx((f * 1.05, f * 1.15))
-    with pytest.raises(ValueError):
-        Prediction("2_float4", (1, 2), "then", "ms")
+    slow = copy.deepcopy(main_record)
+    for r in slow["rows"]:
+        if r["name"] == "2_float4":
+            r["x_copy"] *= 1.5
+    assert predictions.steps(slow)["03"][0].bounds == pytest.approx((1.5 * f * 1.05, 1.5 * f * 1.15))
 
 
 # -- step 6's prose ---------------------------------------------------------------------------------
@@ -237,6 +296,24 @@ def test_the_attempts_that_beat_step_6_come_from_the_record(beyond_record):
     else:
         assert text.startswith("No attempt beat")
     assert step6.one_change(beyond_record, "6_reversed") == "-DELU6_ORDER=1"
+
+
+def test_a_slower_default_is_beaten_by_the_attempts_and_round_2_says_so(beyond_record):
+    moved = copy.deepcopy(beyond_record)
+    six = record.row(moved, "6_beyond_copy")
+    six["x_copy"] *= 1.5
+    text = step6.beat_defaults(moved)
+    faster = step6.faster_than_step6(moved)
+    assert len(faster) > 1 and text.startswith(f"Step 6's defaults ({six['x_copy']:.3f}x) were fixed before this run. "
+                                               f"{len(faster)} attempts beat them")
+    for r in faster:
+        assert f"`{r['name']}` ({r['x_copy']:.3f}x, `{step6.one_change(moved, r['name'])}`)" in text
+    best = min((record.row(beyond_record, n) for n in step6.round2_names(beyond_record)), key=lambda r: r["x_copy"])
+    assert step6.round2_verdict(beyond_record).startswith(f"Fastest of round 2 and step 6: `{best['name']}` at "
+                                                          f"{best['x_copy']:.3f}x")
+    best_row = record.row(moved, best["name"])
+    best_row["x_copy"] = step6.AIM_0_97 - 0.001
+    assert "is reached in this run" in step6.round2_verdict(moved)
 
 
 def test_grading_holds_a_median_outside_its_range_by_no_more_than_its_noise(beyond_record):

@@ -1,3 +1,8 @@
+"""The records and the main study's report: the record files (round trip, stamps, strict JSON), the study's
+tables, caption, checks and findings as the README and notebook 06 print them (each number computed here again
+from the raw timings, and each seen to move when the record moves), the README read as a whole, rows over their
+own roofs, the backward's fresh processes and step 6's round 2."""
+
 import copy
 import json
 import re
@@ -5,24 +10,26 @@ import re
 import pytest
 
 from elu_study.core import record
+from elu_study.core.derived import annotate
+from elu_study.core.entries import ENTRIES, study_entries
+from elu_study.core.hardware import bytes_moved
 from elu_study.core.paths import NOTEBOOKS_DIR, README, RESULTS_DIR
 from elu_study.core.tables import markdown
 from elu_study.jobs import report
 from elu_study.jobs.beyond import analysis as beyond_analysis
-from elu_study.jobs.study import backward, step6
+from elu_study.jobs.study import backward, findings, step6
 from elu_study.jobs.study import report as study_report
-from elu_study.jobs.study.report import README_BLOCK, caption, frame, readme_frame
-from elu_study.core.entries import ENTRIES, study_entries
-from elu_study.core.harness import annotate
+from elu_study.jobs.study.report import README_BLOCK, caption, frame
 
 
-def row(name, kind, ms, check=True):
+def row(name, kind, ms, check=True, dtype="float32", direction="forward"):
     timing = {"median_ms": ms, "p10_ms": ms * 0.99, "p90_ms": ms * 1.01, "min_ms": ms * 0.98, "runs": 100,
               "round_medians_ms": [ms, ms * 1.001]}
     chk = {"passed": True, "trials": 3, "unwritten": 0, "max_abs_err_vs_torch": 1e-7,
            "max_abs_err_vs_fp64": 2e-7, "max_rel_err_vs_fp64": 3e-7} if check else None
-    return {"name": name, "kind": kind, "what": name, "timing": timing, "check": chk,
-            "near_zero_rel_err": None, "sass": None, "extra": {}}
+    return {"name": name, "kind": kind, "what": name, "timing": timing, "check": chk, "near_zero_rel_err": None,
+            "sass": None, "extra": {}, "mode": "" if dtype == "float32" else dtype, "dtype": dtype,
+            "direction": direction}
 
 
 def fake_record(gpu="NVIDIA H200"):
@@ -32,28 +39,68 @@ def fake_record(gpu="NVIDIA H200"):
         "problem": {"shape": [4096, 393216], "dtype": "float32", "alpha": 1.0, "numel": 1_610_612_736},
         "peak_bytes_per_s": 4.8e12,
         "peak_source": "H200 datasheet",
+        "method": {"rounds": 2},
         "rows": [row("copy_", "baseline", 3.0, check=False), row("1_naive", "step", 6.0)],
     }
     return annotate(rec)
 
 
+@pytest.fixture(scope="module")
+def study_record():
+    return record.load(record.REFERENCE_GPU)
+
+
+@pytest.fixture(scope="module")
+def counters():
+    return record.load(record.REFERENCE_GPU, "ncu")
+
+
+def slower(rec: dict, factor: float = 1.5, names=None) -> dict:
+    """A copy of the record whose rows (all but copy_, or ``names``) took ``factor`` times as long."""
+    def scaled(v):
+        return [scaled(x) for x in v] if isinstance(v, list) else v * factor
+
+    rec = copy.deepcopy(rec)
+    for r in rec["rows"]:
+        if (r["name"] != "copy_") if names is None else (r["name"] in names):
+            r["timing"].update({k: scaled(v) for k, v in r["timing"].items() if k.endswith("_ms")})
+    return annotate(rec)
+
+
+def x_copy(rec: dict, name: str) -> float:
+    """An entry's time over copy_'s, from the two medians (not the record's derived column)."""
+    return record.row(rec, name)["timing"]["median_ms"] / record.row(rec, "copy_")["timing"]["median_ms"]
+
+
+def table_rows(table: str) -> dict[str, list[str]]:
+    """A pipe table's cells by entry (its first column)."""
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("|")]
+    return {c[0]: c[1:] for c in cells[2:]}
+
+
+# -- the record files ---------------------------------------------------------------------------------------
+
+
 def test_annotate_derives_bandwidth_floor_and_roof():
     rec = fake_record()
-    assert rec["floor_ms"] == pytest.approx(2.684, abs=1e-3)
+    assert rec["floor_ms"] == pytest.approx(bytes_moved(rec["problem"]["numel"]) / 4.8e12 * 1e3)
     assert rec["roof_ms"] == 3.0
     naive = record.row(rec, "1_naive")
     assert naive["x_copy"] == pytest.approx(2.0)
     assert naive["tbps"] == pytest.approx(12.884901888 / 6.0, rel=1e-9)
-    assert naive["pct_of_peak"] == pytest.approx(100 * 2.684 / 6.0, rel=1e-3)
+    assert naive["pct_of_peak"] == pytest.approx(100 * rec["floor_ms"] / 6.0, rel=1e-9)
 
 
-def test_save_and_load_round_trip(tmp_path):
-    rec = fake_record("NVIDIA H100 80GB HBM3")
+def test_save_and_load_round_trip(tmp_path, study_record):
+    rec = copy.deepcopy(study_record)
+    rec["provenance"]["gpu"] = "NVIDIA H100 80GB HBM3"
     path = record.save(rec, results_dir=tmp_path)
     assert path == tmp_path / "nvidia-h100-80gb-hbm3.json"
+    saved = json.loads(path.read_text())
+    assert next(iter(saved)) == "schema"  # the stamp is the file's first key
+    assert not any("x_copy" in r for r in saved["rows"])  # derived columns are computed on load, never stored
     loaded = record.load("NVIDIA H100 80GB HBM3", results_dir=tmp_path)
     assert loaded == {"schema": {"job": "study", "version": record.VERSIONS["study"]}, **json.loads(json.dumps(rec))}
-    assert next(iter(loaded)) == "schema"  # the stamp is the file's first key
     with pytest.raises(record.RecordError, match="nvidia-b200"):
         record.load("NVIDIA B200", results_dir=tmp_path)
     assert record.load("NVIDIA B200", results_dir=tmp_path, required=False) is None
@@ -108,14 +155,6 @@ def test_unknown_row_names_the_rows_there():
         record.row(fake_record(), "9_missing")
 
 
-def test_markdown_table_prints_every_measurement_with_a_decimal_point():
-    text = markdown(frame(fake_record()))
-    lines = text.splitlines()
-    assert lines[0].split("|")[1].strip() == "entry"
-    naive = next(line for line in lines if "1_naive" in line)
-    assert "6.000" in naive and "2.000" in naive and "44.7" in naive and "yes" in naive
-
-
 def test_readme_block_is_replaced_not_appended(tmp_path):
     readme = tmp_path / "README.md"
     begin, end = record.block_markers("results-table")
@@ -130,31 +169,89 @@ def test_readme_block_is_replaced_not_appended(tmp_path):
         record.write_block("sizes", block, readme=readme)
 
 
-def test_recorded_reference_run_is_complete():
+def test_recorded_reference_run_is_complete(study_record):
     """The committed H200 record holds every entry the study defines, each checked, with provenance."""
-    rec = record.load(record.REFERENCE_GPU)
+    rec = study_record
     for key in ("gpu", "sm_count", "driver", "cuda_runtime", "torch", "nvcc", "date_utc"):
         assert rec["provenance"][key], key
-    assert "H200" in rec["provenance"]["gpu"]
-    names = [r["name"] for r in rec["rows"]]
-    assert sorted(names) == sorted(e.name for e in study_entries())
+    assert sorted(r["name"] for r in rec["rows"]) == sorted(e.name for e in study_entries())
     for r in rec["rows"]:
         assert r["timing"]["runs"] >= 20 and r["timing"]["p10_ms"] <= r["timing"]["median_ms"] <= r["timing"]["p90_ms"]
         if ENTRIES[r["name"]].checked:
             assert r["check"]["passed"] and r["check"]["unwritten"] == 0, r["name"]
-    # Derived columns agree with the raw timings they come from.
-    assert annotate(copy.deepcopy(rec))["rows"] == rec["rows"]
 
 
-def test_readme_table_is_generated_from_the_record():
-    rec = record.load(record.REFERENCE_GPU)
+# -- the study's table, caption, checks and findings, computed again and perturbed ---------------------------------
+
+
+def test_the_table_prints_every_measurement_from_the_timings():
+    naive = table_rows(markdown(frame(fake_record())))["1_naive"]  # what, ms, TB/s, % of peak, x copy_, p90/median, ...
+    floor = bytes_moved(1_610_612_736) / 4.8e12 * 1e3
+    assert naive[1:6] == ["6.000", f"{12.884901888 / 6:.2f}", f"{100 * floor / 6:.1f}", "2.000", "1.010"]
+    assert naive[6] == "yes"
+
+
+def test_the_readme_block_is_the_table_caption_and_checks_of_the_record(study_record, counters):
+    block = study_report.readme_block(study_record, counters)
+    shown = table_rows(block)
+    main = [r["name"] for r in study_record["rows"] if r["kind"] in ("step", "baseline", "peer")]
+    assert list(shown) == sorted(main, key=lambda n: x_copy(study_record, n))  # fastest first
+    for name in main:
+        assert shown[name] == [f"{x_copy(study_record, name):.3f}"], name
     begin, end = record.block_markers(README_BLOCK)
-    block = README.read_text().split(begin)[1].split(end)[0]
-    assert markdown(readme_frame(rec)) in block
-    assert caption(rec) in block
-    table = readme_frame(rec)
-    assert list(table["x copy_"]) == sorted(table["x copy_"])  # fastest first
-    assert set(table.index) == set(frame(rec).index)
+    assert block == README.read_text().split(begin)[1].split(end)[0].strip()
+    runs = sorted(r["timing"]["runs"] for r in study_record["rows"])
+    assert f"Median of {runs[0]}-{runs[-1]} CUDA-event-timed runs" in caption(study_record)
+    checked = sum(1 for r in study_record["rows"] if r["kind"] in ("step", "baseline", "peer") and r["check"])
+    assert f"All {checked} entries that compute ELU pass" in block
+
+
+def test_a_slower_record_moves_every_number_of_the_readme_block(study_record, counters):
+    before = table_rows(study_report.readme_block(study_record, counters))
+    moved = slower(study_record)
+    after = table_rows(study_report.readme_block(moved, counters))
+    assert after["copy_"] == before["copy_"] == ["1.000"]
+    for name in set(before) - {"copy_"}:
+        assert after[name] == [f"{1.5 * x_copy(study_record, name):.3f}"] != before[name], name
+    failed = copy.deepcopy(study_record)
+    record.row(failed, "2_float4")["check"]["passed"] = False
+    assert "Correctness checks FAILED for `2_float4`." in study_report.readme_block(failed, counters)
+
+
+def test_each_finding_quotes_the_record_and_follows_it(study_record, counters):
+    copy_ms = record.row(study_record, "copy_")["timing"]["median_ms"]
+    roof = findings.roof(study_record, counters)
+    assert f"in {copy_ms:.3f} ms ({bytes_moved(study_record['problem']['numel']) / copy_ms / 1e9:.2f} TB/s" in roof
+    assert f"`F.elu` takes {x_copy(study_record, 'F.elu'):.3f}x" in roof
+    wider = findings.bytes_in_flight(study_record, counters)
+    assert not wider.startswith(findings.NOT_SUPPORTED)
+    assert f"takes {x_copy(study_record, '1_naive'):.2f}x copy_'s time" in wider
+    naive = next(r for r in counters["rows"] if r["name"] == "1_naive")
+    assert f"instructions per element fall {naive['thread_instructions_per_element']:.1f} ->" in wider
+    # The same findings from a record whose every entry is 1.5 times slower: new numbers, and the claims that
+    # no longer hold are flagged.
+    moved = slower(study_record)
+    wider = findings.bytes_in_flight(moved, counters)
+    assert wider.startswith(findings.NOT_SUPPORTED) and f"takes {1.5 * x_copy(study_record, '1_naive'):.2f}x" in wider
+    assert f"`F.elu` takes {1.5 * x_copy(study_record, 'F.elu'):.3f}x" in findings.roof(moved, counters)
+    float4 = slower(study_record, 1.5, names=["2_float4"])  # step 2 alone: the grid-stride loss is gone
+    assert findings.grid_stride(float4, counters).startswith(findings.NOT_SUPPORTED)
+    assert not findings.grid_stride(study_record, counters).startswith(findings.NOT_SUPPORTED)
+    fast, slow = (findings.fast_math(r, None) for r in (study_record, slower(study_record, 1.5, ["4_fast_math"])))
+    gain = 100 * (x_copy(study_record, "2_float4") - x_copy(study_record, "4_fast_math"))
+    assert fast.startswith(f"**Fast math** buys {gain:.1f} % of copy_'s time") and slow.startswith(findings.NOT_SUPPORTED)
+
+
+def test_tails_name_every_entry_above_one_percent(study_record):
+    ratios = {r["name"]: r["timing"]["p90_ms"] / r["timing"]["median_ms"] for r in study_record["rows"]}
+    tails = findings.tails(study_record)
+    above = [n for n, v in ratios.items() if v >= 1.01]
+    assert f"{len(ratios) - len(above)} of {len(ratios)} entries stay below 1.01" in tails
+    for name in above:
+        assert f"`{name}` {ratios[name]:.3f}" in tails
+    wide = copy.deepcopy(study_record)
+    record.row(wide, "2_float4")["timing"]["p90_ms"] *= 1.5
+    assert f"`2_float4` {1.5 * ratios['2_float4']:.3f}" in findings.tails(wide)
 
 
 # -- the README as a read: first screen, length, sentences, and every block regenerated from the records ---------
@@ -277,7 +374,7 @@ def test_xcopy_figure_shows_every_floor_its_legend_names():
         if line.get_label().startswith(("measured floor", "datasheet floor", "copy_")):
             assert left < xs[0] < right, line.get_label()
     names = [t.get_text() for t in ax.get_yticklabels()][::-1]  # top to bottom
-    assert names == study_report.by_speed(rec, names)
+    assert names == sorted(names, key=lambda n: x_copy(rec, n))
     plt.close(fig)
 
 
@@ -287,15 +384,14 @@ def test_xcopy_figure_shows_every_floor_its_legend_names():
 def own_roof_record() -> dict:
     """copy_ 3 ms; bfloat16's copy_ 1.5 ms and torch.add 2.25 ms; float32's torch.add 4.5 ms."""
     rec = fake_record()
-    rec["rows"] += [dict(row("copy_ bfloat16", "attempt", 1.5, check=False), mode="bfloat16"),
-                    dict(row("7_sixteen_bits bfloat16", "attempt", 1.53, check=False), mode="bfloat16",
+    bf16, back = {"check": False, "dtype": "bfloat16"}, {"check": False, "direction": "backward"}
+    rec["rows"] += [row("copy_ bfloat16", "attempt", 1.5, **bf16),
+                    dict(row("7_sixteen_bits bfloat16", "attempt", 1.53, **bf16),
                          exhaustive={"inputs": 65536, "alphas": 77, "mismatches": 0}),
-                    dict(row("torch.add bfloat16", "attempt", 2.25, check=False), mode="bfloat16"),
-                    dict(row("7_backward bfloat16", "attempt", 2.3, check=False), mode="bfloat16",
+                    row("torch.add bfloat16", "attempt", 2.25, **bf16, direction="backward"),
+                    dict(row("7_backward bfloat16", "attempt", 2.3, **bf16, direction="backward"),
                          exhaustive={"inputs": 65536, "alphas": 77, "grads": 5, "mismatches": 3}),
-                    row("torch.add", "backward", 4.5, check=False), row("elu_backward", "backward", 4.41, check=False)]
-    for r in rec["rows"]:
-        r.setdefault("mode", "")
+                    row("torch.add", "backward", 4.5, **back), row("elu_backward", "backward", 4.41, **back)]
     return annotate(rec)
 
 
@@ -320,7 +416,8 @@ def test_the_roofs_table_groups_by_dtype_and_direction_and_says_each_check():
     assert df.loc["7_backward bfloat16", "mismatches"] == "3 of 65,536 inputs x 77 alphas x 5 grads"
     assert list(study_report.roof_panels(rec)) == ["float32 backward, over torch.add", "bfloat16 forward, over copy_",
                                              "bfloat16 backward, over torch.add"]
-    assert "mismatches only in `7_backward bfloat16` (3)" in study_report.exhaustive_line(rec)
+    assert "ran on all 65,536 inputs at 77 alphas, bit for bit against PyTorch: mismatches only in " \
+           "`7_backward bfloat16` (3)." in study_report.checked_line(rec)
 
 
 def test_the_backwards_predictions_are_graded_on_the_median_of_the_fresh_processes():

@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from elu_study.core import record
+from elu_study.core import record, text
 from elu_study.core.build import build_all, compile_variant
 from elu_study.core.entries import KINDS, PEERS, STEPS, builds, study_entries
 from elu_study.core.harness import measure
@@ -23,13 +23,11 @@ __all__ = ["main", "write_report"]
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m elu_study [study]")
-    parser.add_argument("--trials", type=int, default=3, help="correctness trials per entry (fresh inputs each)")
+    parser.add_argument("--trials", type=int, default=3, help="correctness trials per entry")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
-    parser.add_argument("--jobs", type=int, default=None, help="parallel builds (default: half the cores)")
-    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's results block")
-    parser.add_argument("--confirm-backward", type=int, metavar="N",
-                        help="only time the backward rows again in N fresh processes, with their counters, into the "
-                             "record")
+    parser.add_argument("--jobs", type=int, default=None, help="parallel builds (default: cores/2)")
+    parser.add_argument("--no-readme", action="store_true", help="keep the README block")
+    parser.add_argument("--confirm-backward", type=int, metavar="N", help="backward only: N fresh processes")
     return parser
 
 
@@ -51,16 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nwrote {path} and " + ", ".join(str(p) for p in written))
     else:
         rec = record.load()
-        print("\nNO GPU HERE: the kernels above were compiled and inspected; the table below is the recorded run.")
-    print()
-    print(markdown(frame(rec, kinds=KINDS)))
-    if own_roof_rows(rec):
-        print("\nEach against its own roof (its dtype's copy_, or torch.add for a backward):\n")
-        print(markdown(roofs_frame(rec)))
-    print()
-    print(caption(rec))
+    roofs = own_roof_rows(rec)
+    print("\n" + text.render("study/main.md.j2", live=live, table=markdown(frame(rec, kinds=KINDS)),
+                             roofs=roofs and markdown(roofs_frame(rec)), caption=caption(rec)))
     failed = [r["name"] for r in rec["rows"] if r["check"] and not r["check"]["passed"]]
-    failed += [r["name"] for r in own_roof_rows(rec) if (r.get("exhaustive") or {}).get("mismatches")
+    failed += [r["name"] for r in roofs if (r.get("exhaustive") or {}).get("mismatches")
                and r["name"].split()[0] not in {e.name for e in PEERS}]  # a peer's mismatches are its own
     if failed:
         print(f"\nFAILED correctness: {', '.join(failed)}", file=sys.stderr)

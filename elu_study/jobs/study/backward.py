@@ -1,22 +1,20 @@
-"""The float32 backward against its own roof (``torch.add``: grad and x in, grad_input out), one change at a
-time: the main record's rows, then ``python -m elu_study --confirm-backward N``, which times the backward rows
-again in N fresh processes and reads their DRAM counters with Nsight Compute, into the main record's
-``"backward"``. The predictions below were written after the main run and before the fresh processes."""
+"""The float32 backward against its own roof (``torch.add``: grad and x in, grad_input out), one change at a time:
+the main record's rows, then ``python -m elu_study --confirm-backward N``: the backward rows again in N fresh
+processes, with their DRAM counters (Nsight Compute), into the main record's ``"backward"``."""
 
 from __future__ import annotations
 
-import subprocess
 import statistics
+import subprocess
 
 import pandas as pd
 
-from elu_study.core import record
+from elu_study.core import record, text
 from elu_study.core.build import build_all
 from elu_study.core.entries import BACKWARD, builds
 from elu_study.core.hardware import provenance
 from elu_study.core.ncu import counter_rows, profile
 from elu_study.core.processes import fresh_processes
-from elu_study.core.tables import compact, markdown
 from elu_study.jobs.study.predictions import verdict
 
 NAMES = tuple(e.name for e in BACKWARD)  # the roof (torch.add), PyTorch's backward, the study's and its attempts
@@ -51,13 +49,11 @@ def frame(rec: dict) -> pd.DataFrame:
     runs, counters = confirmation.get("processes", []), counter_rows(confirmation)
     rows = []
     for name in NAMES[1:]:
-        xs = [p[name]["x_roof"] for p in runs]
-        c = counters.get(name, {})
-        median = statistics.median(xs) if xs else None
+        xs, c, bounds = [p[name]["x_roof"] for p in runs], counters.get(name, {}), PREDICTIONS.get(name)
         rows.append({"entry": name, "main run": record.row(rec, name)["x_roof"],
                      "fresh processes": " ".join(f"{v:.3f}" for v in xs),
-                     "predicted": "{:.3f} to {:.3f}".format(*PREDICTIONS[name]) if name in PREDICTIONS else "",
-                     "verdict": verdict(median, PREDICTIONS[name]) if median and name in PREDICTIONS else "",
+                     "predicted": "{:.3f} to {:.3f}".format(*bounds) if bounds else "",
+                     "verdict": verdict(statistics.median(xs), bounds) if xs and bounds else "",
                      "DRAM % peak": c.get("dram_pct_of_peak"), "read-active %": c.get("dram_active_read_pct"),
                      "write-active %": c.get("dram_active_write_pct")})
     return pd.DataFrame(rows).sort_values("main run").set_index("entry")
@@ -66,21 +62,13 @@ def frame(rec: dict) -> pd.DataFrame:
 def table(rec: dict) -> str:
     """The frame as the notebook shows it, with where the fresh processes ran and the roof's counters."""
     confirmation = rec.get("backward")
-    if not confirmation:
-        return "No fresh-process run of the backward in this record (`python -m elu_study --confirm-backward 3`)."
-    roof = counter_rows(confirmation).get("torch.add", {})
-    p = confirmation["provenance"]
-    return (compact(markdown(frame(rec), {"main run": "{:.3f}"})) + f"\n\nTimes over `torch.add`'s in the same "
-            f"process. Fresh processes at commit {p.get('commit')} ({p['date_utc'][:10]}). Predictions written "
-            f"{WRITTEN}. `torch.add` drove the DRAM at {roof.get('dram_pct_of_peak', float('nan')):.1f} % of peak.")
+    return text.render("study/backward/table.md.j2", table=confirmation and text.table(frame(rec), {"main run": "{:.3f}"}),
+                       p=(confirmation or {}).get("provenance"), written=WRITTEN,
+                       roof_dram=counter_rows(confirmation or {}).get("torch.add", {}).get("dram_pct_of_peak"))
 
 
 def aim_line(rec: dict) -> str:
     """Whether the study's fastest backward reached the aim in the main run and in every fresh process."""
-    runs = rec.get("backward", {}).get("processes", [])
-    ours = [n for n in NAMES if n.startswith("elu_backward")]
-    best = min(ours, key=lambda n: record.row(rec, n)["x_roof"])
-    xs = [record.row(rec, best)["x_roof"], *(p[best]["x_roof"] for p in runs)]
-    reached = sum(x <= AIM for x in xs)
-    return (f"Fastest backward: `{best}` at {xs[0]:.3f}x `torch.add` in the main run, {max(xs):.3f}x at worst over "
-            f"{len(xs)} runs. The aim ({AIM:.2f}x) is reached in {reached} of them.")
+    best = min((n for n in NAMES if n.startswith("elu_backward")), key=lambda n: record.row(rec, n)["x_roof"])
+    xs = [record.row(rec, best)["x_roof"], *(p[best]["x_roof"] for p in rec.get("backward", {}).get("processes", []))]
+    return text.render("study/backward/aim.md.j2", best=best, xs=xs, aim=AIM, reached=sum(x <= AIM for x in xs))

@@ -1,8 +1,6 @@
-"""Diagrams of what the threads touch, drawn from each launch's real numbers (``launches.py``): which bytes
-the lanes of a warp read, how a grid-stride grid walks the tensor in waves, the order in which step 6's
-blocks take their tiles, and how many bytes each step keeps in flight. Each function returns its figure,
-closed, to be shown once as a cell's value.
-"""
+"""Diagrams of what the threads touch, from each launch's real numbers (``launches.py``): the bytes a warp's lanes
+read, a grid-stride grid's waves, the order of step 6's tiles, the bytes each step keeps in flight. Each returns
+its figure closed, to be shown once as a cell's value."""
 
 from __future__ import annotations
 
@@ -12,16 +10,16 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import ListedColormap, to_rgba
 from matplotlib.patches import Patch
 
+from elu_study.jobs.study.figures import label
 from elu_study.jobs.study.launches import (LINE_BYTES, ORDERS, WARP, Launch, block_pass_map, lines_per_instruction,
                                            persistent_runs, schedule, thread_accesses, wave_sizes)
 
 ACCESS_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
-WAVE_COLORS = ("tab:blue", "tab:cyan")  # whole waves alternate; a partial wave is red
-PARTIAL = "tab:red"
 
 
 def wave_color(size: int, full: int, w: int) -> str:
-    return WAVE_COLORS[w % 2] if size == full else PARTIAL
+    """Whole waves alternate blue and cyan; a partial wave is red."""
+    return ("tab:blue", "tab:cyan")[w % 2] if size == full else "tab:red"
 
 
 def done(fig):
@@ -30,17 +28,13 @@ def done(fig):
     return fig
 
 
-def describe(lau: Launch) -> str:
-    per = f"{lau.vectors} x {lau.access_bytes} B" if lau.vectors > 1 else f"{lau.access_bytes} B"
-    return f"{lau.name}: {lau.threads} threads/block, {per} per thread"
-
-
 def access_figure(launches: list[Launch], count: int = WARP, title: str | None = None):
     """Which bytes threads 0 to ``count`` of block 0 read, one row per thread, one box per access, with the
     128-byte lines marked: a warp's requests (count 32) or a whole block's tile (count = threads)."""
     fig, axes = plt.subplots(len(launches), 1, figsize=(9, 1.0 + 2.1 * len(launches)), sharex=True, squeeze=False)
     spans = [thread_accesses(lau, count=min(count, lau.threads)) for lau in launches]
     right = max(int(a.max()) + lau.access_bytes for a, lau in zip(spans, launches))
+    step = LINE_BYTES if right <= 8 * 1024 else 1024
     for ax, lau, a in zip(axes[:, 0], launches, spans):
         rows = np.arange(a.shape[0])
         shade = np.where((rows // WARP) % 2 == 0, 1.0, 0.45)  # alternate warps: full and pale
@@ -52,18 +46,14 @@ def access_figure(launches: list[Launch], count: int = WARP, title: str | None =
             if count > WARP:
                 for w in range(0, a.shape[0], WARP):
                     ax.text(a[w, k], w + WARP / 2, f" warp {w // WARP}", fontsize=6, va="center", alpha=shade[w])
-        step = LINE_BYTES if right <= 8 * 1024 else 1024
         ax.vlines(np.arange(0, right + 1, step), -0.5, a.shape[0] - 0.5, color="gray", lw=0.5, alpha=0.6)
-        lines = lines_per_instruction(lau)
-        ax.set_title(f"{describe(lau)}: one warp instruction touches {lines} line{'s' * (lines > 1)} of "
-                     f"{LINE_BYTES} B", fontsize=9)
-        ax.set_ylabel("thread" if count > WARP else "lane")
-        ax.set_ylim(a.shape[0] - 0.5, -0.5)
+        per = f"{lau.vectors} x {lau.access_bytes} B" if lau.vectors > 1 else f"{lau.access_bytes} B"
+        ax.set_title(label("warp_lines", what=label("describe", lau=lau, per=per), lines=lines_per_instruction(lau),
+                           line_bytes=LINE_BYTES), fontsize=9)
+        ax.set(ylabel="thread" if count > WARP else "lane", ylim=(a.shape[0] - 0.5, -0.5))
         if a.shape[1] > 1:
             ax.legend(fontsize=7, loc="upper right")
-    axes[-1, 0].set_xlabel(f"byte offset from the block's first byte (grey lines every "
-                           f"{LINE_BYTES if right <= 8 * 1024 else 1024} B)")
-    axes[-1, 0].set_xlim(0, right)
+    axes[-1, 0].set(xlabel=label("byte_offset", step=step), xlim=(0, right))
     fig.suptitle(title or "What the threads read", fontsize=10)
     return done(fig)
 
@@ -72,34 +62,30 @@ def grid_stride_figure(seed: Launch, others: list[Launch]):
     """(a) The seed's grid-stride launch as blocks x passes, each block coloured by the wave it runs in;
     (b) blocks per wave, in launch order, for the seed and other grid-stride launches."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.25, 1]})
-    grid = block_pass_map(seed)
-    sizes = wave_sizes(seed)
-    waves = len(sizes)
+    grid, sizes = block_pass_map(seed), wave_sizes(seed)
     cmap = ListedColormap([wave_color(n, seed.wave_blocks, w) for w, n in enumerate(sizes)])
-    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0.5, vmax=waves + 0.5)
-    ax.set_xlabel(f"block (0 to {seed.blocks - 1}; {seed.threads} threads each)")
-    ax.set_ylabel(f"pass over the tensor (0 to {grid.shape[0] - 1})")
-    ax.set_title(f"(a) {seed.name}: every block walks all {seed.passes:.1f} passes", fontsize=9)
-    ax.text(0.5, 0.5, "each block runs its whole column, top to bottom;\na block of the last wave starts when a block\n"
-            "of the first has finished its column", transform=ax.transAxes, ha="center", va="center", fontsize=7,
+    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0.5, vmax=len(sizes) + 0.5)
+    ax.set(xlabel=label("block_axis", last=seed.blocks - 1, threads=seed.threads),
+           ylabel=label("pass_axis", last=grid.shape[0] - 1))
+    ax.set_title(label("walks", entry=seed.name, passes=seed.passes), fontsize=9)
+    ax.text(0.5, 0.5, label("column"), transform=ax.transAxes, ha="center", va="center", fontsize=7,
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "gray"})
     ax.legend(handles=[Patch(color=wave_color(n, seed.wave_blocks, w), label=f"wave {w + 1}: {n} blocks")
-                       for w, n in enumerate(sizes)]
-              + [Patch(facecolor="white", edgecolor="gray", label="no work in the last pass")],
+                       for w, n in enumerate(sizes)] + [Patch(facecolor="white", edgecolor="gray",
+                                                              label=label("empty_pass"))],
               fontsize=7, loc="lower left", framealpha=0.9)
     launches = [seed, *others]
     for i, lau in enumerate(launches):
         left = 0.0
         for w, n in enumerate(wave_sizes(lau)):
-            share = n / lau.wave_blocks
-            bx.barh(i, share, left=left, color=wave_color(n, lau.wave_blocks, w), edgecolor="white")
-            left += share
+            bx.barh(i, n / lau.wave_blocks, left=left, color=wave_color(n, lau.wave_blocks, w), edgecolor="white")
+            left += n / lau.wave_blocks
         bx.text(left, i, f"  {lau.waves:.2f} waves", va="center", fontsize=8)
     bx.set_yticks(range(len(launches)), [f"{lau.name}\n{lau.blocks} blocks" for lau in launches], fontsize=8)
     bx.invert_yaxis()
-    bx.set_xlim(0, max(lau.waves for lau in launches) * 1.35)
-    bx.set_xlabel(f"waves ({seed.sm_count} SMs x {seed.per_sm} resident blocks = {seed.wave_blocks} blocks each)")
-    bx.set_title("(b) blocks per wave, in launch order (red: a partial wave)", fontsize=9)
+    bx.set(xlim=(0, max(lau.waves for lau in launches) * 1.35),
+           xlabel=label("waves_axis", sms=seed.sm_count, per_sm=seed.per_sm, blocks=seed.wave_blocks))
+    bx.set_title(label("per_wave"), fontsize=9)
     return done(fig)
 
 
@@ -118,39 +104,35 @@ def tile_order_figure(launches: list[Launch], runs_shown: int = 24):
                                  np.stack([end * gb, (end - begin).astype(float)], 1)], 1)
             ax.add_collection(LineCollection(segments, lw=1.2, color="tab:purple"))
             ax.set_ylim(0, (end - begin).max() * 1.02)
-            ax.set_ylabel("tiles done by each block (time)", fontsize=8)
-            sub = f"{lau.blocks} blocks at once,\n{lau.passes:.0f} tiles each (every {every}th run drawn)"
+            ax.set_ylabel(label("tiles_done"), fontsize=8)
+            sub = label("persistent", blocks=lau.blocks, passes=lau.passes, every=every)
         else:
             tile, rounds = schedule(lau)
             ax.scatter(tile * gb, rounds, s=1, color="tab:blue")
             ax.set_ylim(0, rounds.max() * 1.02)
-            ax.set_ylabel(f"launch order, in waves of {lau.wave_blocks} blocks (time)", fontsize=8)
+            ax.set_ylabel(label("launch_order", blocks=lau.wave_blocks), fontsize=8)
             sub = f"{lau.blocks} blocks,\n{lau.waves:.1f} waves"
         ax.set_xlim(0, lau.tiles * gb)
         ax.set_xlabel("input offset, GB", fontsize=8)
         ax.set_title(f"{lau.name}: {ORDERS[lau.order]}\n{sub}", fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.suptitle(f"Where the blocks read as the launch goes on (tiles of {launches[0].tile * launches[0].access_bytes} B; "
-                 f"writes go to the same offsets of y)", fontsize=10)
+    fig.suptitle(label("where_read", tile_bytes=launches[0].tile * launches[0].access_bytes), fontsize=10)
     return done(fig)
 
 
 def issue_figure(rows: list[tuple[str, float, float]]):
     """Per kernel: the time its SMs need just to issue its instructions, against its measured time (ncu)."""
     fig, ax = plt.subplots(figsize=(8, 0.6 * len(rows) + 1.6))
-    y = np.arange(len(rows))
-    issue = np.array([r[1] for r in rows])
-    total = np.array([r[2] for r in rows])
+    y, issue, total = np.arange(len(rows)), np.array([r[1] for r in rows]), np.array([r[2] for r in rows])
     ax.barh(y + 0.2, total, height=0.4, color="tab:gray", label="kernel time (ncu)")
-    ax.barh(y - 0.2, issue, height=0.4, color="tab:orange", label="time to issue its warp instructions, 4 per SM per cycle")
+    ax.barh(y - 0.2, issue, height=0.4, color="tab:orange", label=label("issue_bar"))
     for yi, i, t in zip(y, issue, total):
         ax.text(i, yi - 0.2, f" {i:.2f} ms ({100 * i / t:.0f} %)", va="center", fontsize=8)
         ax.text(t, yi + 0.2, f" {t:.2f} ms", va="center", fontsize=8)
     ax.set_yticks(y, [r[0] for r in rows])
     ax.invert_yaxis()
-    ax.set_xlim(0, total.max() * 1.3)
-    ax.set_xlabel("ms, one full-size launch")
-    ax.set_title("The arithmetic's share: issue time against the kernel's time", fontsize=10)
+    ax.set(xlim=(0, total.max() * 1.3), xlabel="ms, one full-size launch")
+    ax.set_title(label("issue_title"), fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.22), ncol=2, frameon=False)
     return done(fig)
 
@@ -160,25 +142,21 @@ def in_flight_figure(launches: list[Launch], x_copy: dict[str, tuple[float, floa
     ``x_copy[name] = (median, p10, p90)``."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 0.45 * len(launches) + 1.6), sharey=True,
                                  gridspec_kw={"width_ratios": [1.2, 1]})
-    y = np.arange(len(launches))
-    kib = np.array([lau.bytes_in_flight_per_sm / 1024 for lau in launches])
+    y, kib = np.arange(len(launches)), np.array([lau.bytes_in_flight_per_sm / 1024 for lau in launches])
     ax.barh(y, kib, color="tab:blue")
     for yi, lau, k in zip(y, launches, kib):
-        ax.text(k, yi, f" {lau.resident_threads_per_sm} threads x {lau.bytes_per_thread} B; {lau.waves:.4g} waves",
-                va="center", fontsize=7)
+        ax.text(k, yi, " " + label("in_flight_bar", threads=lau.resident_threads_per_sm, bytes=lau.bytes_per_thread,
+                                   waves=lau.waves), va="center", fontsize=7)
     ax.set_yticks(y, [lau.name for lau in launches])
     ax.invert_yaxis()
-    ax.set_xlim(0, kib.max() * 1.9)
-    ax.set_xlabel("KiB of loads in flight per SM (all resident threads loading)")
-    med = np.array([x_copy[lau.name][0] for lau in launches])
-    lo = med - np.array([x_copy[lau.name][1] for lau in launches])
-    hi = np.array([x_copy[lau.name][2] for lau in launches]) - med
-    bx.errorbar(med, y, xerr=[lo.clip(0), hi.clip(0)], fmt="o", color="tab:blue", capsize=2)
+    ax.set(xlim=(0, kib.max() * 1.9), xlabel=label("in_flight_x"))
+    med, p10, p90 = (np.array([x_copy[lau.name][k] for lau in launches]) for k in range(3))
+    bx.errorbar(med, y, xerr=[(med - p10).clip(0), (p90 - med).clip(0)], fmt="o", color="tab:blue", capsize=2)
     for yi, m in zip(y, med):
         bx.text(m, yi - 0.3, f"{m:.3f}", ha="center", fontsize=7)
     bx.axvline(1.0, color="tab:green", ls="--", label="copy_ = 1")
     bx.set_xlabel("time over copy_'s (median, p10-p90)")
     bx.legend(fontsize=8, loc="lower right")
     bx.grid(axis="x", alpha=0.3)
-    fig.suptitle("Every step's launch: the loads it keeps in flight, and its time", fontsize=10)
+    fig.suptitle(label("in_flight_title"), fontsize=10)
     return done(fig)

@@ -1,8 +1,6 @@
-"""Each step's launch as it runs at full size, from the kernel file's knobs and the entry's flags: threads per
-block, vectors per thread, blocks, resident blocks per SM and waves on the record's GPU; and which bytes
-each thread touches. Pure arithmetic, no GPU: the notebooks' diagrams (``diagrams.py``) draw it, and
-tests/test_notebook_helpers.py checks it against the grids Nsight Compute recorded for every launch.
-"""
+"""Each step's launch at full size, from the kernel file's knobs and the entry's flags (threads per block, vectors
+per thread, blocks, resident blocks per SM, waves), and which bytes each thread touches: arithmetic, no GPU, drawn
+by ``diagrams.py`` and checked against the grids Nsight Compute recorded (tests/test_notebook_helpers.py)."""
 
 from __future__ import annotations
 
@@ -24,14 +22,9 @@ VECTOR_BYTES = 16
 LINE_BYTES = 128  # an L2 cache line: four 32-byte sectors
 
 # The macro of each kernel file that sets its block size, and the one that sets vectors per thread (None: one).
-KNOBS = {
-    "1_naive": ("threads", None),
-    "2_float4": ("threads", None),
-    "4_fast_math": ("threads", None),
-    "3_grid_stride": ("ELU_GRID_THREADS", None),
-    "5_streaming": ("ELU_STREAMING_THREADS", "ELU_STREAMING_VECS"),
-    "6_beyond_copy": ("ELU6_THREADS", "ELU6_VECS"),
-}
+KNOBS = {"1_naive": ("threads", None), "2_float4": ("threads", None), "4_fast_math": ("threads", None),
+         "3_grid_stride": ("ELU_GRID_THREADS", None), "5_streaming": ("ELU_STREAMING_THREADS", "ELU_STREAMING_VECS"),
+         "6_beyond_copy": ("ELU6_THREADS", "ELU6_VECS")}
 ORDERS = {0: "address order", 1: "reversed", 2: "two streams", 3: "persistent runs"}
 
 
@@ -41,10 +34,7 @@ def kernel_knobs(variant: str, flags=()) -> dict[str, str]:
     text = resolve_variant(variant).read_text()
     knobs = dict(re.findall(r"^#define (ELU\w+) (\S+)", text, re.M))
     knobs.update(re.findall(r"^\s*constexpr int (\w+) = (\d+);", text, re.M))
-    for flag in flags:
-        match = re.fullmatch(r"-D(\w+)=(\S+)", flag)
-        if match:
-            knobs[match.group(1)] = match.group(2)
+    knobs.update(m.groups() for m in map(re.compile(r"-D(\w+)=(\S+)").fullmatch, flags) if m)
     return knobs
 
 
@@ -63,47 +53,18 @@ class Launch:
     order: int = 0  # step 6's tile order (ELU6_ORDER); 3 is a persistent grid
     unroll: int = 1  # loads a grid-stride thread keeps in flight (nvcc unrolls step 3's loop by two)
 
-    @property
-    def per_sm(self) -> int:
-        """Blocks resident on one SM at most."""
-        return min(MAX_THREADS_PER_SM // self.threads, MAX_BLOCKS_PER_SM)
-
-    @property
-    def wave_blocks(self) -> int:
-        """Blocks the whole GPU holds at once: one wave."""
-        return self.per_sm * self.sm_count
-
-    @property
-    def waves(self) -> float:
-        return self.blocks / self.wave_blocks
-
-    @property
-    def tile(self) -> int:
-        """Accesses one block covers in one go: a tile (one-shot) or its share of one pass (grid-stride)."""
-        return self.threads * self.vectors
-
-    @property
-    def tiles(self) -> int:
-        return math.ceil(self.accesses / self.tile)
-
-    @property
-    def passes(self) -> float:
-        """Grid-stride: how many times the grid walks over the tensor. Persistent: tiles per block."""
-        return self.accesses / (self.blocks * self.tile)
-
-    @property
-    def bytes_per_thread(self) -> int:
-        """Bytes of loads one thread keeps in flight."""
-        return self.vectors * self.unroll * self.access_bytes
-
-    @property
-    def resident_threads_per_sm(self) -> int:
-        return min(self.per_sm, math.ceil(self.blocks / self.sm_count)) * self.threads
-
-    @property
-    def bytes_in_flight_per_sm(self) -> int:
-        """Loads in flight on one SM when every resident thread has issued its loads (theoretical occupancy)."""
-        return self.resident_threads_per_sm * self.bytes_per_thread
+    # Derived. per_sm: blocks resident on one SM at most; wave_blocks: blocks the whole GPU holds at once;
+    # tile: accesses one block covers in one go (a tile, or its share of one pass); passes: a grid-stride grid's
+    # passes over the tensor (persistent: tiles per block); bytes_per_thread: the loads one thread keeps in flight.
+    per_sm = property(lambda s: min(MAX_THREADS_PER_SM // s.threads, MAX_BLOCKS_PER_SM))
+    wave_blocks = property(lambda s: s.per_sm * s.sm_count)
+    waves = property(lambda s: s.blocks / s.wave_blocks)
+    tile = property(lambda s: s.threads * s.vectors)
+    tiles = property(lambda s: math.ceil(s.accesses / s.tile))
+    passes = property(lambda s: s.accesses / (s.blocks * s.tile))
+    bytes_per_thread = property(lambda s: s.vectors * s.unroll * s.access_bytes)
+    resident_threads_per_sm = property(lambda s: min(s.per_sm, math.ceil(s.blocks / s.sm_count)) * s.threads)
+    bytes_in_flight_per_sm = property(lambda s: s.resident_threads_per_sm * s.bytes_per_thread)
 
 
 def launch(name: str, sm_count: int, numel: int) -> Launch:
@@ -119,13 +80,11 @@ def launch(name: str, sm_count: int, numel: int) -> Launch:
     accesses = numel * element // access
     order = int(knobs.get("ELU6_ORDER", 0))
     grid_stride = entry.variant == "3_grid_stride"
-    tiles = math.ceil(accesses / (threads * vectors))
+    blocks = math.ceil(accesses / (threads * vectors))  # one-shot: a block per tile
     if grid_stride:
         blocks = grid_stride_blocks(entry, sm_count, numel)
     elif order == 3:
-        blocks = min(tiles, int(knobs["ELU6_BLOCKS_PER_SM"]) * sm_count)
-    else:
-        blocks = tiles
+        blocks = min(blocks, int(knobs["ELU6_BLOCKS_PER_SM"]) * sm_count)
     unroll = (1 if knobs.get("ELU_GRID_UNROLL") == "1" else 2) if grid_stride else 1
     return Launch(name, threads, vectors, access, blocks, sm_count, accesses, grid_stride, order, unroll)
 
@@ -148,16 +107,14 @@ def persistent_runs(lau: Launch) -> tuple[np.ndarray, np.ndarray]:
     return begin, np.minimum(begin + per, lau.tiles)
 
 
-def thread_accesses(lau: Launch, block: int = 0, first: int = 0, count: int = WARP, passes: int = 1) -> np.ndarray:
-    """Byte offsets of what threads ``first`` to ``first + count`` of a block read: one row per thread, one
-    column per access (a one-shot thread's vectors, or a grid-stride thread's first ``passes`` passes)."""
-    thread = first + np.arange(count, dtype=np.int64)[:, None]
+def thread_accesses(lau: Launch, count: int = WARP, passes: int = 1) -> np.ndarray:
+    """Byte offsets of what threads 0 to ``count`` of block 0 read: one row per thread, one column per access (a
+    one-shot thread's vectors, or a grid-stride thread's first ``passes`` passes)."""
+    thread = np.arange(count, dtype=np.int64)[:, None]
     if lau.grid_stride:
-        index = block * lau.threads + thread + np.arange(passes)[None, :] * (lau.blocks * lau.threads)
-    else:
-        tile = tile_of(lau.order, block, lau.tiles)
-        index = tile * lau.tile + thread + np.arange(lau.vectors)[None, :] * lau.threads
-    return index * lau.access_bytes
+        return (thread + np.arange(passes)[None, :] * (lau.blocks * lau.threads)) * lau.access_bytes
+    tile = tile_of(lau.order, 0, lau.tiles)
+    return (tile * lau.tile + thread + np.arange(lau.vectors)[None, :] * lau.threads) * lau.access_bytes
 
 
 def lines_per_instruction(lau: Launch) -> int:
@@ -174,16 +131,14 @@ def wave_sizes(lau: Launch) -> list[int]:
 def block_pass_map(lau: Launch) -> np.ndarray:
     """Grid-stride: passes x blocks, each cell the wave (1, 2, ...) in which that block runs that pass; NaN where
     the last pass leaves a block without work."""
-    rows = math.ceil(lau.passes)
     blocks = np.arange(lau.blocks)
-    wave = (blocks // lau.wave_blocks + 1).astype(float)
-    start = np.arange(rows)[:, None] * (lau.blocks * lau.threads) + blocks[None, :] * lau.threads
-    return np.where(start < lau.accesses, wave[None, :], np.nan)
+    start = np.arange(math.ceil(lau.passes))[:, None] * (lau.blocks * lau.threads) + blocks[None, :] * lau.threads
+    return np.where(start < lau.accesses, (blocks // lau.wave_blocks + 1).astype(float)[None, :], np.nan)
 
 
 def schedule(lau: Launch, samples: int = 4000) -> tuple[np.ndarray, np.ndarray]:
-    """One-shot launches: (tile, launch round) of a sample of blocks, where a block's round is its place in
-    launch order in units of one wave (a model: blocks start in order, each taking the same time)."""
+    """One-shot launches: (tile, launch round) of a sample of blocks, a round being a block's place in launch order
+    in waves (a model: blocks start in order, each taking the same time)."""
     block = np.unique(np.linspace(0, lau.blocks - 1, samples).astype(np.int64))
     return tile_of(lau.order, block, lau.tiles), block / lau.wave_blocks
 

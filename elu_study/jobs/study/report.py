@@ -1,5 +1,5 @@
-"""The main study's report, regenerated from its record with no GPU: the table, its caption, the
-figures under results/ and the README's results block."""
+"""The main study's report, regenerated from its record with no GPU: the table, its caption, the figures under
+results/ and the README's results block (``templates/study/readme.md.j2``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from elu_study.core import record
+from elu_study.core import record, text
 from elu_study.core.check import ATOL
-from elu_study.core.entries import DTYPES16, PEERS, STEPS, grid_stride_blocks, group, is_backward
-from elu_study.core.tables import markdown
+from elu_study.core.entries import DTYPES16, PEERS, STEPS, grid_stride_blocks, group
 from elu_study.jobs.study import figures as plots
 
 ZOOM = ("copy_", "copy_kernel", "F.elu", "torch.compile(F.elu)", "F.elu_", *(e.name for e in STEPS),
@@ -23,71 +22,41 @@ KINDS_SHOWN = ("step", "baseline", "peer")  # the README table's rows
 FRONT_FIGURE = "xcopy"  # the figure the README's first screen shows (jobs/report/front.py)
 
 
-def frame(rec: dict, kinds=("step", "baseline", "peer")) -> pd.DataFrame:
+def frame(rec: dict, kinds=KINDS_SHOWN) -> pd.DataFrame:
     """One line per entry: time, bandwidth, share of the datasheet peak, ratio to copy_, verdict."""
-    rows = [r for r in rec["rows"] if r["kind"] in kinds]
-    df = pd.DataFrame(
-        {
-            "entry": [r["name"] for r in rows],
-            "what": [r["what"] for r in rows],
-            "ms": [r["timing"]["median_ms"] for r in rows],
-            "TB/s": [r["tbps"] for r in rows],
-            "% of peak": [r["pct_of_peak"] for r in rows],
-            "x copy_": [r["x_copy"] for r in rows],
-            "p90/median": [r["timing"]["p90_ms"] / r["timing"]["median_ms"] for r in rows],
-            "correct": [("yes" if r["check"]["passed"] else "NO") if r["check"] else "n/a" for r in rows],
-            "max abs err vs fp64": [r["check"]["max_abs_err_vs_fp64"] if r["check"] else None for r in rows],
-        }
-    )
-    return df.set_index("entry")
+    return pd.DataFrame([{
+        "entry": r["name"], "what": r["what"], "ms": r["timing"]["median_ms"], "TB/s": r["tbps"],
+        "% of peak": r["pct_of_peak"], "x copy_": r["x_copy"],
+        "p90/median": r["timing"]["p90_ms"] / r["timing"]["median_ms"],
+        "correct": ("yes" if r["check"]["passed"] else "NO") if r["check"] else "n/a",
+        "max abs err vs fp64": r["check"]["max_abs_err_vs_fp64"] if r["check"] else None,
+    } for r in rec["rows"] if r["kind"] in kinds]).set_index("entry")
 
 
 def own_roof_rows(rec: dict) -> list[dict]:
-    """The rows timed against a roof of their own (a 16-bit dtype's copy_, or a backward's torch.add), the roofs
-    themselves left out; none in a record made before the main study held them."""
+    """The rows timed against a roof of their own (a 16-bit dtype's copy_, a backward's torch.add), but the roofs."""
     return [r for r in rec["rows"] if r.get("roof") not in (None, "copy_") and r["name"] != r["roof"]]
 
 
-REFERENCES = {"F.elu": "the reference", "aten.elu_backward": "the reference"}
-
-
-def exactness(r: dict) -> str:
-    """A row's check in a few words: mismatching outputs over every input and alpha (16-bit), or the float32
-    backward's against aten's; blank where the row is a reference or a roof."""
-    if r.get("exhaustive"):
-        c = r["exhaustive"]
-        grads = f" x {c['grads']} grads" if c.get("grads") else ""
-        return f"{c['mismatches']:,} of {c['inputs']:,} inputs x {c['alphas']} alphas{grads}"
-    if r.get("check") and "bit_mismatches" in r["check"]:
-        c = r["check"]
-        return f"{'within' if c['passed'] else 'NOT within'} {ATOL:g} of aten; {c['bit_mismatches']:,} bits differ"
-    return REFERENCES.get(r["name"].split()[0], "not checked")
-
-
 def roofs_frame(rec: dict) -> pd.DataFrame:
-    """Every row with a roof of its own, by dtype and direction, fastest first: time over that roof, its
-    spread, and its check (mismatches over the exhaustive check's inputs and alphas)."""
-    rows = own_roof_rows(rec)
-    df = pd.DataFrame({
-        "entry": [r["name"] for r in rows],
-        "dtype": [r["mode"] or "float32" for r in rows],
-        "roof": [r["roof"] for r in rows],
-        "x own roof": [r["x_roof"] for r in rows],
-        "p90/median": [r["timing"]["p90_ms"] / r["timing"]["median_ms"] for r in rows],
-        "mismatches": [exactness(r) for r in rows],
-    })
+    """Every row with a roof of its own, by dtype and direction, fastest first: time over it, spread, check."""
     order = {d: i for i, d in enumerate(("float32", *DTYPES16))}
-    df["_order"] = [order[d] * 2 + is_backward(n) for d, n in zip(df["dtype"], df["entry"])]
+    df = pd.DataFrame([{
+        "entry": r["name"], "dtype": r["dtype"], "roof": r["roof"], "x own roof": r["x_roof"],
+        "p90/median": r["timing"]["p90_ms"] / r["timing"]["median_ms"],
+        "mismatches": text.render("study/exactness.md.j2", r=r, atol=ATOL,
+                                  reference=r["name"].split()[0] in ("F.elu", "aten.elu_backward")),
+        "_order": order[r["dtype"]] * 2 + (r["direction"] == "backward"),
+    } for r in own_roof_rows(rec)])
     return df.sort_values(["_order", "x own roof"], kind="stable").drop(columns="_order").set_index("entry")
 
 
 def roof_panels(rec: dict) -> dict[str, list[str]]:
     """The roofs figure's panels: each dtype's forward (over its copy_) and backward (over its torch.add)."""
     panels: dict[str, list[str]] = {}
-    for r in sorted(own_roof_rows(rec), key=lambda r: (r["mode"] in DTYPES16, r["mode"])):
-        dtype = r["mode"] or "float32"
-        key = f"{dtype} {'backward, over torch.add' if is_backward(r['name']) else 'forward, over copy_'}"
-        panels.setdefault(key, []).append(r["name"])
+    for r in sorted(own_roof_rows(rec), key=lambda r: (r["dtype"] in DTYPES16, r["dtype"])):
+        over = "backward, over torch.add" if r["direction"] == "backward" else "forward, over copy_"
+        panels.setdefault(f"{r['dtype']} {over}", []).append(r["name"])
     return panels
 
 
@@ -97,104 +66,61 @@ def readme_frame(rec: dict) -> pd.DataFrame:
 
 
 def caption(rec: dict) -> str:
-    """Where, with what and how the record was measured, in three short sentences."""
-    p = rec["provenance"]
-    floor = (f"datasheet floor {rec['floor_ms']:.2f} ms ({rec['peak_source']})" if rec["floor_ms"]
-             else "no datasheet figure for this GPU")
-    if rec.get("stream_floor_ms"):
-        floor += f"; measured stream floor {rec['stream_floor_ms']:.2f} ms (read_only + write_only)"
-    method = rec.get("method", {})
-    rounds = f" in {method['rounds']} interleaved rounds" if method.get("rounds") else ""
-    runs = sorted({r["timing"]["runs"] for r in rec["rows"]})
-    runs_text = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
-    return (
-        f"{p['gpu']} ({p['sm_count']} SMs), driver {p['driver']}, CUDA {p['cuda_runtime']}, torch {p['torch']}, "
-        f"nvcc {p['nvcc']}, {p['date_utc'][:10]}. Shape {tuple(rec['problem']['shape'])} float32; {floor}. "
-        f"Median of {runs_text} CUDA-event-timed runs per entry{rounds}."
-    )
+    """Where, with what and how the record was measured."""
+    return text.render("study/caption.md.j2", rec=rec, shape=tuple(rec["problem"]["shape"]),
+                       runs=sorted({r["timing"]["runs"] for r in rec["rows"]}))
 
 
-def present(rec: dict, names) -> list[str]:
-    """The names a record holds (a record made before an entry existed lacks its row)."""
-    held = {r["name"] for r in rec["rows"]}
-    return [n for n in names if n in held]
+def checked_line(rec: dict) -> str:
+    """Whether every checked entry passed its check (naming any that did not), and the 16-bit exhaustive checks."""
+    checked = [r for r in rec["rows"] if r["kind"] in KINDS_SHOWN and r["check"]]
+    return text.render("study/checked.md.j2", checked=len(checked),
+                       failed=[r["name"] for r in checked if not r["check"]["passed"]],
+                       exhaustive={r["name"]: r["exhaustive"] for r in rec["rows"] if r.get("exhaustive")})
 
 
-def by_speed(rec: dict, names) -> list[str]:
-    """The names, fastest first (by x copy_)."""
-    return sorted(names, key=lambda n: record.row(rec, n)["x_copy"])
-
-
-def wave_blocks(rec: dict) -> dict[str, int]:
-    """Grid size of every grid-stride entry at the record's size, on the record's GPU."""
-    sms, numel = rec["provenance"]["sm_count"], rec["problem"]["numel"]
-    return {n: grid_stride_blocks(n, sms, numel) for n in (*WAVE_SWEEP, "3_grid_stride")}
+def figure_names(rec: dict, counters: dict | None) -> list[str]:
+    """The figures ``figures`` draws; "times" is saved as results/<gpu>.png, the others as <gpu>-<name>.png."""
+    return ["times", "xcopy", "distributions", "waves", "ablations", *(["roofs"] if own_roof_rows(rec) else []),
+            *(["counters"] if counters else [])]
 
 
 def figures(rec: dict, counters: dict | None, only: str | None = None) -> dict[str, object]:
     """name -> matplotlib figure, for every figure the README and notebooks show (or just ``only``)."""
+    gpu, x = rec["provenance"]["gpu"], {r["name"]: r["x_copy"] for r in rec["rows"]}
+    blocks = {n: grid_stride_blocks(n, rec["provenance"]["sm_count"], rec["problem"]["numel"])
+              for n in (*WAVE_SWEEP, "3_grid_stride")}
     makers = {
         "times": lambda: plots.times_figure(rec),
-        "xcopy": lambda: plots.xcopy_figure(rec, names=by_speed(rec, present(rec, ZOOM)),
-                                            title=f"Against the roof, fastest first: {rec['provenance']['gpu']}"),
-        "distributions": lambda: plots.distribution_figure(rec, names=present(rec, ZOOM)),
-        "waves": lambda: plots.wave_sweep_figure(rec, list(WAVE_SWEEP), wave_blocks(rec)),
-        "ablations": lambda: plots.xcopy_figure(rec, names=list(STEP5_ABLATIONS), kinds=None,
-                                                title="Step 5's changes, one at a time, from step 2"),
+        "xcopy": lambda: plots.xcopy_figure(rec, names=sorted((n for n in ZOOM if n in x), key=x.get),
+                                            title=plots.label("fastest", gpu=gpu)),
+        "distributions": lambda: plots.distribution_figure(rec, names=[n for n in ZOOM if n in x]),
+        "waves": lambda: plots.wave_sweep_figure(rec, list(WAVE_SWEEP), blocks),
+        "ablations": lambda: plots.xcopy_figure(rec, names=list(STEP5_ABLATIONS),
+                                                title=plots.label("ablations")),
+        "roofs": lambda: plots.roofs_figure(rec, roof_panels(rec)),
+        "counters": lambda: plots.counters_figure(counters, [r["name"] for r in counters["rows"]]),
     }
-    if own_roof_rows(rec):
-        makers["roofs"] = lambda: plots.roofs_figure(rec, roof_panels(rec))
-    if counters:
-        makers["counters"] = lambda: plots.counters_figure(counters, [r["name"] for r in counters["rows"]])
-    if only is not None:
-        if only not in makers:
-            raise KeyError(f"no figure {only!r}; figures: {', '.join(makers)}")
-        makers = {only: makers[only]}
-    return {name: make() for name, make in makers.items()}
+    return {name: makers[name]() for name in ([only] if only else figure_names(rec, counters))}
 
 
-def figure_names(rec: dict, counters: dict | None) -> list[str]:
-    """The figures ``figures`` draws, by the name each is saved under (results/<gpu>[-<name>].png)."""
-    return ["", "xcopy", "distributions", "waves", "ablations", *(["roofs"] if own_roof_rows(rec) else []),
-            *(["counters"] if counters else [])]
-
-
-def checked_line(rec: dict) -> str:
-    """Whether every checked entry passed its check, naming any that did not."""
-    checked = [r for r in rec["rows"] if r["kind"] in KINDS_SHOWN and r["check"]]
-    failed = [r["name"] for r in checked if not r["check"]["passed"]]
-    if failed:
-        return f"Correctness checks FAILED for {', '.join(f'`{n}`' for n in failed)}."
-    return f"All {len(checked)} entries that compute ELU pass their check against float64." + exhaustive_line(rec)
-
-
-def exhaustive_line(rec: dict) -> str:
-    """The 16-bit rows' exhaustive checks in one sentence: how many, over what, and who mismatched."""
-    rows = [r for r in rec["rows"] if r.get("exhaustive")]
-    if not rows:
-        return ""
-    c = rows[0]["exhaustive"]
-    bad = [f"`{r['name']}` ({r['exhaustive']['mismatches']:,})" for r in rows if r["exhaustive"]["mismatches"]]
-    return (f" At 16 bits, {len(rows)} rows ran on all {c['inputs']:,} inputs at {c['alphas']} alphas, bit for bit against "
-            f"PyTorch: {'mismatches only in ' + ', '.join(bad) if bad else 'no mismatch'}.")
+def saved_as(gpu: str, name: str) -> Path:
+    return record.figure_path(gpu, "" if name == "times" else name)
 
 
 def readme_block(rec: dict, counters: dict | None, figure_paths: list[Path] | None = None) -> str:
-    """The README's results block: the table (fastest first), its caption and checks, and the figures."""
+    """The README's results block: the table, its caption and checks, the figures (but the first screen's)."""
     gpu = rec["provenance"]["gpu"]
-    paths = figure_paths or [record.figure_path(gpu, name) for name in figure_names(rec, counters)]
-    front = record.figure_path(gpu, FRONT_FIGURE)  # shown on the first screen already
-    lines = [markdown(readme_frame(rec)), "", caption(rec), checked_line(rec), "",
-             "The findings are on the first screen; [06_summary](notebooks/06_summary.ipynb) gives each in full.", "",
-             *(f"![{p.stem}]({record.readme_link(p)})" for p in paths if Path(p).name != front.name)]
-    return "\n".join(lines)
+    paths = figure_paths or [saved_as(gpu, n) for n in figure_names(rec, counters)]
+    return text.render("study/readme.md.j2", table=text.table(readme_frame(rec), padded=True), caption=caption(rec),
+                       checked=checked_line(rec), figures=[(Path(p).stem, record.readme_link(p)) for p in paths
+                                                           if Path(p).name != saved_as(gpu, FRONT_FIGURE).name])
 
 
 def write_report(gpu: str, readme: bool = True) -> list[Path]:
     """Save every figure of a GPU's study record under results/ and, with ``readme``, the README block."""
-    rec = record.load(gpu)
-    counters = record.load(gpu, "ncu", required=False)
-    paths = [record.save_figure(fig, record.figure_path(rec["provenance"]["gpu"], "" if name == "times" else name))
+    rec, counters = record.load(gpu), record.load(gpu, "ncu", required=False)
+    paths = [record.save_figure(fig, saved_as(rec["provenance"]["gpu"], name))
              for name, fig in figures(rec, counters).items()]
     if readme:
         paths.append(record.write_block(README_BLOCK, readme_block(rec, counters, paths)))

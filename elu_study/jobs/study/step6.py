@@ -1,36 +1,22 @@
-"""Notebook 08's prose and tables that read step 6's record (results/<gpu>-beyond.json) and nothing else:
-which attempts beat the defaults, the 16-bit prediction's premise against the counters, the attempts' launches.
-The beyond job's own text (its README block, verdicts and findings) stays in ``jobs/beyond``; this module only
-reads the record, as a job reads another job's data.
-"""
+"""Notebook 08's prose and tables from step 6's record (results/<gpu>-beyond.json) alone: which attempts beat the
+defaults, the 16-bit prediction's premise against the counters, the attempts' launches, round 2. The words are in
+``templates/study/step6/``; the beyond job's own text stays in ``jobs/beyond``."""
 
 from __future__ import annotations
 
-
 import pandas as pd
 
-from elu_study.core.tables import compact
-from elu_study.core.record import noise, row
-from elu_study.core.tables import markdown
+from elu_study.core import text
 from elu_study.core.entries import STEP6_DEFAULT
 from elu_study.core.ncu import counter_rows, issue_pct
+from elu_study.core.record import noise, row
 from elu_study.jobs.study.predictions import verdict
-
 
 def one_change(record: dict, name: str) -> str:
     """The flag by which an attempt differs from its base (``6_base``), as recorded with the run."""
     r = row(record, name)
     base = set(row(record, r["base"])["flags"]) if r.get("base") else set()
     return " ".join(f for f in r["flags"] if f not in base)
-
-
-def faster_than_step6(record: dict) -> list[dict]:
-    """The one-change attempts (from 6_base, or round 2's from the new default) faster than step 6's defaults by
-    more than the round-to-round noise, fastest first."""
-    bases = ("6_base", STEP6_DEFAULT)
-    return sorted((r for r in record["rows"] if r["kind"] == "attempt" and r.get("base") in bases and not r["mode"]
-                   and against_step6(record, r["name"]) == "faster"),
-                  key=lambda r: r["x_copy"])
 
 
 def against_step6(record: dict, name: str) -> str:
@@ -40,33 +26,24 @@ def against_step6(record: dict, name: str) -> str:
     return "faster" if margin > z else "slower" if -margin > z else "within noise"
 
 
+def faster_than_step6(record: dict) -> list[dict]:
+    """The one-change attempts (from 6_base, or round 2's from the new default) faster than step 6's defaults by
+    more than the round-to-round noise, fastest first."""
+    return sorted((r for r in record["rows"] if r["kind"] == "attempt" and r.get("base") in ("6_base", STEP6_DEFAULT)
+                   and not r["mode"] and against_step6(record, r["name"]) == "faster"), key=lambda r: r["x_copy"])
+
+
 def beat_defaults(record: dict) -> str:
     """Which attempts beat step 6's defaults, each with the one flag that makes it, and why they stay attempts."""
-    step6, faster = row(record, "6_beyond_copy"), faster_than_step6(record)
-    if not faster:
-        return "No attempt beat step 6's defaults by more than the round-to-round noise."
-    listed = ", ".join(f"`{r['name']}` ({r['x_copy']:.3f}x, `{one_change(record, r['name'])}`)" for r in faster)
-    confirmed = record.get("confirmation", {}).get("names", [])
-    evidence = (f", with the fresh-process runs of {', '.join(f'`{n}`' for n in confirmed)} below as evidence"
-                if confirmed else "")
-    return (f"Step 6's defaults ({step6['x_copy']:.3f}x) were fixed before this run. {len(faster)} "
-            f"attempt{'s' * (len(faster) > 1)} beat them by more than the noise: {listed}.\n\n"
-            f"Each is one flag away: `compile_variant(\"6_beyond_copy\", extra_cuda_cflags=[flag])`. Making one the "
-            f"default needs a new run of the main study, so that its table and the code agree. That is left for the "
-            f"next record{evidence}.")
-
-
+    faster = [{**r, "change": one_change(record, r["name"])} for r in faster_than_step6(record)]
+    return text.render("study/step6/beat_defaults.md.j2", faster=faster, step6=row(record, "6_beyond_copy")["x_copy"],
+                   confirmed=record.get("confirmation", {}).get("names", []))
 
 
 def issue_premise(record: dict) -> str:
-    """The 16-bit prediction's premise ("expm1f already costs a third of the issue slots at float32"), against
-    the counters."""
-    with_expm1f, with_expf = issue_pct(record, "6_expm1f"), issue_pct(record, "6_beyond_copy")
-    if with_expm1f is None or with_expf is None:
-        return "No counters were recorded to check the premise."
-    return (f"**The premise, against the counters** (ncu, below): at float32, issuing `6_expm1f`'s instructions takes "
-            f"{with_expm1f:.0f} % of its run time (the prediction assumed a third), against {with_expf:.0f} % for "
-            f"`6_beyond_copy` (`expf - 1`): `expm1f` adds {with_expm1f - with_expf:.0f} points.")
+    """The 16-bit prediction's premise ("expm1f already costs a third of the issue slots"), against the counters."""
+    return text.render("study/step6/issue_premise.md.j2", expm1f=issue_pct(record, "6_expm1f"),
+                       expf=issue_pct(record, "6_beyond_copy"))
 
 
 def grid_lines(launches) -> str:
@@ -74,14 +51,7 @@ def grid_lines(launches) -> str:
     grids: dict = {}
     for lau in launches:
         grids.setdefault((lau.blocks, lau.threads, lau.order == 3), []).append(lau)
-    lines = []
-    for same in grids.values():
-        lau = same[0]
-        shape = (f"{lau.passes:.1f} tiles each, all resident at once ({lau.blocks / lau.wave_blocks:.0%} of the "
-                 f"{lau.wave_blocks:,} block slots)" if lau.order == 3 else
-                 f"one tile each, {lau.waves:.1f} waves of {lau.wave_blocks:,}")
-        lines.append(f"- {', '.join(f'`{x.name}`' for x in same)}: {lau.blocks:,} blocks of {lau.threads} threads, {shape}")
-    return "\n".join(lines)
+    return text.render("study/step6/grid_lines.md.j2", grids=list(grids.values()))
 
 
 def sixteen_bit_frame(record: dict, names) -> pd.DataFrame:
@@ -92,17 +62,13 @@ def sixteen_bit_frame(record: dict, names) -> pd.DataFrame:
                           "issue % of run (ncu)": issue_pct(record, n)} for n in names]).set_index("entry")
 
 
-
-
 def graded(record: dict, name: str, bounds: tuple[float, float]) -> str:
-    """HELD inside the range; HELD (within noise) outside it by no more than the entry's round-to-round noise
-    against copy_'s (core.record.noise); else MISSED, faster or slower."""
+    """HELD inside the range, HELD (within noise) outside it by no more than the entry's noise against copy_'s,
+    else MISSED, faster or slower."""
     x, (lo, hi) = row(record, name)["x_copy"], bounds
     if lo <= x <= hi:
         return "HELD"
-    if max(lo - x, x - hi) <= noise(record, name, "copy_"):
-        return "HELD (within noise)"
-    return verdict(x, bounds)
+    return "HELD (within noise)" if max(lo - x, x - hi) <= noise(record, name, "copy_") else verdict(x, bounds)
 
 
 def grade_table(record: dict, predictions) -> str:
@@ -112,10 +78,7 @@ def grade_table(record: dict, predictions) -> str:
              "noise": f"{100 * noise(record, name, 'copy_'):.2f} %", "verdict": graded(record, name, (lo, hi)),
              **({"written": f"[{notes.index(w) + 1}]"} if len(notes) > 1 else {})}
             for name, (lo, hi), w in predictions]
-    written = "; ".join(f"[{i + 1}] {n}" for i, n in enumerate(notes)) if len(notes) > 1 else notes[0]
-    return (compact(markdown(pd.DataFrame(rows).set_index("entry"))) + f"\n\nWritten {written}. Measured: the median of the "
-            "run in the Data source line. Noise: the entry's round-to-round noise against `copy_`'s time. A median "
-            "outside the range by no more than that noise is HELD (within noise).")
+    return text.render("study/step6/grade_table.md.j2", table=text.table(pd.DataFrame(rows).set_index("entry")), notes=notes)
 
 
 # Round 2 (notebook 08): one change each from the new default, predicted before the run that recorded them.
@@ -135,11 +98,9 @@ def round2_names(record: dict) -> list[str]:
 
 
 def round2_table(record: dict) -> str:
-    """Round 2's builds beside the default they change, fastest first: x copy_, its noise, whether it beats the
-    default by more than the noise, and the DRAM counters that say how hard each drove the memory."""
-    counters = counter_rows(record)
-    rows = []
-    for name in round2_names(record):  # compared with step 6 itself (STEP6_DEFAULT's knobs), as beat_defaults does
+    """Round 2's builds, fastest first: x copy_, its noise, against step 6 itself (as beat_defaults), DRAM counters."""
+    counters, rows = counter_rows(record), []
+    for name in round2_names(record):
         r, c = row(record, name), counters.get(name, {})
         change = {"6_beyond_copy": "(step 6)", STEP6_DEFAULT: "(step 6's knobs, as flags)"}.get(name)
         rows.append({"entry": name, "change": change or one_change(record, name),
@@ -147,15 +108,12 @@ def round2_table(record: dict) -> str:
                      "vs step 6": "" if name == "6_beyond_copy" else against_step6(record, name),
                      "DRAM % peak": c.get("dram_pct_of_peak"), "read-active %": c.get("dram_active_read_pct"),
                      "write-active %": c.get("dram_active_write_pct")})
-    df = pd.DataFrame(rows).sort_values("x copy_").set_index("entry")
-    return compact(markdown(df, {"x copy_": "{:.4f}", "noise %": "{:.2f}"}))
+    return text.table(pd.DataFrame(rows).sort_values("x copy_").set_index("entry"),
+                      {"x copy_": "{:.4f}", "noise %": "{:.2f}"})
 
 
 def round2_verdict(record: dict) -> str:
     """Whether any build reached the aim (0.97x copy_) in this run, and how far the fastest stayed from it."""
     best = min((row(record, n) for n in round2_names(record)), key=lambda r: r["x_copy"])
-    floor = record["stream_floor_ms"] / record["roof_ms"]
-    reached = best["x_copy"] <= AIM_0_97
-    return (f"Fastest of round 2 and step 6: `{best['name']}` at {best['x_copy']:.3f}x `copy_`. The further aim "
-            f"({AIM_0_97:.2f}x) is {'reached' if reached else 'not reached'} in this run; the measured two-stream "
-            f"floor is {floor:.3f}x.")
+    return text.render("study/step6/round2_verdict.md.j2", best=best, aim=AIM_0_97,
+                       floor=record["stream_floor_ms"] / record["roof_ms"])
