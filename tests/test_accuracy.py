@@ -1,6 +1,8 @@
-"""The exhaustive accuracy study: its arithmetic (ulps, bins, binades, the reference) on the CPU,
-its pipeline with CPU stand-ins for the kernels, the committed record, and the kernels on a GPU."""
+"""The exhaustive accuracy study: its arithmetic (ulps, bins, the reference) on the CPU, its pipeline with CPU
+stand-ins for the kernels, what notebook 07 prints from the committed record (each number computed here again from
+the record, and each cell seen to change when the record does), and the kernels on a GPU."""
 
+import copy
 import json
 import math
 
@@ -9,10 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from elu_study.core import record
-from elu_study.core.tables import markdown
-from elu_study.jobs import accuracy
-from elu_study.jobs.accuracy import analysis, definitions, figures, measure, notebook, reference
+from elu_study.core import record, text
+from elu_study.jobs.accuracy import analysis, definitions, figures, measure, reference
+from elu_study.jobs.accuracy.notebook import MEASURES, cell
 
 INF = math.inf
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
@@ -69,16 +70,13 @@ def test_histogram_bins():
     labels = [definitions.HIST_LABELS[i] for i in reference.histogram_bins(err, nan_mismatch).tolist()]
     assert labels == ["0", "(0, 0.5]", "(0, 0.5]", "(0.5, 1]", "(0.5, 1]", "(1, 2]", "(1, 2]", "(2, 4]",
                       "(2^30, 2^31]", "> 2^31 or inf", "> 2^31 or inf", "NaN vs number"]
-    assert len(definitions.HIST_LABELS) == definitions.N_BINS == len(definitions.HIST_EDGES) + 2
 
 
-def test_binades_and_classes():
+def test_classes():
     x = reference.from_bits([0x3F800000, 0xBF800000, 0x00000001, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000,
                              0xFFC00000, 0x00000000, 0x807FFFFF, 0x00800000])
-    assert reference.exponent_field(x).tolist() == [127, 127, 0, 0, 255, 255, 255, 255, 0, 0, 1]
     assert [definitions.CLASSES[c] for c in reference.classify(x).tolist()] == [
         "+normal", "-normal", "+denormal", "-0.0", "+inf", "-inf", "NaN", "NaN", "+0.0", "-denormal", "+normal"]
-    assert reference.binade_low(127) == 1.0 and reference.binade_low(1) == 2.0**-126 and reference.binade_low(0) == 0.0
 
 
 def test_patterns_enumerate_bit_patterns_in_int32_order():
@@ -172,7 +170,7 @@ def test_pipeline_counts_every_input_once(cpu_record):
     for alpha in ("1.0", "1.5"):
         run = cpu_record["runs"][alpha]
         assert run["same_as"] == {"2_float4": {"as": "1_naive", "n_differ": 0}}
-        for name, s in run["formulas"].items():
+        for s in run["formulas"].values():
             assert s["n"] == n and sum(s["histogram"]["negative"]) == n and sum(s["histogram"]["positive"]) == 0
             assert sum(c["n"] for label, c in s["classes"].items() if label != definitions.DENORMAL_OUTPUT) == n
             assert len(s["binades_negative"]["max_ulp"]) == 256
@@ -197,108 +195,217 @@ def test_signed_zero_is_counted_apart_from_the_error(cpu_record):
     assert cpu_record["runs"]["1.0"]["formulas"]["F.elu"]["classes"]["-0.0"]["minus_zero_out"] == 1
 
 
-def test_report_builds_every_table_and_figure(cpu_record):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    for alpha in analysis.alphas(cpu_record):
-        for table in (analysis.summary_table, analysis.histogram_table, analysis.classes_table,
-                      analysis.specials_table, analysis.bounds_table):
-            assert len(markdown(table(cpu_record, alpha))) > 0
-    assert "alpha = 1.5" in markdown(analysis.reference_table(cpu_record))
-    assert "F.elu" in analysis.conclusions(cpu_record) and analysis.same_as_lines(cpu_record)
-    for fig in (figures.binade_figure(cpu_record), figures.histogram_figure(cpu_record)):
-        assert len(fig.axes) == 2
+def test_record_json_is_strict(cpu_record):
+    json.loads(record.dumps(cpu_record), parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
 
 
-def test_notebook_views_trim_the_tables(cpu_record):
-    over = notebook.overview(cpu_record)
-    assert list(over.index) == ["1_naive", "F.elu"] and "1.678e+07" not in over.loc["F.elu"].iloc[0]
-    ends, left_out = notebook.histogram_ends(cpu_record, "1.0", head=1, tail=1)
-    assert len(ends) == 2 and left_out == len(analysis.histogram_table(cpu_record, "1.0")) - 2
-    table, alike = notebook.classes_where_they_differ(cpu_record, "1.0")
-    assert "-denormal" in " ".join(table.index) and "+0.0 for 100 %" in table["1_naive"].iloc[0]
-    wrong = notebook.specials_where_wrong(cpu_record, "1.0")
-    assert "-0.0" in wrong.index and all(any(str(v).endswith("*") for v in row) for _, row in wrong.iterrows())
-    assert "correctly rounded = F.elu" in wrong.columns  # columns that agree on every row are shown once
-    assert list(notebook.bounds_both(cpu_record).index) == ["1_naive", "F.elu"]
-    assert notebook.same_as_line(cpu_record).startswith("`2_float4` is bit-identical to `1_naive`")
-    said = notebook.formulas_sentence(cpu_record)
-    assert "holds 2 formulas" in said and "`cub_transform`" in said and "`triton`" in said
-    assert "`2_float4`" not in notebook.not_in_record(cpu_record)
+def test_run_summary_prints_the_run(cpu_record):
+    """What ``main`` prints after a run: one line per formula and alpha, then steps 2-3 and the reference."""
+    lines = text.render("accuracy/run.md.j2", rec=cpu_record, path=record.record_path("cpu", "accuracy")).splitlines()
+    felu = cpu_record["runs"]["1.5"]["formulas"]["F.elu"]
+    line = next(s for s in lines if s.startswith("alpha  1.5 F.elu "))
+    assert f"max {felu['max_ulp']['negative']['ulp']:.4g} ulp" in line
+    assert f"correctly rounded: {100 * felu['correctly_rounded'] / felu['n']:.4f}%" in line
+    assert "alpha  1.0 2_float4 differs from 1_naive on 0 inputs" in lines
+    assert lines[-1].startswith(f"{definitions.BINADE} inputs x 2 alphas")
+    no_gpu = text.render("accuracy/run.md.j2", rec=None, path=record.record_path(record.REFERENCE_GPU, "accuracy"))
+    assert "needs a CUDA GPU" in no_gpu and f"{record.REFERENCE_GPU}-accuracy.json" in no_gpu
 
 
 def test_merge_identical_joins_equal_columns():
     import pandas as pd
 
     df = pd.DataFrame({"a": [1, 2], "b": [1, 2], "c": [1, 3]})
-    assert list(notebook.merge_identical(df).columns) == ["a = b", "c"]
-
-
-def test_record_json_is_strict_and_compact(cpu_record):
-    text = record.dumps(cpu_record)
-    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
-    assert "[0, 0," in text  # lists of numbers on one line
+    assert list(analysis.merge_identical(df).columns) == ["a = b", "c"]
 
 
 def test_pct_never_rounds_to_all_or_nothing():
-    assert analysis.pct(5, 5) == "100 %" and analysis.pct(0, 5) == "0 %"
-    assert analysis.pct(2**32 - 1, 2**32) != "100 %" and analysis.pct(1, 2**32) != "0.0 %"
+    assert analysis.pct(5, 5) == "100 %" and analysis.pct(0, 5) == "0 %" and analysis.pct(1, 3) == "33.3 %"
+    assert analysis.pct(2**32 - 1, 2**32) == "99.99999998 %" and analysis.pct(1, 2**32) == "0.00000002 %"
 
 
-# -- the committed record -----------------------------------------------------------------------
+# -- the committed record, as notebook 07 prints it ------------------------------------------------
 @pytest.fixture(scope="module")
 def committed():
     path = record.record_path(record.REFERENCE_GPU, "accuracy")
     if not path.exists():
         pytest.skip(f"{path.name} is not committed yet (python -m elu_study accuracy writes it on the GPU)")
-    assert path.stat().st_size < 2**20, "the record should stay under 1 MB"
     return record.load(job="accuracy")  # checks the schema stamp
 
 
-def test_committed_record_covers_every_input(committed):
-    assert committed["schema"] == {"job": "accuracy", "version": record.VERSIONS["accuracy"]}
-    for key in ("gpu", "driver", "cuda_runtime", "torch", "nvcc", "date_utc", "commit"):
-        assert committed["provenance"][key], key
-    assert "H200" in committed["provenance"]["gpu"]
+@pytest.fixture
+def changed(committed):
+    """A deep copy of the committed record, to change in memory."""
+    return copy.deepcopy(committed)
+
+
+def row(shown: str, first: str, *more: str) -> list[str]:
+    """The cells of the pipe-table row whose first cells are ``first`` (and ``more``)."""
+    for line in shown.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if cells[:1 + len(more)] == [first, *more]:
+            return cells
+    raise AssertionError(f"no row {first!r} {more} in:\n{shown}")
+
+
+def formula(rec: dict, alpha: str, name: str) -> dict:
+    return rec["runs"][alpha]["formulas"][name]
+
+
+def test_committed_record_counts_every_input_once(committed):
     m = committed["method"]
-    assert m["every_input"] and m["n_inputs"] == 2**32 and 1.0 in m["alphas"]
-    assert m["histogram_labels"] == list(definitions.HIST_LABELS)
+    assert m["every_input"] and m["n_inputs"] == 2**32 and m["histogram_labels"] == list(definitions.HIST_LABELS)
+    assert {k: m[k] for k in definitions.METHOD} == definitions.METHOD  # the method's words are the code's
     for alpha in map(repr, m["alphas"]):
         run = committed["runs"][alpha]
         assert list(run["formulas"]) == [f.name for f in definitions.FORMULAS]
-        assert set(run["same_as"]) == set(definitions.SAME_AS)
         for s in run["formulas"].values():
-            assert s["n"] == 2**32
-            assert sum(s["histogram"]["negative"]) == sum(s["histogram"]["positive"]) == 2**31
+            assert sum(s["histogram"]["negative"]) == sum(s["histogram"]["positive"]) == 2**31 == s["n"] // 2
             assert s["tolerance"]["n_checked"] == 2**32 - 2**24  # every finite input
             assert sum(c["n"] for label, c in s["classes"].items() if label != definitions.DENORMAL_OUTPUT) == 2**32
-            assert s["classes"]["NaN"]["n"] == 2**24 - 2
-            assert len(s["binades_negative"]["max_ulp"]) == 256
         assert run["reference"]["unresolved"] == 0
-        assert len(committed["specials"]["outputs"][alpha]["F.elu"]) == len(definitions.SPECIAL_INPUTS)
 
 
-def test_predictions_are_graded_from_the_committed_record(committed):
-    """Notebook 07's predictions, each against the record's number (none typed): the issue-15 grades."""
-    df = notebook.graded(committed)
-    assert len(df) == len(notebook.PREDICTIONS)
-    for p, (_, row) in zip(notebook.PREDICTIONS, df.iterrows()):
-        v = p.measure(committed)
-        assert row["measured"] == p.show(v)
-        assert row["verdict"].startswith("HELD") == (p.bounds[0] <= v <= p.bounds[1]), p.quantity
-    first = df.iloc[0]
-    assert first["measured"] == analysis.ulps(committed["runs"]["1.0"]["formulas"]["5_streaming"]["max_ulp"]["negative"]["ulp"])
-    naive = committed["runs"]["1.0"]["formulas"]["1_naive"]["max_ulp"]["negative"]["ulp"]
-    cancels = df[(df.index == "1_naive") & (df["quantity"] == "max ulp, x < 0, alpha = 1")].iloc[0]
-    assert cancels["measured"].startswith(f"2^{math.log2(naive):.1f}") and cancels["verdict"] == "MISSED (above)"
-    assert notebook.not_in_record(committed) == [n for n in ("3_grid_stride_2_waves", "6_beyond_copy", "triton",
-                                                              "cub_transform") if n in notebook.ENTRIES]
+def test_intro_names_the_run_and_the_formulas(committed, changed):
+    shown = cell("intro", committed, measured_here=False)
+    p, m = committed["provenance"], committed["method"]
+    assert shown.startswith("Data source: ") and f"commit {p['commit']}: all 2^32 float32 inputs" in shown
+    assert f"in {m['seconds']} s (peak GPU memory {m['peak_gpu_memory_gib']} GiB)" in shown
+    assert row(shown, "4_fast_math")[2] == "__expf: 2 + floor(\\|1.173 x\\|) ulp"  # the | escaped in the table
+    assert f"The record holds {len(committed['formulas'])} formulas." in shown
+    missing = analysis.not_in_record(committed)
+    assert missing and "2_float4" not in missing and f"`{missing[-1]}`." in shown
+    changed["method"]["seconds"] = m["seconds"] * 1.5
+    assert f"in {m['seconds'] * 1.5} s" in cell("intro", changed, measured_here=False)
 
 
-def test_write_report_writes_nothing_and_reads_the_record(committed):
-    # No figure under results/ and no README block: notebook 07 draws from the record.
-    assert accuracy.write_report(record.REFERENCE_GPU) == []
+def test_predictions_are_graded_from_the_record(committed, changed):
+    shown = cell("predictions", committed)
+    assert len([s for s in shown.splitlines() if s.endswith(("HELD |", "above) |", "below) |"))]) == len(MEASURES)
+    v = formula(committed, "1.0", "1_naive")["max_ulp"]["negative"]["ulp"]
+    naive = row(shown, "1_naive", "max ulp, x < 0, alpha = 1")
+    assert naive[3:] == [f"2^{math.log2(v):.1f} ({v:.3e})", "MISSED (above)" if v > 2**23.5 else "HELD"]
+    gap = formula(committed, "1.5", "5_streaming")["max_ulp"]["negative"]["ulp"] - formula(
+        committed, "1.0", "5_streaming")["max_ulp"]["negative"]["ulp"]
+    assert row(shown, "5_streaming", "max ulp at alpha = 1.5 minus at 1")[3] == f"{gap:.4g}"
+    ties = committed["runs"]["1.5"]["reference"]["ties_corrected"]
+    assert row(shown, "reference", "float64-then-round wrong, alpha = 1.5")[3:] == [f"{ties:,}", "HELD"]
+    # The record changes, the grades follow: the worst error down to 2^23, and a formula failing the task's bar.
+    formula(changed, "1.0", "1_naive")["max_ulp"]["negative"]["ulp"] = 2.0**23
+    formula(changed, "1.5", "F.elu")["tolerance"]["n_fail"] = 7
+    shown = cell("predictions", changed)
+    assert row(shown, "1_naive", "max ulp, x < 0, alpha = 1")[3:] == ["2^23.0 (8.389e+06)", "HELD"]
+    assert row(shown, "every formula")[3:] == ["7", "MISSED (above)"]
+
+
+def test_overview_gives_each_alpha_or_one_value(committed, changed):
+    shown = cell("overview", committed)
+    one, two = (formula(committed, a, "5_streaming") for a in ("1.0", "1.5"))
+    cells = row(shown, "5_streaming")
+    assert cells[1] == f"{one['max_ulp']['negative']['ulp']:.4g} / {two['max_ulp']['negative']['ulp']:.4g}"
+    assert cells[2] == " / ".join(f"{100 * s['correctly_rounded'] / s['n']:.1f} %" for s in (one, two))
+    assert row(shown, "1_naive")[1] == f"{formula(committed, '1.0', '1_naive')['max_ulp']['negative']['ulp']:.3e}"
+    formula(changed, "1.5", "1_naive")["max_ulp"]["negative"]["ulp"] *= 0.5
+    formula(changed, "1.0", "F.elu")["tolerance"]["n_fail"] = 1
+    shown = cell("overview", changed)
+    assert row(shown, "1_naive")[1] == "1.678e+07 / 8.389e+06" and row(shown, "F.elu")[4].startswith("FAIL / ")
+
+
+def test_histogram_shows_its_ends(committed, changed):
+    shown = cell("histogram", committed, alpha="1.0")
+    hist = {n: s["histogram"]["negative"] for n, s in committed["runs"]["1.0"]["formulas"].items()}
+    used = [i for i in range(definitions.N_BINS) if any(h[i] for h in hist.values())]
+    assert f"({len(used) - 6} bins between these left out)" in shown
+    last = definitions.HIST_LABELS[used[-1]]
+    assert row(shown, last)[1:] == [str(h[used[-1]]) for h in hist.values()]
+    formula(changed, "1.0", "1_naive")["histogram"]["negative"][0] = 3 * hist["1_naive"][0] // 2
+    assert row(cell("histogram", changed, alpha="1.0"), "0")[1] == str(3 * hist["1_naive"][0] // 2)
+
+
+def test_classes_show_where_formulas_differ(committed, changed):
+    shown = cell("classes", committed, alpha="1.0")
+    c = formula(committed, "1.0", "1_naive")["classes"]["-normal"]
+    want = f"{100 * c['correctly_rounded'] / c['n']:.1f} %; +0.0 for {100 * c['plus_zero_out'] / c['n']:.1f} %"
+    assert row(shown, f"-normal ({c['n']} inputs)")[1] == want
+    assert "+inf" in shown.splitlines()[0] and "+inf (" not in shown  # alike everywhere: named, not shown
+    formula(changed, "1.0", "1_naive")["classes"]["-normal"]["plus_zero_out"] = c["plus_zero_out"] // 2
+    assert row(cell("classes", changed, alpha="1.0"), f"-normal ({c['n']} inputs)")[1].endswith(
+        f"+0.0 for {100 * (c['plus_zero_out'] // 2) / c['n']:.1f} %")
+
+
+def test_specials_mark_the_wrong_outputs(committed, changed):
+    shown = cell("specials", committed, alpha="1.5")
+    i = [s["label"] for s in committed["specials"]["inputs"]].index("-0.0")
+    out = committed["specials"]["outputs"]["1.5"]
+    assert out["1_naive"][i] == "0x00000000" and out["reference (correctly rounded)"][i] == "0x80000000"
+    assert row(shown, "-0.0")[1:3] == ["-0.0", "0.0 *"]
+    assert "+1 " not in shown and "| +inf |" not in shown  # right in every formula: not shown
+    changed["specials"]["outputs"]["1.5"]["1_naive"][i] = "0x80000000"
+    assert row(cell("specials", changed, alpha="1.5"), "-0.0")[1:3] == ["-0.0", "-0.0"]
+
+
+def test_bounds_against_the_record(committed, changed):
+    bn = formula(committed, "1.0", "5_streaming")["binades_negative"]
+    worst = max(m / p for m, p in zip(bn["max_ulp"][:255], bn["predicted_max_ulp"][:255]) if p > 0)
+    over = [e for e, v in enumerate(bn["max_ulp"][:255]) if v > 1.0]  # expm1f: B = 1 ulp
+    cells = row(cell("bounds", committed), "5_streaming")
+    assert cells[2].startswith(f"{worst:.3g} / ")
+    assert cells[3].startswith(f"{len(over)} (2^{min(over) - 127} to 2^{max(over) - 126}) / ")
+    formula(changed, "1.5", "F.elu")["bound"]["n_exceed"] = 12
+    assert row(cell("bounds", changed), "F.elu")[1] == "0 / 12"
+
+
+def test_same_as_line(committed, changed):
+    n = committed["method"]["n_inputs"]
+    assert cell("same_as", committed) == (f"`2_float4` and `3_grid_stride` are bit-identical to `1_naive` on all "
+                                          f"{n:,} inputs at alpha = 1.0 and 1.5.")
+    changed["runs"]["1.5"]["same_as"]["3_grid_stride"]["n_differ"] = 12
+    assert cell("same_as", changed).splitlines() == [
+        f"`2_float4` is bit-identical to `1_naive` on all {n:,} inputs at alpha = 1.0 and 1.5.",
+        f"`3_grid_stride` differs on 0 (alpha = 1.0), 12 (alpha = 1.5) of {n:,} inputs from `1_naive`."]
+
+
+def test_reference_table(committed, changed):
+    r1, r15 = (committed["runs"][a]["reference"] for a in ("1.0", "1.5"))
+    shown = cell("reference", committed)
+    assert row(shown, f"within {r1['margin_ulp64']} float64 ulps of a float32 midpoint")[1:] == [
+        str(r1["near_midpoint"]), str(r15["near_midpoint"])]
+    sample = row(shown, "float64 vs decimals on a random sample: inputs / max float64 ulps")
+    assert sample[2] == f"{r15['sample_check']['n']} / {r15['sample_check']['max_err_ulp64']:.3g}"
+    changed["runs"]["1.5"]["reference"]["near_midpoint"] = r15["near_midpoint"] * 3 // 2
+    assert row(cell("reference", changed), f"within {r1['margin_ulp64']} float64 ulps of a float32 midpoint")[2] == str(
+        r15["near_midpoint"] * 3 // 2)
+
+
+def test_conclusions_follow_the_record(committed, changed):
+    shown = cell("conclusions", committed)
+    r15 = committed["runs"]["1.5"]["reference"]
+    assert f"{r15['ties_corrected'] + r15['corrected']:,} (alpha = 1.5) inputs" in shown
+    zeros = max(sum(formula(committed, "1.0", n)["classes"][k]["plus_zero_out"] for k in ("-normal", "-denormal"))
+                for n in ("1_naive", "4_fast_math"))
+    assert f"+0.0 for up to {zeros:,} negative inputs" in shown
+    ratios = {(a, n): s["tolerance"]["max_ratio"] for a, run in committed["runs"].items()
+              for n, s in run["formulas"].items()}
+    (a, n), worst = max(ratios.items(), key=lambda kv: kv[1])
+    assert f"the closest is `{n}`, at {worst:.1e} of the allowed error (alpha = {a})" in shown
+    assert "No input exceeds" in shown and "fails for" not in shown
+    changed["runs"]["1.5"]["reference"]["corrected"] += 5
+    formula(changed, "1.0", "5_streaming")["tolerance"]["n_fail"] = 3
+    formula(changed, "1.5", "F.elu")["bound"]["n_exceed"] = 2
+    shown = cell("conclusions", changed)
+    assert f"{r15['ties_corrected'] + r15['corrected'] + 5:,} (alpha = 1.5) inputs" in shown
+    assert "- The task's bar (atol = rtol = 1e-4 against F.elu) fails for `5_streaming`." in shown
+    assert "- Above the documented bound carried through ELU: `F.elu`." in shown and "No input exceeds" not in shown
+
+
+def test_binade_figure_draws_the_record(committed, changed):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    formula(changed, "1.5", "5_streaming")["binades_negative"]["max_ulp"][100] = 64.0
+    want = [max(v, figures.ZERO_FLOOR) for v in formula(changed, "1.5", "5_streaming")["binades_negative"]["max_ulp"]]
+    lines = {ln.get_label(): ln for ln in figures.binade_figure(changed).axes[1].lines}  # the panel of alpha = 1.5
+    assert list(lines["5_streaming"].get_ydata()) == want[1:255] and want[100] == 64.0
 
 
 def test_committed_record_positive_branch_is_exact(committed):

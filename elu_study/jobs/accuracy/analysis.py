@@ -1,6 +1,5 @@
-"""Reading the accuracy record (results/<gpu>-accuracy.json): the tables and the sentences of
-notebooks/07_accuracy.ipynb. Nothing here measures: ``python -m elu_study accuracy`` does, once per run.
-"""
+"""Reading the accuracy record (results/<gpu>-accuracy.json): its tables, per alpha or every alpha in one cell, and
+the numbers that notebook 07's text is filled with. Nothing here measures: ``python -m elu_study accuracy`` does."""
 
 from __future__ import annotations
 
@@ -9,306 +8,189 @@ import math
 import numpy as np
 import pandas as pd
 
-from elu_study.core.record import record_path, this_gpu
+from elu_study.core.entries import ENTRIES
+from elu_study.core.text import fmt
 from elu_study.jobs.accuracy.definitions import DENORMAL_OUTPUT
 
 BOUND_CONSTANT = {"expf": 2.0, "expm1f": 1.0}  # __expf's bound grows with |x|
-
-
-# -- the record ---------------------------------------------------------------------------------
-def data_source(record: dict, measured_here: bool) -> str:
-    """The notebook's first line: which record it shows, and why (see core.record.source)."""
-    p = record["provenance"]
-    name, date = record_path(p["gpu"], "accuracy").name, p["date_utc"][:10]
-    if measured_here:
-        return (f"Data source: results/{name}, written on this GPU ({p['gpu']}) by `python -m elu_study accuracy` "
-                f"on {date}")
-    here = this_gpu()
-    where = "NO GPU HERE" if here is None else f"NO ACCURACY RECORD FOR THIS GPU ({here})"
-    return f"Data source: {where}. Every number below is the recorded run results/{name} ({p['gpu']}, {date})"
-
-
-def alphas(record: dict) -> list[str]:
-    """The runs' keys: alpha as the record writes it ("1.0", "1.5")."""
-    return list(record["runs"])
-
-
-def formula_names(record: dict) -> list[str]:
-    return [f["name"] for f in record["formulas"]]
-
-
-def caption(record: dict) -> str:
-    """The run's software and size (the GPU and the date are data_source's)."""
-    p, m = record["provenance"], record["method"]
-    inputs = "all 2^32 float32 inputs" if m["every_input"] else f"{m['n_inputs']} of the 2^32 float32 inputs"
-    return (f"Driver {p['driver']}, CUDA {p['cuda_runtime']}, torch {p['torch']}, nvcc {p['nvcc']}, commit "
-            f"{p.get('commit')}: {inputs}, alpha = {' and '.join(alphas(record))}, through "
-            f"{len(record['formulas'])} formulas in {m['seconds']} s (peak GPU memory {m['peak_gpu_memory_gib']} GiB)")
+CLASS_ORDER = ("+normal", "-normal", "+0.0", "-0.0", "+denormal", "-denormal", DENORMAL_OUTPUT, "+inf", "-inf", "NaN")
 
 
 def pct(part: int, whole: int) -> str:
     """A share that never rounds to 100 % or 0 % unless it is exactly that."""
-    if whole == 0:
-        return "-"
-    if part == whole:
-        return "100 %"
-    if part == 0:
-        return "0 %"
+    if whole == 0 or part in (0, whole):
+        return "-" if whole == 0 else f"{100 * part // whole} %"
     share = 100 * part / whole
-    for digits in range(1, 12):
-        text = f"{share:.{digits}f}"
-        if 0 < float(text) < 100:
-            return f"{text} %"
-    return f"{share:.12f} %"
+    return next((f"{share:.{d}f} %" for d in range(1, 12) if 0 < float(f"{share:.{d}f}") < 100), f"{share:.12f} %")
 
 
 def ulps(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if v == 0:
-        return "0"
-    return f"{v:.4g}" if v < 1e5 else f"{v:.3e}"
+    return "-" if v is None else "0" if v == 0 else f"{v:.4g}" if v < 1e5 else f"{v:.3e}"
+
+
+def ulp_words(v: float) -> str:
+    return f"{ulps(v)} ulp" + (f" (2^{math.log2(v):.1f})" if v >= 1024 else "")
+
+
+def code(names) -> list[str]:
+    return [f"`{n}`" for n in names]
+
+
+def frame(rows: dict, index: str | None = None) -> pd.DataFrame:
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis(index)
+
+
+def both(record: dict, table, collapse: bool = True) -> pd.DataFrame:
+    """A per-alpha table with every alpha in each cell ("alpha 1 / alpha 1.5"; once where they agree if collapse)."""
+    dfs = [table(record, a).astype(str) for a in record["runs"]]
+    cells = [" / ".join(dict.fromkeys(c) if collapse else c) for c in zip(*(df.to_numpy().ravel() for df in dfs))]
+    return pd.DataFrame(np.reshape(cells, dfs[0].shape), index=dfs[0].index, columns=dfs[0].columns)
+
+
+def merge_identical(df: pd.DataFrame) -> pd.DataFrame:
+    """Columns with the same values in every row shown once, their names joined by " = "."""
+    groups: dict[tuple, list[str]] = {}
+    for column in df.columns:
+        groups.setdefault(tuple(df[column]), []).append(column)
+    return pd.DataFrame({" = ".join(names): df[names[0]] for names in groups.values()}, index=df.index)
 
 
 # -- tables -------------------------------------------------------------------------------------
 def summary_table(record: dict, alpha: str) -> pd.DataFrame:
-    """Per formula: worst ulp error and where, shares correctly rounded and bit-identical to F.elu, the task's bar."""
-    rows = []
+    """Per formula: the worst ulp error (sign bit set) and where, the shares correctly rounded and bit-identical to
+    F.elu, and the task's bar (its worst error as a share of what it allows)."""
+    rows = {}
     for name, s in record["runs"][alpha]["formulas"].items():
-        neg, pos = s["max_ulp"]["negative"], s["max_ulp"]["positive"]
-        tol = s["tolerance"]
-        rows.append({
-            "formula": name,
-            "max ulp, sign bit set": ulps(neg and neg["ulp"]),
-            "at x": neg["at"]["x"] if neg else "-",
-            "(inputs at max)": neg["n_at_max"] if neg else "-",
-            "max ulp, x > 0": ulps(pos and pos["ulp"]),
-            "correctly rounded": pct(s["correctly_rounded"], s["n"]),
-            "bit-identical to F.elu": pct(s["bit_identical_to_felu"], s["n"]),
-            "atol = rtol = 1e-4": "pass" if tol["n_fail"] == 0 else f"FAIL on {tol['n_fail']}",
-            "max |y - F.elu| / (atol + rtol |F.elu|)": f"{tol['max_ratio']:.2e}" if tol["max_ratio"] is not None else "-",
-        })
-    return pd.DataFrame(rows).set_index("formula")
+        neg, pos, tol = s["max_ulp"]["negative"] or {}, s["max_ulp"]["positive"] or {}, s["tolerance"]
+        rows[name] = {"max ulp, x < 0": ulps(neg.get("ulp")), "correctly rounded": pct(s["correctly_rounded"], s["n"]),
+                      "bit-identical to F.elu": pct(s["bit_identical_to_felu"], s["n"]),
+                      "task's bar: worst / allowed": "FAIL" if tol["n_fail"] else fmt(tol["max_ratio"], ".1e", "-"),
+                      "at x": neg.get("at", {}).get("x", "-"), "(inputs at max)": neg.get("n_at_max", "-"),
+                      "max ulp, x > 0": ulps(pos.get("ulp"))}
+    return frame(rows, "formula")
 
 
 def histogram_table(record: dict, alpha: str, sign: str = "negative") -> pd.DataFrame:
     """Inputs per ulp-error bin (rows with no input in any formula left out)."""
-    labels = record["method"]["histogram_labels"]
     data = {name: s["histogram"][sign] for name, s in record["runs"][alpha]["formulas"].items()}
-    df = pd.DataFrame(data, index=pd.Index(labels, name="ulp error"))
+    df = pd.DataFrame(data, index=pd.Index(record["method"]["histogram_labels"], name="ulp error"))
     return df[(df != 0).any(axis=1)]
 
 
-def _describe_class(c: dict, label: str) -> str:
-    n = c["n"]
-    parts = []
+def histogram_ends(record: dict, alpha: str, head: int = 4, tail: int = 2) -> tuple[pd.DataFrame, int]:
+    """The histogram's first and last bins, and how many bins lie between."""
+    df = histogram_table(record, alpha)
+    ends = df if len(df) <= head + tail else df.iloc[[*range(head), *range(len(df) - tail, len(df))]]
+    return ends, len(df) - len(ends)
+
+
+def short_class(c: dict, label: str) -> str:
+    """A class of inputs in a few words: the share correctly rounded, and the share that comes out +0.0."""
     if label == "NaN":
-        parts.append(f"NaN {pct(c['nan_out'], n)}")
-        parts.append(f"same bits as x {pct(c['equal_input'], n)}")
-        parts.append(f"as F.elu's bits {pct(c['identical_to_felu'], n)}")
-        return "; ".join(parts)
-    parts.append("all correctly rounded" if c["correctly_rounded"] == n else f"correctly rounded {pct(c['correctly_rounded'], n)}")
-    for key, what in (("plus_zero_out", "+0.0"), ("minus_zero_out", "-0.0"), ("nan_out", "NaN")):
-        if c[key] and not (label in ("+0.0", "-0.0") and c["correctly_rounded"] == n):
-            parts.append(f"gives {what} for {pct(c[key], n)}")
-    if c.get("max_ulp"):
-        parts.append(f"max {ulps(c['max_ulp'])} ulp")
-    return "; ".join(parts)
+        return f"NaN {pct(c['nan_out'], c['n'])}; F.elu's bits {pct(c['identical_to_felu'], c['n'])}"
+    zero = c["plus_zero_out"] and c["correctly_rounded"] < c["n"]
+    return pct(c["correctly_rounded"], c["n"]) + (f"; +0.0 for {pct(c['plus_zero_out'], c['n'])}" if zero else "")
 
 
-def classes_table(record: dict, alpha: str) -> pd.DataFrame:
-    """What each formula does with zeros, denormals (in and out), infinities and NaN."""
+def classes_where_they_differ(record: dict, alpha: str) -> tuple[pd.DataFrame, list[str]]:
+    """The classes of inputs where some formula is not all correctly rounded (formulas that agree in one column),
+    and the classes left out."""
     formulas = record["runs"][alpha]["formulas"]
-    order = ("+normal", "-normal", "+0.0", "-0.0", "+denormal", "-denormal", DENORMAL_OUTPUT, "+inf", "-inf", "NaN")
-    rows = {}
-    for label in order:
-        first = next(iter(formulas.values()))["classes"].get(label)
-        if not first or not first["n"]:
-            continue
-        rows[f"{label} ({first['n']} input{'s' if first['n'] != 1 else ''})"] = {
-            name: _describe_class(s["classes"][label], label) for name, s in formulas.items()
-        }
-    return pd.DataFrame(rows).T
+    first, rows, same = next(iter(formulas.values()))["classes"], {}, []
+    for label in (k for k in CLASS_ORDER if first.get(k, {}).get("n")):
+        cells = {name: short_class(s["classes"][label], label) for name, s in formulas.items()}
+        exact = all(s["classes"][label]["correctly_rounded"] == s["classes"][label]["n"] for s in formulas.values())
+        if exact or (label == "NaN" and len(set(cells.values())) == 1):
+            same.append(label)
+        else:
+            rows[f"{label} ({first[label]['n']} input{'s' if first[label]['n'] != 1 else ''})"] = cells
+    return merge_identical(frame(rows)), same
 
 
-def specials_table(record: dict, alpha: str) -> pd.DataFrame:
-    """Each special input's output, per formula ('nan 0x7fc00000': a NaN and its bits)."""
-    sp = record["specials"]
-    out = sp["outputs"][alpha]
-    rows = []
-    for i, inp in enumerate(sp["inputs"]):
-        row = {"input": inp["label"], "x": _show_bits(inp["x_bits"])}
-        correct = out["reference (correctly rounded)"][i]
-        row["correctly rounded"] = _show_bits(correct) if correct else "NaN"
-        for name in formula_names(record):
-            b = out[name][i]
-            row[name] = _show_bits(b) + ("" if correct is None or b == correct else " *")
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("input")
-
-
-def _show_bits(hex_bits: str) -> str:
+def show_bits(hex_bits: str) -> str:
     """A float32 for reading: shortest digits; denormals as a multiple of 2^-149; NaN with its bits."""
     v = np.array([int(hex_bits, 16)], dtype=np.uint32).view(np.float32)[0]
-    if v != v:
+    if np.isnan(v):
         return f"nan {hex_bits}"
     if v != 0 and abs(v) < np.float32(2.0**-126):
-        k = int(abs(float(v)) / 2.0**-149)
-        return f"{'-' if v < 0 else ''}{k} x 2^-149"
+        return f"{'-' if v < 0 else ''}{int(abs(float(v)) / 2.0**-149)} x 2^-149"
     return str(v)
 
 
-def _binade_bound(exponential: str, e: int) -> float | None:
-    """The exponential's own documented bound over negative binade e (its largest |x| for __expf)."""
-    if exponential in BOUND_CONSTANT:
-        return BOUND_CONSTANT[exponential]
-    if exponential == "__expf":
-        high = math.ldexp(1.0, e - 126) if e else math.ldexp(1.0, -126)
-        return 2.0 + math.floor(1.173 * high)
-    return None
+def specials_table(record: dict, alpha: str) -> pd.DataFrame:
+    """Each special input's output, per formula ('nan 0x7fc00000': a NaN and its bits; *: not correctly rounded)."""
+    out, rows = record["specials"]["outputs"][alpha], {}
+    for i, inp in enumerate(record["specials"]["inputs"]):
+        right = out["reference (correctly rounded)"][i]
+        rows[inp["label"]] = {"x": show_bits(inp["x_bits"]), "correctly rounded": show_bits(right) if right else "NaN"}
+        for f in record["formulas"]:
+            y = out[f["name"]][i]
+            rows[inp["label"]][f["name"]] = show_bits(y) + ("" if right is None or y == right else " *")
+    return frame(rows, "input")
 
 
-def exceeds_own_bound(record: dict, alpha: str, name: str) -> list[int]:
-    """Negative binades (exponent fields) where ELU's max ulp error is above the exponential's own bound."""
-    s = record["runs"][alpha]["formulas"][name]
-    exp = s["bound"]["exponential"]
-    return [e for e, v in enumerate(s["binades_negative"]["max_ulp"][:255]) if v > _binade_bound(exp, e)]
-
-
-def beyond_constant_bound(record: dict, alpha: str, name: str) -> int | str:
-    """Inputs whose ELU is more than the exponential's B ulp from the exact value (B = 1 or 2: a histogram edge)."""
-    s = record["runs"][alpha]["formulas"][name]
-    bound = BOUND_CONSTANT.get(s["bound"]["exponential"])
-    if bound is None:
-        return "-"
-    labels = record["method"]["histogram_labels"]
-    first = labels.index(f"({bound:g}, {2 * bound:g}]")
-    return sum(sum(s["histogram"][side][first:-1]) for side in ("negative", "positive"))
-
-
-def binade_text(e: int) -> str:
-    return "denormals" if e == 0 else f"2^{e - 127}"
+def specials_where_wrong(record: dict, alpha: str) -> pd.DataFrame:
+    """The special inputs where some formula is wrong, formulas that agree on every such input in one column."""
+    df = specials_table(record, alpha).drop(columns="x")
+    return merge_identical(df[df.apply(lambda row: any(str(v).endswith(" *") for v in row), axis=1)])
 
 
 def bounds_table(record: dict, alpha: str) -> pd.DataFrame:
-    """The exponential's documented bound against the whole ELU: carried through, and as a number of ulp."""
-    rows = []
+    """The exponential's documented bound B against the whole ELU: inputs above B carried through ELU, the worst
+    binade's share of it, and the negative binades where ELU is above B ulp (__expf: B at the binade's largest |x|)."""
+    rows, where = {}, lambda e: "denormals" if e == 0 else f"2^{e - 127}"
     for name, s in record["runs"][alpha]["formulas"].items():
-        b = s["bound"]
-        bn = s["binades_negative"]
-        ratios = [m / p for m, p in zip(bn["max_ulp"][:255], bn["predicted_max_ulp"][:255]) if p > 0]
-        over = exceeds_own_bound(record, alpha, name)
-        rows.append({
-            "formula": name,
-            "exponential's bound": b["documented"],
-            "inputs more than that from the exact value": beyond_constant_bound(record, alpha, name),
-            "ELU above that many ulp (x < 0)": "nowhere" if not over else
-            f"in {len(over)} binades, |x| from {binade_text(min(over))} to below {binade_text(max(over) + 1)}",
-            "inputs above the bound carried through ELU": b["n_exceed"],
-            "of which a denormal input or output": b.get("n_exceed_denormal_in_or_out", "-"),
-            "worst measured / carried bound, per binade": f"{max(ratios):.3g}" if ratios else "-",
-        })
-    return pd.DataFrame(rows).set_index("formula")
+        bn, own = s["binades_negative"], BOUND_CONSTANT.get(s["bound"]["exponential"])
+        ratio = max((m / p for m, p in zip(bn["max_ulp"][:255], bn["predicted_max_ulp"][:255]) if p > 0), default=None)
+        over = [e for e, v in enumerate(bn["max_ulp"][:255])
+                if v > (own or 2.0 + math.floor(1.173 * math.ldexp(1.0, e - 126 if e else -126)))]
+        rows[name] = {"inputs above carried B": s["bound"]["n_exceed"],
+                      "worst binade / carried B": fmt(ratio, ".3g", "-"),
+                      "binades above B ulp": f"{len(over)} ({where(min(over))} to {where(max(over) + 1)})" if over
+                      else "none"}
+    return frame(rows, "formula")
 
 
-def reference_table(record: dict) -> pd.DataFrame:
-    """How far float64-then-round is from correctly rounded, per alpha, and how that is known."""
-    rows = {}
-    for alpha, run in record["runs"].items():
-        r = run["reference"]
-        rows[f"alpha = {alpha}"] = {
-            f"within {r['margin_ulp64']} float64 ulps of a float32 midpoint": r["near_midpoint"],
-            "of which exact ties alpha * x at tiny \\|x\\| (resolved toward zero)": r["exact_ties_tiny_x"],
-            "ties where float64-then-round was wrong": r["ties_corrected"],
-            "resolved with 200-digit decimals": r["resolved"],
-            "of which float64-then-round was wrong": r["corrected"],
-            "left unresolved": r["unresolved"],
-            "tie rule checked with decimals: inputs / disagreements": f"{r['tie_check']['n']} / {r['tie_check']['disagree']}",
-            "float64 vs decimals on a random sample: inputs / max float64 ulps":
-                f"{r['sample_check']['n']} / {r['sample_check']['max_err_ulp64']:.3g}",
-        }
-    return pd.DataFrame(rows)
+# -- numbers for the text ----------------------------------------------------------------------
+def not_in_record(record: dict) -> list[str]:
+    """The study's steps and peers (float32 builds) that the record neither holds nor checks bit for bit."""
+    covered = {f["name"] for f in record["formulas"]} | {n for run in record["runs"].values() for n in run["same_as"]}
+    return [e.name for e in ENTRIES.values() if e.kind in ("step", "peer") and not e.mode and e.name not in covered]
 
 
-def same_as_lines(record: dict) -> list[str]:
-    lines = []
+def same_as(record: dict) -> dict[str, dict]:
+    """Steps 2 and 3 against the build they copy: {that build: {"same": builds bit-identical at every alpha,
+    "differ": {build: {alpha: inputs that differ}}}}."""
+    groups: dict = {}
     for alpha, run in record["runs"].items():
         for name, d in run["same_as"].items():
-            verdict = "bit-identical to" if d["n_differ"] == 0 else f"differs on {d['n_differ']} inputs from"
-            lines.append(f"alpha = {alpha}: {name} is {verdict} {d['as']} over all {record['method']['n_inputs']} inputs")
-    return lines
+            groups.setdefault(d["as"], {}).setdefault(name, {})[alpha] = d["n_differ"]
+    return {to: {"same": code(b for b, k in builds.items() if not any(k.values())),
+                 "differ": {b: k for b, k in builds.items() if any(k.values())}} for to, builds in groups.items()}
 
 
-
-# -- sentences ----------------------------------------------------------------------------------
-def _count_out(s: dict, key: str, labels) -> int:
-    return sum(s["classes"].get(label, {}).get(key, 0) for label in labels)
-
-
-def _names(names) -> str:
-    quoted = [f"`{n}`" for n in names]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
-
-
-def ulp_words(v: float) -> str:
-    """An ulp error for a sentence: large ones also as a power of two."""
-    return f"{ulps(v)} ulp" + (f" (2^{math.log2(v):.1f})" if v >= 1024 else "")
-
-
-def _per_alpha(record: dict, value) -> str:
-    """A value at every alpha: "1.133 ulp (alpha = 1.0), 2.125 ulp (alpha = 1.5)", or once where they agree."""
-    values = {alpha: value(run) for alpha, run in record["runs"].items()}
-    if len(values) > 1 and len(set(values.values())) == 1:
-        return f"{next(iter(values.values()))} (every alpha)"
-    return ", ".join(f"{v} (alpha = {alpha})" for alpha, v in values.items())
-
-
-def formula_lines(record: dict) -> list[str]:
-    """The formulas grouped by exponential: expm1f's worst error on normal inputs; expf(x) - 1's cancellation."""
-    out, first = [], next(iter(record["runs"].values()))["formulas"]
-    expm1 = [f["name"] for f in record["formulas"] if f["exponential"] == "expm1f" and f["name"] in first]
-    minus1 = [f["name"] for f in record["formulas"] if f["exponential"] != "expm1f" and f["name"] in first]
-    if expm1:  # over the normal inputs: a formula that flushes denormals is wrong there by design
-        normal = all("-normal" in first[n]["classes"] for n in expm1)
-        of = (lambda s: s["classes"]["-normal"]["max_ulp"]) if normal else (lambda s: s["max_ulp"]["negative"]["ulp"])  # noqa: E731
-        worst = lambda run: ulp_words(max(of(run["formulas"][n]) for n in expm1))  # noqa: E731
-        out.append(f"- {_names(expm1)} compute `expm1f(x)`: at most {_per_alpha(record, worst)} on negative "
-                   f"{'normal ' if normal else ''}inputs.")
-    if minus1:
-        worst = lambda run: ulp_words(max(run["formulas"][n]["max_ulp"]["negative"]["ulp"] for n in minus1))  # noqa: E731
-        zeros = max(_count_out(first[n], "plus_zero_out", ("-normal", "-denormal")) for n in minus1)
-        out.append(f"- {_names(minus1)} compute `exp(x) - 1`, which cancels near 0: up to {_per_alpha(record, worst)}, "
-                   f"and +0.0 for up to {zeros:,} negative inputs.")
-    for label, side in (("+denormal", "positive"), ("-denormal", "negative")):
-        flushed = [n for n, s in first.items() if s["classes"].get(label, {}).get("plus_zero_out")]
-        if flushed:
-            out.append(f"- {_names(flushed)} return{'s' if len(flushed) == 1 else ''} +0.0 for every {side} denormal input "
-                       f"({first[flushed[0]]['classes'][label]['n']:,} of them).")
-    return out
-
-
-def check_lines(record: dict) -> list[str]:
-    """The task's bar, the documented bounds and the reference, each in one bullet."""
-    runs = record["runs"].values()
-    failing = sorted({n for run in runs for n, s in run["formulas"].items() if s["tolerance"]["n_fail"]})
-    if failing:
-        bar = f"- The task's bar (atol = rtol = 1e-4 against F.elu) fails for {_names(failing)}."
-    else:
-        a, name, s = max(((a, n, s) for a, run in record["runs"].items() for n, s in run["formulas"].items()),
-                         key=lambda t: t[2]["tolerance"]["max_ratio"] or 0)
-        bar = (f"- Every formula passes the task's bar (atol = rtol = 1e-4 against F.elu) on every finite input; the "
-               f"closest is `{name}`, at {s['tolerance']['max_ratio']:.1e} of the allowed error (alpha = {a}).")
-    exceed = sorted({n for run in runs for n, s in run["formulas"].items() if s["bound"]["n_exceed"]})
-    bound = ("- No input exceeds its exponential's documented bound carried through ELU, at either alpha."
-             if not exceed else f"- Above the documented bound carried through ELU: {_names(exceed)}.")
-    fixed = _per_alpha(record, lambda run: f"{run['reference']['ties_corrected'] + run['reference']['corrected']:,}")
-    open_ = sum(run["reference"]["unresolved"] for run in runs)
-    ref = (f"- Reference: float64-then-round was wrong for {fixed} inputs; each was found and corrected"
-           + (f", except {open_:,} left unresolved." if open_ else "."))
-    return [bar, bound, ref]
-
-
-def conclusions(record: dict) -> str:
-    """The findings, one bullet each, built from the record (so no number here is typed by hand); the
-    per-formula numbers are in the tables, not repeated here."""
-    return "\n".join([*formula_lines(record), *check_lines(record)])
+def findings(record: dict) -> dict:
+    """The conclusions' numbers: the formulas grouped by exponential, the task's bar, the bounds, the reference."""
+    runs, first = record["runs"], next(iter(record["runs"].values()))["formulas"]
+    group = {e: [f["name"] for f in record["formulas"] if (f["exponential"] == "expm1f") == e and f["name"] in first]
+             for e in (True, False)}
+    normal = all("-normal" in first[n]["classes"] for n in group[True])  # flushing denormals is wrong there by design
+    worst = lambda e, of: {a: ulp_words(max(of(r["formulas"][n]) for n in group[e])) for a, r in runs.items()}
+    every = [(a, n, s) for a, run in runs.items() for n, s in run["formulas"].items()]
+    closest = max(every, key=lambda t: t[2]["tolerance"]["max_ratio"] or 0)
+    return {
+        "expm1": code(group[True]), "minus1": code(group[False]), "normal": normal,
+        "expm1_worst": group[True] and worst(True, lambda s: s["classes"]["-normal"]["max_ulp"] if normal
+                                             else s["max_ulp"]["negative"]["ulp"]),
+        "minus1_worst": group[False] and worst(False, lambda s: s["max_ulp"]["negative"]["ulp"]),
+        "minus1_zeros": max((sum(first[n]["classes"].get(k, {}).get("plus_zero_out", 0)
+                                 for k in ("-normal", "-denormal")) for n in group[False]), default=0),
+        "flushed": {side: {"names": code(ns), "n": first[ns[0]]["classes"][label]["n"]}
+                    for label, side in (("+denormal", "positive"), ("-denormal", "negative"))
+                    if (ns := [n for n, s in first.items() if s["classes"].get(label, {}).get("plus_zero_out")])},
+        "failing": code(sorted({n for _, n, s in every if s["tolerance"]["n_fail"]})),
+        "closest": {"alpha": closest[0], "name": closest[1], "ratio": closest[2]["tolerance"]["max_ratio"]},
+        "exceed": code(sorted({n for _, n, s in every if s["bound"]["n_exceed"]})),
+        "fixed": {a: run["reference"]["ties_corrected"] + run["reference"]["corrected"] for a, run in runs.items()},
+        "unresolved": sum(run["reference"]["unresolved"] for run in runs.values()),
+    }

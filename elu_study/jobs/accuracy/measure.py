@@ -1,12 +1,9 @@
-"""The sweep: every input of some bit-pattern ranges through every formula, at every alpha.
-
-``measure`` runs it (on the GPU for ``python -m elu_study accuracy``, on the CPU with stand-ins in the
-tests) and returns the record's body: the method, the formulas, one run per alpha (the reference's
-own check, steps 2 and 3 against step 1, every formula's accumulated figures) and the special inputs.
-"""
+"""The sweep: every input of some bit-pattern ranges through every formula, at every alpha (on the GPU for
+``python -m elu_study accuracy``, on the CPU with stand-ins in the tests), into the record's body."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Callable
@@ -58,18 +55,10 @@ def chunk_ranges(ranges, chunk_log2: int) -> list[tuple[int, int]]:
     return starts
 
 
-def measure(
-    alphas=ALPHAS,
-    formulas=FORMULAS,
-    same_as=SAME_AS,
-    *,
-    ranges=((-(2**31), 2**31),),
-    chunk_log2: int = CHUNK_LOG2,
-    device="cuda",
-    evaluators: dict[str, Callable] | None = None,
-    progress: bool = True,
-) -> dict:
-    """Run every input of the ranges through every formula; return the record's body (no provenance).
+def measure(alphas=ALPHAS, formulas=FORMULAS, same_as=SAME_AS, *, ranges=((-(2**31), 2**31),),
+            chunk_log2: int = CHUNK_LOG2, device="cuda", evaluators: dict[str, Callable] | None = None,
+            progress: bool = True) -> dict:
+    """The record's body (no provenance): the method, the formulas, one run per alpha and the special inputs.
 
     ranges: [lo, hi) bit-pattern ranges, read as int32 (default: all 2^32), each in whole binades (2^23).
     evaluators: {name: (x, alpha) -> y} instead of building the kernels (the tests use CPU stand-ins).
@@ -80,7 +69,11 @@ def measure(
     on_gpu = str(device).startswith("cuda")
     with quiet():
         fns = evaluators if evaluators is not None else build_evaluators(formulas, same_as)
-        warm_up(fns, [*(f.name for f in formulas), *same_as], alphas, chunk, device)
+        warm = torch.zeros(chunk, dtype=torch.float32, device=device)  # torch.compile compiles on its first call
+        for alpha in alphas:
+            for name in [*(f.name for f in formulas), *same_as]:
+                fns[name](warm, alpha)
+        del warm
         if on_gpu:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -99,21 +92,10 @@ def measure(
                    "margin_ulp64": MIDPOINT_MARGIN_ULP64, "histogram_labels": list(HIST_LABELS),
                    "classes": list(CLASSES), "seconds": round(seconds, 1),
                    "peak_gpu_memory_gib": None if peak is None else round(peak, 1)},
-        "formulas": [{"name": f.name, "what": f.what, "exponential": f.exponential,
-                      "documented_bound": f.documented_bound, "variant": f.variant,
-                      "flushes_denormals": f.flushes_denormals, "fast_math": f.fast_math} for f in formulas],
+        "formulas": [dataclasses.asdict(f) for f in formulas],
         "runs": runs,
         "specials": specials,
     }
-
-
-def warm_up(fns: dict[str, Callable], names, alphas, chunk: int, device):
-    """One call of each evaluator per alpha: torch.compile compiles on its first call, not inside the timed loop."""
-    warm = torch.zeros(chunk, dtype=torch.float32, device=device)
-    for alpha in alphas:
-        for name in names:
-            fns[name](warm, alpha)
-    del warm
 
 
 def run_alpha(alpha: float, starts, formulas, same_as: dict, fns: dict[str, Callable], device, bar) -> dict:
@@ -172,29 +154,10 @@ def special_outputs(fns, formulas, alphas, device) -> dict:
         ref = reference(x, alpha)
         correct = [None if math.isnan(v) else hex_bits(int(correctly_rounded_elu(v, alpha).view(np.uint32)))
                    for v in x.cpu().tolist()]
-        outputs = {"reference (correctly rounded)": correct, "float64 reference": [repr(v) for v in ref.ref64.cpu().tolist()]}
+        outputs = {"reference (correctly rounded)": correct,
+                   "float64 reference": [repr(v) for v in ref.ref64.cpu().tolist()]}
         for f in formulas:
             y = fns[f.name](x, alpha)
             outputs[f.name] = [hex_bits(b) for b in bits32(y).cpu().tolist()]
         out["outputs"][alpha_key(alpha)] = outputs
     return out
-
-
-def summary_lines(record: dict) -> list[str]:
-    """One line per formula and alpha, then steps 2-3 and the reference: what main prints after a run."""
-    lines = []
-    for alpha, run in record["runs"].items():
-        for name, s in run["formulas"].items():
-            neg = s["max_ulp"]["negative"] or {"ulp": float("nan"), "at": {"x": "-"}}
-            lines.append(
-                f"alpha {alpha:>4} {name:<22} max {neg['ulp']:.4g} ulp (x < 0, at x = {neg['at']['x']}); "
-                f"bit-identical to F.elu: {s['bit_identical_to_felu'] / s['n']:.4%}; correctly rounded: "
-                f"{s['correctly_rounded'] / s['n']:.4%}; atol = rtol = 1e-4 fails: {s['tolerance']['n_fail']}; "
-                f"above the documented bound: {s['bound']['n_exceed']}"
-            )
-        for name, d in run["same_as"].items():
-            lines.append(f"alpha {alpha:>4} {name} differs from {d['as']} on {d['n_differ']} inputs")
-        r = run["reference"]
-        lines.append(f"alpha {alpha:>4} reference: {r['near_midpoint']} inputs near a float32 midpoint; "
-                     f"{r['ties_corrected'] + r['corrected']} roundings corrected; {r['unresolved']} unresolved")
-    return lines

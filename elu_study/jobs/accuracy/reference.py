@@ -1,18 +1,6 @@
-"""The arithmetic of the accuracy job: bit patterns, ulps, the documented bounds carried through ELU,
-and the correctly rounded reference. All of it runs on CPU tensors too (the tests use that).
-
-Definitions (also written into the record, see ``definitions.METHOD``):
-
-* ulp: the float32 spacing in the binade of the float64 reference value ``v``:
-  ``2^(max(floor(log2|v|), -126) - 23)``, so ``2^-149`` for denormals and zero.
-* ulp error of an output ``y``: ``|y - v| / ulp(v)``, with ``v`` the float64 value (not its
-  float32 rounding), so a correctly rounded output has error <= 1/2. Both NaN counts as 0 (the
-  payload is compared separately); an output equal to the reference counts as 0 even where the
-  sign of a zero differs (counted separately); NaN against a number, or a wrong infinity, is inf.
-* reference: ``F.elu(x.double(), alpha)`` (CUDA's double ``expm1``), rounded to float32. That is
-  the correctly rounded ELU unless the float64 value lies within a few float64 ulps of a float32
-  rounding midpoint; those inputs are found and resolved exactly (see ``reference``).
-"""
+"""The arithmetic of the accuracy job: bit patterns, ulps, the documented bounds carried through ELU, and the
+correctly rounded reference. All of it runs on CPU tensors too (the tests use that). The definitions of ulp,
+ulp error and the reference are the record's own: ``definitions.METHOD``."""
 
 from __future__ import annotations
 
@@ -31,10 +19,7 @@ _EXACT = Context(prec=200)  # enough digits for exp(x) - 1 at x = -2^-149 and 15
 
 # -- bits and ulps ------------------------------------------------------------------------------
 def patterns(lo: int, hi: int, device="cpu") -> torch.Tensor:
-    """The float32 values whose bit patterns, read as int32, are lo .. hi - 1.
-
-    -2^31 <= lo < hi <= 2^31: -2^31 is -0.0, -1 the last negative NaN, 0 is +0.0.
-    """
+    """The float32 values whose bit patterns, read as int32, are lo .. hi - 1 (-2^31: -0.0, 0: +0.0)."""
     if not -(2**31) <= lo < hi <= 2**31:
         raise ValueError(f"pattern range [{lo}, {hi}) is not inside [-2^31, 2^31)")
     return torch.arange(lo, hi, dtype=torch.int64, device=device).to(torch.int32).view(torch.float32)
@@ -65,10 +50,8 @@ def _pow2(k: torch.Tensor) -> torch.Tensor:
 
 
 def ulp32(v: torch.Tensor) -> torch.Tensor:
-    """float32 ulp in the binade of |v| (float64 in and out): 2^(max(floor(log2|v|), -126) - 23).
-
-    Zero and denormals get 2^-149; the sign is ignored; inf and NaN get a large finite power of 2.
-    """
+    """float32 ulp in the binade of |v|, float64 in and out: 2^(max(floor(log2|v|), -126) - 23); inf and NaN get a
+    large finite power of 2."""
     e = (v.double().contiguous().view(torch.int64) >> 52) & 0x7FF
     return _pow2(torch.clamp(e - 1023, min=-126) - 23)
 
@@ -77,16 +60,6 @@ def ulp64(v: torch.Tensor) -> torch.Tensor:
     """float64 ulp in the binade of |v| (at least 2^-1022: ELU's values never come near that)."""
     e = (v.double().contiguous().view(torch.int64) >> 52) & 0x7FF
     return _pow2(torch.clamp(e - 1075, min=-1022))
-
-
-def exponent_field(x: torch.Tensor) -> torch.Tensor:
-    """The float32 exponent field (0: zero and denormals, 255: inf and NaN): x's binade."""
-    return (bits32(x) >> 23) & 0xFF
-
-
-def binade_low(e: int) -> float:
-    """Smallest |x| in binade e (the exponent field); 0 for the binade of zero and denormals."""
-    return 0.0 if e == 0 else math.ldexp(1.0, e - 127)
 
 
 def classify(x: torch.Tensor) -> torch.Tensor:
@@ -123,11 +96,8 @@ def histogram_bins(err: torch.Tensor, nan_mismatch: torch.Tensor | None = None) 
 
 
 def predicted_ulp(x, ref64, alpha: float, formula: Formula, parts: dict | None = None) -> torch.Tensor:
-    """The ulp error the documented bound of the formula's exponential allows for ELU (METHOD['bound_model']).
-
-    parts: the formula-independent tensors ("ulp_v", "ulp_e", "ulp_d", "sub", "neg_branch", "finite",
-    "denormal_in_or_out"), computed here when not given.
-    """
+    """The ulp error the documented bound of the formula's exponential allows for ELU (METHOD['bound_model']);
+    parts: bound_parts(x, ref64), computed here when not given."""
     p = parts if parts is not None else bound_parts(x, ref64)
     if formula.exponential == "expm1f":
         core = 1.5 * p["ulp_d"]
@@ -212,17 +182,10 @@ def _alpha_times_float32_exact(alpha: float) -> bool:
 
 
 def reference(x: torch.Tensor, alpha: float, margin: float = MIDPOINT_MARGIN_ULP64) -> Reference:
-    """F.elu in float64, rounded to float32, with the double-rounding cases found.
-
-    Rounding the float64 value to float32 gives the correctly rounded ELU unless the exact value
-    and the float64 one lie on different sides of a float32 midpoint; with the float64 value
-    within a few of its ulps of the exact one, that needs it within `margin` float64 ulps of a
-    midpoint. Those inputs are marked `near`. For tiny |x|, the float64 value is alpha * x
-    itself, and with alpha = 1.5 that is a midpoint for every other x: the exact value
-    alpha * (x + x^2/2 + ...) lies just on the zero side of it (exp(x) - 1 > x), so the tie is
-    resolved toward zero here (`tie`). The rest (`todo`) is resolved with decimal arithmetic by
-    `resolve`.
-    """
+    """F.elu in float64, rounded to float32, with the double-rounding cases found: `near`, within `margin` float64
+    ulps of a float32 midpoint. At tiny |x| the float64 value is alpha * x, a midpoint for every other x at alpha =
+    1.5; the exact value lies on its zero side (exp(x) - 1 > x), so those ties are resolved toward zero (`tie`).
+    The rest (`todo`) is for `resolve`, in decimal arithmetic."""
     ref64 = F.elu(x.double(), alpha)
     r32 = ref64.float()
     r32d = r32.double()
