@@ -18,6 +18,8 @@ from torch.library import opcheck
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from elu_study.core import record
+from elu_study.core.entries import ENTRIES
 from elu_study.core.build import build_spec
 from elu_study.pytorch import ops
 from elu_study.pytorch.nn import ELU, swap_elu
@@ -63,12 +65,29 @@ def test_the_defaults_table_covers_every_dtype_and_direction_with_one_build_per_
     rows = {(r.dtype, r.direction): r for r in ops.DEFAULTS}
     assert set(rows) == {(d, w) for d in (torch.float32, *ops.SIXTEEN_BITS) for w in ("forward", "backward")}
     builds = ops.default_builds()
-    f32, cpp = builds["float32"][:2], builds["float32"][2]
-    assert f32 == ("6_beyond_copy", ("-DELU6_OP=Expm1Poly", "-DELU_BWD_LOAD=3"))
+    cpp = builds["float32"][2]
+    for r in ops.DEFAULTS:  # each row names a study entry of its own dtype and direction
+        entry = ENTRIES[r.measured]
+        assert (entry.dtype, entry.direction) == (str(r.dtype).removeprefix("torch."), r.direction), r
     # the float32 build hands 16-bit tensors to the 16-bit build's namespace, inside the dispatcher
     delegate = build_spec(*builds["16-bit"][:2]).op_namespace()
     assert cpp == (f"-DELU_OP_NAMESPACE={ops.NAMESPACE}", f"-DELU_DELEGATE16={delegate}")
     assert ops.table()["build"].tolist() == [r.variant for r in ops.DEFAULTS]
+
+
+def test_the_defaults_are_the_fastest_of_the_study_s_own_kernels_in_the_main_record():
+    """Per dtype and direction, the default's time over its own roof is the least among the study's kernels in the
+    committed main record (within the record's noise): the drop-in runs the study's best builds."""
+    rec = record.load()
+    rows = {r["name"]: r for r in rec["rows"]}
+    for r in ops.DEFAULTS:
+        mine = rows[r.measured]
+        rivals = [row for row in rec["rows"] if ENTRIES.get(row["name"]) and ENTRIES[row["name"]].variant
+                  and not ENTRIES[row["name"]].variant.startswith("peers/") and row["dtype"] == mine["dtype"]
+                  and row["direction"] == mine["direction"] and row["mode"] != "in_place"]
+        tie = record.noise(rec, r.measured, "copy_")
+        best = min(rivals, key=lambda row: row["x_roof"])
+        assert mine["x_roof"] <= best["x_roof"] + tie, (r.measured, best["name"], mine["x_roof"], best["x_roof"])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])

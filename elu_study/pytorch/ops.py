@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch.overrides import handle_torch_function, has_torch_function_unary
 
 from elu_study.core.build import build_spec, compile_variant
+from elu_study.core.entries import ENTRIES
 
 NAMESPACE = "elu_study"  # torch.ops.elu_study: the defaults
 SIXTEEN_BITS = (torch.bfloat16, torch.float16)
@@ -37,20 +38,27 @@ SIXTEEN_BITS = (torch.bfloat16, torch.float16)
 
 @dataclass(frozen=True)
 class Default:
-    """One row of the drop-in's table: which build computes a dtype in one direction, with what flags."""
+    """One row of the drop-in's table: the study's entry (core/catalog.toml) whose build computes a dtype in one
+    direction; its build is that entry's, so the drop-in runs exactly what the study measured."""
 
     dtype: torch.dtype
     direction: str  # "forward" or "backward"
-    variant: str
-    flags: tuple[str, ...]  # nvcc flags of the build that apply to this row's kernel
-    measured: str  # the study's row (notebook and record) that chose it
+    measured: str  # the entry
+
+    @property
+    def variant(self) -> str:
+        return ENTRIES[self.measured].variant
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return ENTRIES[self.measured].flags
 
 
 DEFAULTS = (
-    Default(torch.float32, "forward", "6_beyond_copy", (), "6_beyond_copy (07, 08)"),
-    Default(torch.float32, "backward", "6_beyond_copy", (), "elu_backward (06)"),
-    *(Default(d, direction, "7_sixteen_bits", (), "7_sixteen_bits, 7_backward (12)")
-      for d in SIXTEEN_BITS for direction in ("forward", "backward")),
+    Default(torch.float32, "forward", "6_beyond_copy"),
+    Default(torch.float32, "backward", "elu_backward"),
+    *(Default(d, direction, f"{entry} {str(d).removeprefix('torch.')}")
+      for d in SIXTEEN_BITS for direction, entry in (("forward", "7_sixteen_bits"), ("backward", "7_backward"))),
 )
 
 

@@ -12,7 +12,7 @@ from elu_study.core.entries import ENTRIES
 from elu_study.core.text import fmt
 from elu_study.jobs.accuracy.definitions import DENORMAL_OUTPUT
 
-BOUND_CONSTANT = {"expf": 2.0, "expm1f": 1.0}  # __expf's bound grows with |x|
+BOUND_CONSTANT = {"expf": 2.0, "expm1f": 1.0, "expm1-poly": 2.0}  # __expf's bound grows with |x|
 CLASS_ORDER = ("+normal", "-normal", "+0.0", "-0.0", "+denormal", "-denormal", DENORMAL_OUTPUT, "+inf", "-inf", "NaN")
 
 
@@ -172,8 +172,9 @@ def same_as(record: dict) -> dict[str, dict]:
 def findings(record: dict) -> dict:
     """The conclusions' numbers: the formulas grouped by exponential, the task's bar, the bounds, the reference."""
     runs, first = record["runs"], next(iter(record["runs"].values()))["formulas"]
-    group = {e: [f["name"] for f in record["formulas"] if (f["exponential"] == "expm1f") == e and f["name"] in first]
-             for e in (True, False)}
+    kind = {"expm1f": True, "expm1-poly": "poly"}  # else exp(x) - 1: False
+    group = {e: [f["name"] for f in record["formulas"] if kind.get(f["exponential"], False) == e and f["name"] in first]
+             for e in (True, False, "poly")}
     normal = all("-normal" in first[n]["classes"] for n in group[True])  # flushing denormals is wrong there by design
     worst = lambda e, of: {a: ulp_words(max(of(r["formulas"][n]) for n in group[e])) for a, r in runs.items()}
     every = [(a, n, s) for a, run in runs.items() for n, s in run["formulas"].items()]
@@ -183,6 +184,8 @@ def findings(record: dict) -> dict:
         "expm1_worst": group[True] and worst(True, lambda s: s["classes"]["-normal"]["max_ulp"] if normal
                                              else s["max_ulp"]["negative"]["ulp"]),
         "minus1_worst": group[False] and worst(False, lambda s: s["max_ulp"]["negative"]["ulp"]),
+        "poly": code(group["poly"]),
+        "poly_worst": group["poly"] and worst("poly", lambda s: s["max_ulp"]["negative"]["ulp"]),
         "minus1_zeros": max((sum(first[n]["classes"].get(k, {}).get("plus_zero_out", 0)
                                  for k in ("-normal", "-denormal")) for n in group[False]), default=0),
         "flushed": {side: {"names": code(ns), "n": first[ns[0]]["classes"][label]["n"]}

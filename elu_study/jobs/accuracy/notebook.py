@@ -49,7 +49,14 @@ MEASURES = {
                                 for s in run["formulas"].values()), "{:,}".format),
     "ties": (lambda r: r["runs"]["1.5"]["reference"]["ties_corrected"], "{:,}".format),
     "ties_1": (lambda r: r["runs"]["1.0"]["reference"]["exact_ties_tiny_x"], "{:,}".format),
+    # Issue 24's (written before the run that first recorded step 6's formula): within 2 ulp at alpha = 1.
+    "poly_1": (lambda r: _max_or_none(r, "1.0", "6_beyond_copy"), a.ulps),
+    "poly_15": (lambda r: _max_or_none(r, "1.5", "6_beyond_copy"), a.ulps),
 }
+
+
+def _max_or_none(r: dict, alpha: str, name: str) -> float | None:
+    return _max(r, alpha, name) if name in r["runs"][alpha]["formulas"] else None
 
 # Each cell's numbers: {name: record -> the template's arguments}.
 CELLS = {
@@ -57,7 +64,8 @@ CELLS = {
         "r": r, "measured_here": measured_here, "here": this_gpu(),
         "file": record_path(r["provenance"]["gpu"], "accuracy").name, "missing": a.code(a.not_in_record(r)),
         "same": {to: [*g["same"], *a.code(g["differ"])] for to, g in a.same_as(r).items()}},
-    "predictions": lambda r: {"m": {k: {"v": fn(r), "shown": shown(fn(r))} for k, (fn, shown) in MEASURES.items()}},
+    "predictions": lambda r: {"m": {k: {"v": (v := fn(r)), "shown": None if v is None else shown(v)}
+                                    for k, (fn, shown) in MEASURES.items()}},
     "overview": lambda r: {"df": a.both(r, a.summary_table).iloc[:, :4]},  # the first four columns
     "histogram": lambda r, alpha="1.0": dict(zip(("df", "left_out"), a.histogram_ends(r, alpha)), alpha=alpha),
     "classes": lambda r, alpha="1.0": dict(zip(("df", "alike"), a.classes_where_they_differ(r, alpha)), alpha=alpha),

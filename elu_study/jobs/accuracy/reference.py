@@ -99,8 +99,8 @@ def predicted_ulp(x, ref64, alpha: float, formula: Formula, parts: dict | None =
     """The ulp error the documented bound of the formula's exponential allows for ELU (METHOD['bound_model']);
     parts: bound_parts(x, ref64), computed here when not given."""
     p = parts if parts is not None else bound_parts(x, ref64)
-    if formula.exponential == "expm1f":
-        core = 1.5 * p["ulp_d"]
+    if formula.exponential in ("expm1f", "expm1-poly"):  # 1 ulp of expm1f, or the 2-ulp target; then rounding
+        core = (1.5 if formula.exponential == "expm1f" else 2.5) * p["ulp_d"]
     else:
         if formula.exponential == "expf":
             core = 2.5 * p["ulp_e"]

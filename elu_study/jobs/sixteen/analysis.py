@@ -12,7 +12,8 @@ from elu_study.core.entries import is_backward, roof_of
 from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
 from elu_study.core.record import row
-from elu_study.jobs.sixteen.predictions import GOALS, PREDICTIONS, PREDICTIONS_POLY, PREDICTIONS_TABLE, Prediction
+from elu_study.jobs.sixteen.predictions import (GOALS, PREDICTIONS, PREDICTIONS_POLY, PREDICTIONS_ROUND3,
+                                                PREDICTIONS_TABLE, Prediction)
 
 DTYPES = ("bfloat16", "float16")
 ROUNDING = 3 * 2.0 ** -24  # the roundings of r, r (1 - eps) and r (1 + eps): what eps must cover beyond delta
@@ -120,7 +121,7 @@ def numbers(record: dict) -> dict:
             "dram": {n: counter(record, n, "dram_pct_of_peak") for n in has},
             "bound": {n: issue_bound(issue_pct(record, n)) for n in has}, "formula_of": record.get("formula_of", {}),
             "dtypes": DTYPES, "default": DEFAULT,
-            "round2": grades(record, PREDICTIONS_TABLE), "round1": first,
+            "round3": grades(record, PREDICTIONS_ROUND3), "round2": grades(record, PREDICTIONS_TABLE), "round1": first,
             "missed": [g for g in first if g["verdict"] != "HELD"],
             "goals": [{"p": p, "value": measured(record, p)} for p in GOALS]}
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DTYPES16 = ("bfloat16", "float16")
+
 INF = float("inf")
 ABOUT = 1.25  # "about v" in a prediction's words, graded as v / 1.25 to v x 1.25
 
@@ -73,14 +75,31 @@ PREDICTIONS_TABLE = (
     Prediction("7_sixteen_bits bfloat16", "mismatches", (0, 0)),
     Prediction("7_sixteen_bits float16", "mismatches", (0, 0)),
 )
-PREDICTIONS = (*PREDICTIONS_POLY, *PREDICTIONS_TABLE)
+# Round 3 (issue 24, written 2026-12-01 before the third record, after untimed one-off probes on the H200): float16's
+# table copied by cp.async while the first load is in flight, with 8 tiles per block, takes the fill off the
+# critical path; the backward computes expf (1.5x the forward's time per element leaves room for its instructions)
+# and needs no table at all, in 256-thread blocks of one vector each.
+PREDICTIONS_ROUND3 = (
+    *_both("7_sixteen_bits", (0.97, 0.99), (0.99, 1.01)),
+    Prediction("7_sync_fill float16", "x_own_copy", (0.003, 0.02), base="7_sixteen_bits float16"),
+    Prediction("7_16_tiles float16", "x_own_copy", (0.0, 0.02), base="7_sixteen_bits float16"),
+    Prediction("7_async bfloat16", "x_own_copy", (0.0, 0.02), base="7_sixteen_bits bfloat16"),
+    *_both("7_backward", (0.98, 0.995), (0.98, 0.995)),
+    *(Prediction(f"7_backward_table {d}", "x_own_copy", (0.005, 0.04), base=f"7_backward {d}") for d in DTYPES16),
+    *(Prediction(f"7_backward_128_threads {d}", "x_own_copy", (-0.005, 0.01), base=f"7_backward {d}")
+      for d in DTYPES16),
+    *(Prediction(f"7_backward {d}", "mismatches", (0, 0)) for d in DTYPES16),
+)
+PREDICTIONS = (*PREDICTIONS_POLY, *PREDICTIONS_TABLE, *PREDICTIONS_ROUND3)
 
-# The issue's goals: the default at most 1.05x its own copy_ (must), 1.02x (aim), 0 mismatches; the backward at
-# most 1.05x the dtype's torch.add (its three streams), bit-identical to aten.elu_backward.
-GOALS = tuple(p for d in ("bfloat16", "float16") for p in (
-    Prediction(f"7_sixteen_bits {d}", "x_own_copy", (0.0, 1.05), label="must: 1.05x own copy_"),
-    Prediction(f"7_sixteen_bits {d}", "x_own_copy", (0.0, 1.02), label="aim: 1.02x own copy_"),
+# The goals (issue 24): the default at most 1.00x its own copy_ on bfloat16, 1.01x on float16 (aim 1.00x), 0
+# mismatches; the backward at most 0.99x the dtype's torch.add (its three streams; aim 0.98x), bit-identical to
+# aten.elu_backward.
+GOALS = tuple(p for d, must in (("bfloat16", 1.00), ("float16", 1.01)) for p in (
+    Prediction(f"7_sixteen_bits {d}", "x_own_copy", (0.0, must), label=f"must: {must:.2f}x own copy_"),
+    Prediction(f"7_sixteen_bits {d}", "x_own_copy", (0.0, 1.00), label="aim: 1.00x own copy_"),
     Prediction(f"7_sixteen_bits {d}", "mismatches", (0, 0), label="bit-identical to F.elu"),
-    Prediction(f"7_backward {d}", "x_own_copy", (0.0, 1.05), label="must: 1.05x torch.add"),
+    Prediction(f"7_backward {d}", "x_own_copy", (0.0, 0.99), label="must: 0.99x torch.add"),
+    Prediction(f"7_backward {d}", "x_own_copy", (0.0, 0.98), label="aim: 0.98x torch.add"),
     Prediction(f"7_backward {d}", "mismatches", (0, 0), label="bit-identical to aten.elu_backward"),
 ))

@@ -89,6 +89,14 @@ ROUND2_PREDICTIONS = (
     ("6_evict_last_store_cs", (0.975, 0.990)),
     ("6_evict_last_reversed", (0.975, 0.990)),
 )
+# Round 3 (notebook 08, issue 24): the float32 formula, one change from the same build, predicted before the third
+# recorded run after untimed probes (expm1 by its Taylor series matched expf - 1 there; expm1f cost about 3 %).
+ROUND3_WRITTEN = "round 3, before the run that recorded it (issue 24, 2026-12-01), after untimed probes"
+ROUND3_PREDICTIONS = (
+    ("6_evict_last_expm1poly", (0.975, 0.986)),
+    ("6_beyond_copy", (0.975, 0.986)),
+    ("6_evict_last_expm1f", (0.995, 1.030)),
+)
 AIM_0_97 = 0.97  # round 2's further aim for float32 (step 6's own is 0.98x), toward the two-stream floor
 
 
