@@ -81,21 +81,21 @@ def step7_numbers(study: dict) -> dict | None:
             "backward": max(backward, default=None), "met": [d for d, v in xs.items() if v <= sixteen.AIM]}
 
 
-def accuracy_numbers(acc: dict, beyond: dict | None) -> dict:
-    """expf(x) - 1 against expm1f over every float32 input; the verdict's kernel, where this record lacks it."""
+def accuracy_numbers(acc: dict, best: dict) -> dict:
+    """expf(x) - 1 against expm1f over every float32 input; the verdict's kernel (``best``, the main record's fastest
+    step): its worst error, or its name where this record lacks it."""
     alpha = "1.0" if "1.0" in acc["runs"] else next(iter(acc["runs"]))
     run, kinds = acc["runs"][alpha]["formulas"], {f["name"]: f for f in acc["formulas"]}
     minus_one = [n for n in run if kinds[n]["exponential"] in ("expf", "__expf")]
     expm1 = [n for n in run if kinds[n]["exponential"] == "expm1f" and not kinds[n]["flushes_denormals"]]
-    best = fastest(beyond) if beyond else None
     return {"alpha": alpha, "minus_one": minus_one, "expm1": expm1,
+            "best_ulp": run[best["name"]]["max_ulp"]["negative"]["ulp"] if best["name"] in run else None,
             "worst_log2": round(math.log2(max(run[n]["max_ulp"]["negative"]["ulp"] for n in minus_one))),
             "zeros": max(sum(run[n]["classes"].get(c, {}).get("plus_zero_out", 0) for c in ("-normal", "-denormal"))
                          for n in minus_one),
             "expm1_ulp": max(run[n]["max_ulp"]["negative"]["ulp"] for n in expm1),
             "passes": all(s["tolerance"]["n_fail"] == 0 for s in run.values()),
-            "unchecked": best["name"] if best and best["name"] not in run else None,
-            "expm1_build": bool(best) and "OP=Expm1f" in best.get("flags", [])}
+            "unchecked": best["name"] if best["name"] not in run else None}
 
 
 def sizes_numbers(sizes: dict) -> dict:
@@ -144,7 +144,7 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     recs = {job: record.load(gpu, job, required=False) for job in JOBS}
     out = study_numbers(recs["study"], recs["ncu"], recs["launch"]) | noise_numbers(recs)
     return out | {"step6": recs["beyond"] and step6_numbers(recs["beyond"]), "step7": step7_numbers(recs["study"]),
-                  "acc": recs["accuracy"] and accuracy_numbers(recs["accuracy"], recs["beyond"]),
+                  "acc": recs["accuracy"] and accuracy_numbers(recs["accuracy"], out["best"]),
                   "sizes": recs["sizes"] and sizes_numbers(recs["sizes"]),
                   "launch": recs["launch"] and launch_numbers(recs["launch"]),
                   "model_bars": recs["model"] and model_analysis.bars(recs["model"]),
