@@ -13,7 +13,8 @@ STYLES = {"1_naive": {"color": "tab:red", "marker": "o", "ms": 5, "mfc": "none"}
           "4_fast_math": {"color": "tab:orange", "marker": "s", "ms": 3},
           "5_streaming": {"color": "tab:blue", "marker": "^", "ms": 4},
           "F.elu": {"color": "black", "marker": "x", "ms": 4},
-          "torch.compile(F.elu)": {"color": "tab:green", "marker": "+", "ms": 6}}
+          "torch.compile(F.elu)": {"color": "tab:green", "marker": "+", "ms": 6},
+          "6_beyond_copy": {"color": "tab:purple", "marker": "D", "ms": 3}}
 ZERO_FLOOR = 2.0**-4  # where a binade with no error at all is drawn on a log axis
 
 
@@ -57,7 +58,7 @@ def histogram_figure(record: dict, sign: str = "negative"):
                              squeeze=False)
     for ax, alpha in zip(axes[0], record["runs"]):
         df = histogram_table(record, alpha, sign)
-        df.plot.bar(ax=ax, width=0.8, logy=True, legend=False, color=[STYLES.get(n, {}).get("color") for n in df])
+        df.plot.bar(ax=ax, width=0.8, logy=True, legend=False, color=[STYLES.get(n, {}).get("color", "gray") for n in df])
         ax.set_xticks(range(len(df)), df.index, rotation=60, ha="right", fontsize=7)
         ax.set(xlabel="ulp error", title=f"alpha = {alpha}")
     axes[0][0].set_ylabel(f"inputs, sign bit {'set' if sign == 'negative' else 'clear'}")
