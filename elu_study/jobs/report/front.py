@@ -90,6 +90,7 @@ def accuracy_numbers(acc: dict, best: dict) -> dict:
     expm1 = [n for n in run if kinds[n]["exponential"] == "expm1f" and not kinds[n]["flushes_denormals"]]
     return {"alpha": alpha, "minus_one": minus_one, "expm1": expm1,
             "best_ulp": run[best["name"]]["max_ulp"]["negative"]["ulp"] if best["name"] in run else None,
+            "best_zero_sign": run[best["name"]]["zero_sign_mismatch"] if best["name"] in run else 0,
             "worst_log2": round(math.log2(max(run[n]["max_ulp"]["negative"]["ulp"] for n in minus_one))),
             "zeros": max(sum(run[n]["classes"].get(c, {}).get("plus_zero_out", 0) for c in ("-normal", "-denormal"))
                          for n in minus_one),
