@@ -18,7 +18,7 @@ import pytest
 
 from elu_study.jobs.study import notebook
 from elu_study.core import entries as study
-from elu_study.core import harness, ncu, record, timing
+from elu_study.core import derived, ncu, record, timing
 from elu_study.core.sass import KernelReport
 from elu_study.core.entries import ENTRIES
 
@@ -327,7 +327,7 @@ def test_main_record_timings_are_consistent(main_record):
 
 
 def test_main_record_annotation_is_up_to_date(main_record):
-    assert harness.annotate(copy.deepcopy(main_record)) == main_record
+    assert derived.annotate(copy.deepcopy(main_record)) == main_record
 
 
 # -- 6. no CUDA toolkit: the notebooks show the recorded SASS ----------------------------------------

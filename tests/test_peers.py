@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from elu_study.core import entries as study
-from elu_study.core import harness
+from elu_study.core import derived, harness
 from elu_study.core.check import ATOL, RTOL
 
 
@@ -40,7 +40,7 @@ def _record(with_streams=True):
         rows += [_row("read_only", "baseline", 1.49), _row("write_only", "baseline", 1.39)]
     rec = {"problem": {"numel": 4096 * 393216, "shape": [4096, 393216]}, "peak_bytes_per_s": 4.8e12, "rows": rows,
            "provenance": {"gpu": "NVIDIA H200"}}
-    return harness.annotate(rec)
+    return derived.annotate(rec)
 
 
 def test_measured_stream_floor_is_the_sum_of_the_halves():

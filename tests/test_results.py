@@ -422,16 +422,16 @@ def test_the_roofs_table_groups_by_dtype_and_direction_and_says_each_check():
 
 def test_the_backwards_predictions_are_graded_on_the_median_of_the_fresh_processes():
     rec = copy.deepcopy(record.load())
-    lo, hi = backward.PREDICTIONS["elu_backward_evict_last"]
+    lo, hi = backward.PREDICTIONS["elu_backward"]
     xs = [lo - 0.01, (lo + hi) / 2, hi + 0.01]  # median inside the range, one process on each side of it
     rec["backward"]["processes"] = [{n: {"x_roof": x} for n in backward.NAMES} for x in xs]
     df = backward.frame(rec)
-    assert df.loc["elu_backward_evict_last", "verdict"] == "HELD"
+    assert df.loc["elu_backward", "verdict"] == "HELD"
     rec["backward"]["processes"] = [{n: {"x_roof": hi + 0.02} for n in backward.NAMES}] * 3
-    assert backward.frame(rec).loc["elu_backward_evict_last", "verdict"] == "MISSED (slower)"
+    assert backward.frame(rec).loc["elu_backward", "verdict"] == "MISSED (slower)"
     assert backward.aim_line(rec).endswith("at worst over 4 runs. The aim (0.98x) is reached in 0 of them.")
     rec["backward"]["processes"] = [{n: {"x_roof": backward.AIM - 0.001} for n in backward.NAMES}] * 3
-    main_run = record.row(rec, "elu_backward_evict_last")["x_roof"] <= backward.AIM
+    main_run = record.row(rec, "elu_backward")["x_roof"] <= backward.AIM
     assert backward.aim_line(rec).endswith(f"is reached in {3 + main_run} of them.")
 
 

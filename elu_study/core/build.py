@@ -1,13 +1,11 @@
-"""Build a kernel file into a Python module with ``torch.utils.cpp_extension.load_inline``.
+"""Build a kernel file (a ``.cu`` defining ``launch_elu``) into a module with ``cpp_extension.load_inline``.
 
-A variant is one ``.cu`` file that defines ``launch_elu`` (see ``kernels/common/elu.cuh``);
-``kernels/common/binding.cpp`` gives every variant the same two faces: the binding,
-``module.elu(x, alpha=1.0, out=None)``, and an operator in PyTorch's dispatcher,
-``torch.ops.<module.op_namespace>.elu`` (elu_study.pytorch.ops is its Python side).
-"""
+``kernels/common/binding.cpp`` gives every variant ``module.elu(x, alpha=1.0, out=None)`` and a dispatcher
+operator, ``torch.ops.<module.op_namespace>.elu`` (elu_study.pytorch.ops is its Python side)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -31,38 +29,26 @@ BASE_CUDA_CFLAGS = ("-O3", "-lineinfo")
 _FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.MULTILINE)
 _NAMESPACE_FLAG = "-DELU_OP_NAMESPACE="
 _BINDING_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*binding\s*=\s*(.*)$", re.MULTILINE)
-# What a kernel file may ask binding.cpp to expose beyond elu(x, alpha, out), each a
-# "// elu-study: binding = ..." word that compiles the binding with -DELU_BINDING_<WORD>.
-BINDING_FEATURES = {
-    "storage16": "elu() also takes float16 and bfloat16 tensors (launch_elu_16; math in float32)",
-    "backward16": "elu_backward() also takes float16 and bfloat16 tensors (launch_elu_backward_16)",
-    "launch-shape": "set_launch_shape(threads, vectors, hints, blocks_per_sm): a launch chosen at run time",
-}
+# What a kernel file's "// elu-study: binding = WORD" line asks binding.cpp for (compiled with -DELU_BINDING_<WORD>):
+# storage16, elu() on float16 and bfloat16 (launch_elu_16); backward16, elu_backward() too (launch_elu_backward_16);
+# launch-shape, set_launch_shape(threads, vectors, hints, blocks_per_sm) chosen at run time.
+BINDING_FEATURES = ("storage16", "backward16", "launch-shape")
 
 
 def configure_toolchain() -> None:
-    """Let the build work on a machine with no GPU, unless the user chose otherwise.
-
-    Without a GPU, torch cannot guess the target architecture (it fails with an
-    IndexError), so default to Hopper, the study's GPU. With nvcc reached through a
-    wrapper in /usr/local/bin, torch would take /usr/local as CUDA_HOME and fail to
-    link cudart, so point it at the toolkit that holds nvcc.
-    """
+    """Let the build work without a GPU unless the user chose otherwise: target Hopper (torch cannot guess), and set
+    CUDA_HOME to the toolkit holding nvcc (a wrapper in /usr/local/bin would make torch link against /usr/local)."""
     if not os.environ.get("CUDA_HOME") and not os.environ.get("CUDA_PATH"):
-        for candidate in ("/usr/local/cuda", "/usr/local/cuda-13.0"):
-            if Path(candidate, "bin", "nvcc").exists():
-                os.environ["CUDA_HOME"] = candidate
-                break
-    if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        if not torch.cuda.is_available():
-            os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+        if home := next((c for c in ("/usr/local/cuda", "/usr/local/cuda-13.0") if Path(c, "bin", "nvcc").exists()), None):
+            os.environ["CUDA_HOME"] = home
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and not torch.cuda.is_available():
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
 
 
 @functools.cache
 def _cpp_extension():
     configure_toolchain()
-    # Without a GPU this import logs "No CUDA runtime is found" on stderr, which
-    # notebooks would then carry as an output that differs from a GPU run.
+    # Without a GPU this import logs "No CUDA runtime is found" on stderr, an output a GPU run's notebook lacks.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     from torch.utils import cpp_extension  # noqa: PLC0415 - lazy: it reads CUDA_HOME at import, so after configure_toolchain
 
@@ -71,8 +57,7 @@ def _cpp_extension():
 
 def known_variants() -> dict[str, Path]:
     """The study's steps, ``{"1_naive": Path(...), ...}``, in step order."""
-    files = sorted(KERNELS_DIR.glob("[0-9]*_*.cu"), key=lambda p: int(p.name.split("_")[0]))
-    return {p.stem: p for p in files}
+    return {p.stem: p for p in sorted(KERNELS_DIR.glob("[0-9]*_*.cu"), key=lambda p: int(p.name.split("_")[0]))}
 
 
 def resolve_variant(name_or_path: str | os.PathLike) -> Path:
@@ -86,8 +71,7 @@ def resolve_variant(name_or_path: str | os.PathLike) -> Path:
         if not path.is_file():
             raise FileNotFoundError(f"no kernel file at {path}")
         return path.resolve()
-    variants = known_variants()
-    key = str(name_or_path)
+    variants, key = known_variants(), str(name_or_path)
     for stem, file in variants.items():
         number, _, label = stem.partition("_")
         if key in (stem, number, label):
@@ -103,15 +87,9 @@ def file_flags(source: str) -> list[str]:
 def binding_features(source: str) -> list[str]:
     """Binding features a kernel file asks for in a ``// elu-study: binding = ...`` line (see BINDING_FEATURES)."""
     words = [w for match in _BINDING_DIRECTIVE.findall(source) for w in match.split()]
-    unknown = [w for w in words if w not in BINDING_FEATURES]
-    if unknown:
+    if unknown := [w for w in words if w not in BINDING_FEATURES]:
         raise ValueError(f"unknown binding feature(s) {', '.join(unknown)}; known: {', '.join(BINDING_FEATURES)}")
     return words
-
-
-def binding_defines(source: str) -> list[str]:
-    """The -D flags that switch binding.cpp's optional parts on for a kernel file."""
-    return [f"-DELU_BINDING_{w.upper().replace('-', '_')}" for w in binding_features(source)]
 
 
 @dataclass(frozen=True)
@@ -132,12 +110,10 @@ class BuildSpec:
     def extension_name(self) -> str:
         digest = hashlib.sha256()
         # Headers are #included, so load_inline's own check would miss edits to them.
-        for part in (self.cuda_source(), *(p.read_text() for p in sorted(COMMON_DIR.iterdir()) if p.is_file())):
+        for part in (self.cuda_source(), *(p.read_text() for p in sorted(COMMON_DIR.iterdir()) if p.is_file()),
+                     " ".join(self.cuda_flags), " ".join(self.cpp_flags), os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
+                     torch.__version__):
             digest.update(part.encode())
-        digest.update(" ".join(self.cuda_flags).encode())
-        digest.update(" ".join(self.cpp_flags).encode())
-        digest.update(os.environ.get("TORCH_CUDA_ARCH_LIST", "").encode())
-        digest.update(torch.__version__.encode())
         safe = re.sub(r"\W", "_", self.label)
         return f"elu_{safe}_{digest.hexdigest()[:12]}"
 
@@ -154,27 +130,13 @@ def build_spec(name_or_path: str | os.PathLike, extra_cuda_cflags: list[str] | t
     return BuildSpec(path, tuple(flags), tuple(extra_cflags or ()))
 
 
-def compile_variant(
-    name_or_path: str | os.PathLike,
-    *,
-    extra_cuda_cflags: list[str] | tuple[str, ...] | None = None,
-    extra_cflags: list[str] | tuple[str, ...] | None = None,
-    verbose: bool = False,
-):
-    """Build a step from ``kernels/`` (or your own ``.cu`` file) and return its module.
-
-    The module's ``elu(x, alpha=1.0, out=None)`` runs the kernel on the current
-    stream; loading it registers the build's operator, ``torch.ops.<module.op_namespace>``
-    (``extra_cflags`` go to binding.cpp: ``-DELU_OP_NAMESPACE=name`` names the namespace).
-    Builds are cached on disk (``TORCH_EXTENSIONS_DIR``) under a name that
-    hashes the sources and flags, and in memory for this process.
-
-    >>> naive = compile_variant("1_naive")
-    >>> y = naive.elu(x, alpha=0.5)
-    """
+def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[str] | tuple[str, ...] | None = None,
+                    extra_cflags: list[str] | tuple[str, ...] | None = None, verbose: bool = False):
+    """Build a step from ``kernels/`` (or your own ``.cu`` file) and return its module, e.g.
+    ``compile_variant("1_naive").elu(x, alpha=0.5)``. ``extra_cflags`` go to binding.cpp (``-DELU_OP_NAMESPACE=``).
+    Cached on disk (``TORCH_EXTENSIONS_DIR``, by a hash of sources and flags) and in memory."""
     configure_toolchain()
-    spec = build_spec(name_or_path, extra_cuda_cflags, extra_cflags)
-    return _load(spec, verbose)
+    return _load(build_spec(name_or_path, extra_cuda_cflags, extra_cflags), verbose)
 
 
 @functools.lru_cache(maxsize=None)
@@ -182,7 +144,8 @@ def _load(spec: BuildSpec, verbose: bool = False):
     module = _cpp_extension().load_inline(
         name=spec.extension_name(),
         cpp_sources=(COMMON_DIR / "binding.cpp").read_text(),
-        extra_cflags=["-O2", *binding_defines(spec.cuda_source()), *spec.cpp_flags,
+        extra_cflags=["-O2", *(f"-DELU_BINDING_{w.upper().replace('-', '_')}" for w in binding_features(spec.cuda_source())),
+                      *spec.cpp_flags,
                       *([] if any(f.startswith(_NAMESPACE_FLAG) for f in spec.cpp_flags)
                         else [f"{_NAMESPACE_FLAG}{spec.op_namespace()}"])],
         # Every build gets the shared backward pass (load_inline joins the list into one .cu file).
@@ -204,18 +167,12 @@ def find_cuda_tool(tool: str) -> str:
     """A CUDA binary tool (cuobjdump, nvdisasm): from PATH, CUDA_HOME, Triton's wheel, or nvidia wheels."""
     configure_toolchain()
     dirs = [os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"], "bin"))]
-    try:
+    with contextlib.suppress(ImportError):
         import triton  # noqa: PLC0415 - ships cuobjdump and nvdisasm beside its ptxas
-
         dirs.append(str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin"))
-    except ImportError:
-        pass
-    try:
+    with contextlib.suppress(ImportError):
         import nvidia  # noqa: PLC0415 - the nvidia-cuda-cuobjdump / -nvdisasm wheels install into this namespace
-
         dirs += [str(p) for base in nvidia.__path__ for p in Path(base).glob("*/bin")]
-    except ImportError:
-        pass
     found = shutil.which(tool) or next((str(Path(d, tool)) for d in dirs if d and Path(d, tool).is_file()), None)
     if found is None:
         raise FileNotFoundError(f"{tool} not found: install the CUDA toolkit, or torch with its Triton wheel")
@@ -224,22 +181,14 @@ def find_cuda_tool(tool: str) -> str:
 
 def build_in_subprocess(job: tuple) -> str:
     """One build of ``build_all``: (variant, nvcc flags) or (variant, nvcc flags, binding.cpp flags)."""
-    name, flags, *cpp_flags = job
-    cpp = list(cpp_flags[0]) if cpp_flags else None
-    return compile_variant(name, extra_cuda_cflags=list(flags), extra_cflags=cpp).__name__
+    name, flags, *cpp = job
+    return compile_variant(name, extra_cuda_cflags=list(flags), extra_cflags=list(cpp[0]) if cpp else None).__name__
 
 
 def build_all(jobs: list[tuple], workers: int | None = None) -> None:
-    """Compile several (variant, extra flags) builds at once, each in its own process.
-
-    Each build is one nvcc and one g++ call, mostly serial work, so on a many-core
-    machine building them side by side saves minutes; the disk cache then serves
-    every later compile_variant call, in this process or in a notebook kernel.
-    A process that has used CUDA already (a test session) builds in spawned workers: a fork
-    of it could not initialize CUDA again, and torch's build asks the GPU for its architecture.
-    """
+    """Compile several (variant, extra flags) builds side by side, each in its own process, for the disk cache.
+    A process that has used CUDA already builds in spawned workers (a fork could not initialize CUDA again)."""
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 2))
     context = multiprocessing.get_context("spawn") if torch.cuda.is_initialized() else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for _ in tqdm(pool.map(build_in_subprocess, jobs), total=len(jobs), desc="compiling", unit="variant"):
-            pass
+        list(tqdm(pool.map(build_in_subprocess, jobs), total=len(jobs), desc="compiling", unit="variant"))

@@ -29,16 +29,6 @@ class CheckResult:
         return asdict(self)
 
 
-def describe(check: dict) -> str:
-    """One line for a saved check: the verdict, how it was reached, and the errors."""
-    verdict = "PASS" if check["passed"] else "FAIL"
-    return (
-        f"{verdict} ({check['trials']} trials of randn x {INPUT_SCALE:g}, NaN-poisoned output, atol = rtol = {ATOL:g}; "
-        f"unwritten: {check['unwritten']}; max |err| vs F.elu {check['max_abs_err_vs_torch']:.1e}, "
-        f"vs float64 {check['max_abs_err_vs_fp64']:.1e})"
-    )
-
-
 def fp64_errors(y: torch.Tensor, x: torch.Tensor, alpha: float, chunk: int = 1 << 26) -> tuple[float, float]:
     """Max absolute and relative error of y against ELU computed in float64, in chunks to bound memory."""
     max_abs = max_rel = 0.0
@@ -47,8 +37,7 @@ def fp64_errors(y: torch.Tensor, x: torch.Tensor, alpha: float, chunk: int = 1 <
         ref = F.elu(xf[start : start + chunk].double(), alpha)
         err = (yf[start : start + chunk].double() - ref).abs()
         max_abs = max(max_abs, err.max().item())
-        # Relative error where it is meaningful (the fp32 normal range).
-        rel = err / ref.abs().clamp_min(torch.finfo(torch.float32).tiny)
+        rel = err / ref.abs().clamp_min(torch.finfo(torch.float32).tiny)  # where meaningful: the fp32 normal range
         max_rel = max(max_rel, rel.max().item())
     return max_abs, max_rel
 
@@ -74,10 +63,7 @@ def check_elu(fn: EluFn, shape=SHAPE, alpha: float = 1.0, trials: int = 3, seed:
 
 
 def near_zero_rel_error(fn: EluFn, alpha: float = 1.0, decades=range(-8, 1), per_decade: int = 1 << 16) -> dict[str, float]:
-    """Max relative error against float64 for x in [-10^(d+1), -10^d): where exp(x) - 1 cancels.
-
-    expf(x) - 1 loses digits as x -> 0 (it returns 0 below about 2^-25); expm1f does not.
-    """
+    """Max relative error against float64 for x in [-10^(d+1), -10^d), where expf(x) - 1 cancels (expm1f does not)."""
     out = {}
     for d in decades:
         x = -torch.logspace(d, d + 1, per_decade, device="cuda", dtype=torch.float64)[:-1].float()

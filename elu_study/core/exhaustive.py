@@ -1,8 +1,5 @@
-"""Every input of a 16-bit dtype, bit for bit: the 65,536 bit patterns of float16 or bfloat16 through a kernel's
-forward (against ``F.elu``) or backward (against ``aten.elu_backward``) at many alphas, each into a NaN-poisoned
-output, counted per alpha; and the float32 backward against aten's at full size. Used by the main study (its
-16-bit and backward rows) and by step 7's job; the module under test is passed in, so this imports no job.
-"""
+"""Every input of a 16-bit dtype, bit for bit, through a kernel's forward (vs ``F.elu``) or backward (vs
+``aten.elu_backward``) at many alphas into a NaN-poisoned output; and the float32 backward vs aten at full size."""
 
 from __future__ import annotations
 
@@ -33,8 +30,7 @@ def patterns(dtype: str) -> torch.Tensor:
 
 
 def check_patterns(module, dtype: str, alpha_list) -> dict:
-    """Every bit pattern of a dtype through ``module.elu`` (or any ``elu(x, alpha, out=)``) into a NaN-poisoned
-    output, bit for bit against F.elu in that dtype, at each alpha."""
+    """Every bit pattern of a dtype through ``module.elu(x, alpha, out=)``, bit for bit against F.elu, at each alpha."""
     x = patterns(dtype)
     bad, nan_only, untouched = {}, 0, 0
     for a in alpha_list:
@@ -70,8 +66,8 @@ def tally(dtype: str, alpha_list, bad: dict, nan_only: int, untouched: int, grad
 
 
 def grads_for(dtype: str) -> list[torch.Tensor]:
-    """The grads the backward is checked with, one per pass over every x: randn at three scales, every bit pattern
-    reversed (so each x meets NaN, inf, 0 and subnormal grads), and ones."""
+    """One grad per pass over every x: randn at three scales, every bit pattern reversed (NaN, inf, 0, subnormal)
+    and ones."""
     t = getattr(torch, dtype)
     gen = torch.Generator(device="cuda").manual_seed(99)
     drawn = [(torch.randn(1 << 16, device="cuda", generator=gen) * s).to(t) for s in (1e-3, 1.0, 1e3)]
@@ -79,9 +75,8 @@ def grads_for(dtype: str) -> list[torch.Tensor]:
 
 
 def check_backward(module, dtype: str, alpha_list) -> dict:
-    """Every bit pattern of a dtype as x, against each of ``grads_for``, through ``module.elu_backward`` into a
-    poisoned output, bit for bit against aten.elu_backward in that dtype; from the result y = F.elu(x) too
-    (is_result, alpha >= 0, as in-place elu_ saves it)."""
+    """Every bit pattern as x, with each of ``grads_for``, bit for bit against aten.elu_backward; for alpha >= 0
+    also from the result y = F.elu(x) (is_result, as in-place elu_ saves it)."""
     x = patterns(dtype)
     bad, nan_only, untouched = {}, 0, 0
     for a in alpha_list:
@@ -98,9 +93,8 @@ def check_backward(module, dtype: str, alpha_list) -> dict:
 
 
 def check_backward32(module, x: torch.Tensor, grad: torch.Tensor, alpha: float) -> dict:
-    """A float32 backward (``module.elu_backward``) from the input x, into a poisoned output, against
-    ``aten.elu_backward`` on the same tensors: outputs whose bits differ, the largest difference, and whether
-    every output is within the float32 bar (core.check's ATOL and RTOL) and written."""
+    """A float32 backward into a poisoned output vs ``aten.elu_backward``: bit mismatches, the largest difference,
+    and whether every output is written and within core.check's ATOL and RTOL."""
     out = torch.full(x.shape, POISON32, dtype=torch.int32, device=x.device).view(torch.float32)
     module.elu_backward(grad, x, alpha, False, out=out)
     want = torch.ops.aten.elu_backward(grad, alpha, 1, 1, False, x)

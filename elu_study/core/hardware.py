@@ -52,17 +52,11 @@ PEAK_OVERRIDE_ENV = "ELU_STUDY_PEAK_TBPS"
 
 
 def gpu_spec(device_name: str) -> GpuSpec | None:
-    """The datasheet bandwidth for a device name, or None for a GPU this table does not know.
-
-    Set ELU_STUDY_PEAK_TBPS (e.g. 1.0) to give the floor of a GPU that is not listed.
-    """
+    """The datasheet bandwidth for a device name, or None if unknown; ELU_STUDY_PEAK_TBPS (e.g. 1.0) overrides it."""
     override = os.environ.get(PEAK_OVERRIDE_ENV)
     if override:
         return GpuSpec(device_name, float(override) * 1e12, source=f"${PEAK_OVERRIDE_ENV}")
-    for pattern, spec in KNOWN_GPUS:
-        if re.search(pattern, device_name):
-            return spec
-    return None
+    return next((spec for pattern, spec in KNOWN_GPUS if re.search(pattern, device_name)), None)
 
 
 def floor_ms(numel: int, peak_bytes_per_s: float) -> float:
@@ -72,8 +66,6 @@ def floor_ms(numel: int, peak_bytes_per_s: float) -> float:
 
 def tbps(numel: int, ms: float) -> float:
     return bytes_moved(numel) / (ms * 1e-3) / 1e12
-
-
 
 
 def _command_output(*cmd: str) -> str | None:
@@ -86,8 +78,7 @@ def _command_output(*cmd: str) -> str | None:
 def nvcc_version() -> str | None:
     configure_toolchain()
     nvcc = os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if os.environ.get("CUDA_HOME") else "nvcc"
-    text = _command_output(nvcc, "--version") or ""
-    match = re.search(r"release (\S+), V(\S+)", text)
+    match = re.search(r"release (\S+), V(\S+)", _command_output(nvcc, "--version") or "")
     return match.group(2) if match else None
 
 
@@ -118,8 +109,7 @@ def provenance() -> dict:
     }
 
 
-# When a kernel counts as bound by instruction issue, in every notebook alike: issuing its warp instructions
-# (ncu's issue-active share, 4 per SM per cycle) takes at least this share of its run time, compared as shown.
+# Issue-bound, in every notebook alike: issuing its warp instructions takes at least this share (%) of run time.
 ISSUE_BOUND_PCT = 90
 ISSUE_BOUND_RULE = (f"**Issue-bound**, in notebooks 08 and 12 alike: issuing a kernel's warp instructions, at 4 per SM "
                     f"per cycle (ncu), takes at least {ISSUE_BOUND_PCT} % of its run time (as shown, rounded).")

@@ -1,9 +1,5 @@
-"""The harness: every entry checked and timed the same way, in one process.
-
-Each entry is measured once per run: checked first, then timed in rounds that interleave every
-entry (round 1 times each entry once, then round 2, ...), so that a drift of the GPU's clocks or
-temperature during the run touches every entry alike instead of whichever came last.
-"""
+"""The harness: every entry checked, then timed in rounds that interleave every entry (so that a drift of the
+GPU's clocks or temperature touches every entry alike), in one process."""
 
 from __future__ import annotations
 
@@ -19,7 +15,7 @@ from tqdm import tqdm
 
 from elu_study.core.check import INPUT_SCALE, check_elu, near_zero_rel_error
 from elu_study.core import derived, exhaustive
-from elu_study.core.entries import ALPHA, DTYPES16, Entry, is_backward, resolve
+from elu_study.core.entries import ALPHA, DTYPES16, Entry, resolve
 from elu_study.core.hardware import SHAPE, gpu_spec, provenance
 from elu_study.core.sass import inspect_variant
 from elu_study.core.timing import time_interleaved
@@ -27,7 +23,6 @@ from elu_study.core.timing import time_interleaved
 
 def elu_fn(entry: Entry) -> Callable:
     """(x, alpha, out) -> out for an entry, so that checks can poison the output."""
-
     if entry.mode not in ("", "in_place"):
         raise ValueError(f"{entry.name}: 16-bit storage is checked on every bit pattern (core.exhaustive), not here")
     if entry.variant:
@@ -35,16 +30,15 @@ def elu_fn(entry: Entry) -> Callable:
         if entry.mode == "in_place":
             return lambda x, alpha, out: module.elu(out.copy_(x), alpha, out=out)
         return lambda x, alpha, out: module.elu(x, alpha, out=out)
-    if entry.name == "F.elu":
-        return lambda x, alpha, out: out.copy_(F.elu(x, alpha))
-    if entry.name == "torch.compile(F.elu)":
-        compiled = _compiled_elu()
-        return lambda x, alpha, out: out.copy_(compiled(x, alpha))
-    if entry.name == "F.elu_":
-        return lambda x, alpha, out: F.elu_(out.copy_(x), alpha)
-    if entry.name == "triton":
-        return lambda x, alpha, out: triton_module().elu(x, alpha, out=out)
-    raise ValueError(f"{entry.name} computes no ELU")
+    calls = {
+        "F.elu": lambda x, alpha, out: out.copy_(F.elu(x, alpha)),
+        "torch.compile(F.elu)": lambda x, alpha, out: out.copy_(_compiled_elu()(x, alpha)),
+        "F.elu_": lambda x, alpha, out: F.elu_(out.copy_(x), alpha),
+        "triton": lambda x, alpha, out: triton_module().elu(x, alpha, out=out),
+    }
+    if entry.name not in calls:
+        raise ValueError(f"{entry.name} computes no ELU")
+    return calls[entry.name]
 
 
 @functools.cache
@@ -54,13 +48,13 @@ def _compiled_elu():
 
 
 def timed_call(entry: Entry, x, y, cache: dict | None = None) -> Callable[[], object]:
-    """The exact call that is timed (and profiled): the kernel alone, its output preallocated where it can be.
-    16-bit entries share their tensors through ``cache`` (one per batch)."""
-
+    """The exact call that is timed (and profiled); 16-bit entries share their tensors through ``cache``."""
     if entry.mode in DTYPES16:
-        return _timed_16bit(entry, x, cache)
-    if is_backward(entry.name):
-        return _timed_backward32(entry, x, y, cache)
+        kind = entry.name.removesuffix(f" {entry.mode}")  # the call of a library row: "F.elu", "torch.add", ...
+        return _timed_streams(entry, kind, *sixteen_bit_tensors(x, getattr(torch, entry.mode), cache),
+                              backward=entry.direction == "backward")
+    if entry.direction == "backward":  # grad and x in, y out (torch.add moves the same three streams)
+        return _timed_streams(entry, entry.name, x, grad_tensor(x, cache), y, backward=True)
     if entry.variant:
         module = entry.build()
         if entry.mode == "in_place":
@@ -75,9 +69,7 @@ def timed_call(entry: Entry, x, y, cache: dict | None = None) -> Callable[[], ob
         compiled = _compiled_elu()
         return lambda: compiled(x, ALPHA)
     if entry.name == "F.elu_":
-        # Its own buffer, so the x every other entry reads is never modified. Each call applies ELU to
-        # the last call's output: the same bytes moved; negative values stay normal floats (they shrink
-        # like -2/k over k calls).
+        # Its own buffer; each call applies ELU to the last output: same bytes, negatives stay normal (-2/k).
         buf = x.clone()
         return lambda: F.elu_(buf, ALPHA)
     if entry.name == "triton":
@@ -91,9 +83,7 @@ def timed_call(entry: Entry, x, y, cache: dict | None = None) -> Callable[[], ob
 
 
 def sixteen_bit_tensors(x, dtype: torch.dtype, cache: dict | None = None) -> tuple:
-    """(x, grad, out) in a 16-bit dtype: x rounded once (the same values, half the bytes), a grad drawn like x
-    (for the backward rows) and one output buffer. Shared, through ``cache``, by every entry of a batch: 6.4 GB
-    per dtype at the full shape, instead of that per entry."""
+    """(x rounded once, a grad drawn like x, an output) in a 16-bit dtype, shared by a batch through ``cache``."""
     cache = {} if cache is None else cache
     if dtype not in cache:
         cache[dtype] = (x.to(dtype), _grad(x, dtype), torch.empty(x.shape, device=x.device, dtype=dtype))
@@ -114,26 +104,11 @@ def grad_tensor(x, cache: dict | None = None):
     return cache["grad"]
 
 
-def _timed_backward32(entry: Entry, x, y, cache: dict | None) -> Callable[[], object]:
-    """A float32 backward row's call: grad and x in, y out (torch.add moves the same three streams)."""
-    g = grad_tensor(x, cache)
+def _timed_streams(entry: Entry, kind: str, xh, gh, yh, backward: bool) -> Callable[[], object]:
+    """A 16-bit or float32 backward row's call (``kind``: its name without the dtype) on the batch's tensors."""
     if entry.variant:
         module = entry.build()
-        return lambda: module.elu_backward(g, x, ALPHA, False, out=y)
-    calls = {"torch.add": lambda: torch.add(x, g, out=y),
-             "aten.elu_backward": lambda: torch.ops.aten.elu_backward(g, ALPHA, 1, 1, False, x)}
-    if entry.name not in calls:
-        raise ValueError(f"unknown entry {entry.name}")
-    return calls[entry.name]
-
-
-def _timed_16bit(entry: Entry, x, cache: dict | None) -> Callable[[], object]:
-    """A 16-bit storage entry's call, on the batch's shared 16-bit tensors."""
-    xh, gh, yh = sixteen_bit_tensors(x, getattr(torch, entry.mode), cache)
-    kind = entry.name.removesuffix(f" {entry.mode}")
-    if entry.variant:
-        module = entry.build()
-        if kind.endswith("backward"):
+        if backward:
             return lambda: module.elu_backward(gh, xh, ALPHA, False, out=yh)
         return lambda: module.elu(xh, ALPHA, out=yh)
     calls = {
@@ -150,8 +125,8 @@ def _timed_16bit(entry: Entry, x, cache: dict | None) -> Callable[[], object]:
 
 
 def triton_module():
-    """elu_study.core.triton_elu (its elu(x, alpha, out=) is the Triton peer), imported on first use."""
-    from elu_study.core import triton_elu  # noqa: PLC0415 - lazy: triton is optional, imported only when its entry is used
+    """elu_study.core.triton_elu (the Triton peer), imported on first use: triton is optional."""
+    from elu_study.core import triton_elu  # noqa: PLC0415
 
     return triton_elu
 
@@ -187,8 +162,6 @@ def quiet():
 
 def input_tensor(shape=SHAPE):
     """The one input every timing and profile uses: randn scaled so both branches run, drawn once."""
-
-
     gen = torch.Generator(device="cuda").manual_seed(1234)
     return torch.randn(shape, device="cuda", generator=gen).mul_(INPUT_SCALE)
 
@@ -199,15 +172,13 @@ def module_of(entry: Entry):
 
 
 def check_entry(entry: Entry, m: Measurement, shape, trials: int) -> None:
-    """An entry's correctness, by what it computes: a float32 forward against float64 (check_elu), a float32
-    backward against aten's at full size, a 16-bit kernel or peer on every bit pattern of its dtype at
-    exhaustive.alphas() (forward against F.elu, backward against aten.elu_backward, bit for bit)."""
+    """An entry's check: float32 forward vs float64, float32 backward vs aten, 16-bit on every bit pattern."""
     if entry.mode in DTYPES16:
-        if is_backward(entry.name) and entry.variant:
+        if entry.direction == "backward" and entry.variant:
             m.exhaustive = exhaustive.check_backward(entry.build(), entry.mode, exhaustive.alphas())
-        elif not is_backward(entry.name) and (entry.variant or entry.name.startswith("triton")):
+        elif entry.direction == "forward" and (entry.variant or entry.name.startswith("triton")):
             m.exhaustive = exhaustive.check_patterns(module_of(entry), entry.mode, exhaustive.alphas())
-    elif is_backward(entry.name) and entry.variant:
+    elif entry.direction == "backward" and entry.variant:
         x = input_tensor(shape)
         m.check = exhaustive.check_backward32(entry.build(), x, grad_tensor(x), ALPHA)
         del x
@@ -221,7 +192,6 @@ def check_entry(entry: Entry, m: Measurement, shape, trials: int) -> None:
 def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress: bool = False) -> dict:
     """Check every entry, then time them all in interleaved rounds; return a results record."""
     entries = resolve(entries)
-    numel = shape[0] * shape[1]
     rows = {}
     sass: dict[tuple, dict] = {}
     with quiet():
@@ -237,19 +207,16 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
             rows[entry.name] = m
         torch.cuda.empty_cache()
         x = input_tensor(shape)
-        y = torch.empty_like(x)
-        cache: dict = {}
+        y, cache = torch.empty_like(x), {}
         calls = {e.name: timed_call(e, x, y, cache) for e in entries}
-        timings = time_interleaved(calls, rounds=rounds, progress=progress)
-        for name, timing in timings.items():
+        for name, timing in time_interleaved(calls, rounds=rounds, progress=progress).items():
             rows[name].timing = timing
         del x, y, calls, cache
         torch.cuda.empty_cache()
-    prov = provenance()
-    spec = gpu_spec(prov["gpu"])
-    record = {
-        "provenance": prov,
-        "problem": {"shape": list(shape), "dtype": "float32", "alpha": ALPHA, "numel": numel},
+    record = {"provenance": provenance()}
+    spec = gpu_spec(record["provenance"]["gpu"])
+    record |= {
+        "problem": {"shape": list(shape), "dtype": "float32", "alpha": ALPHA, "numel": shape[0] * shape[1]},
         "peak_bytes_per_s": spec.peak_bytes_per_s if spec else None,
         "peak_source": f"{spec.label} {spec.source}" if spec else None,
         "method": {"trials": trials, "rounds": rounds, "interleaved": True},

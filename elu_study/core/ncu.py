@@ -1,16 +1,7 @@
-"""Hardware counters of the study's kernels, read with Nsight Compute (``ncu``).
+"""Hardware counters of the study's kernels, read with Nsight Compute (``ncu --clock-control none``).
 
-``profile(names)`` launches one Python process under ``ncu``; that process builds
-every entry, warms it up, and runs it once at full size between ``cudaProfilerStart`` and
-``cudaProfilerStop`` (ncu runs with ``--profile-from-start off``), so only that call is profiled.
-Each profiled call starts with a tiny marker kernel (``torch.cuda._sleep``), so that an entry
-whose call launches several kernels (F.elu on more than 2^31 bytes launches one per
-32-bit-indexable piece) is told apart from the next; its kernels' counters are combined.
-``copy_`` is a driver copy, not a kernel: ncu does not see it, and ``copy_kernel`` (step 2's
-kernel with no math) stands in for it.
-
-The counters are read with ``--clock-control none``: the GPU keeps the clocks it runs at when the
-study is timed, instead of ncu's fixed base clocks.
+Each entry runs once at full size inside a profiler range, opened by a marker kernel so that an entry's several
+kernels are combined; ``copy_`` is a driver copy that ncu does not see (``copy_kernel`` stands in for it).
 """
 
 from __future__ import annotations
@@ -69,17 +60,13 @@ MARKER = "spin_kernel"  # torch.cuda._sleep's kernel: opens each entry's profile
 _SUMMED = ("duration_ns", "dram_read_bytes", "dram_write_bytes", "l2_read_sectors", "l2_write_sectors",
            "warp_instructions", "grid_size")
 _TAKEN = ("registers", "block_size")  # launch facts: the largest of the kernels
-# Base units that ncu prints with --print-units base, to SI factors.
-_UNIT = {"": 1.0, "byte": 1.0, "nsecond": 1.0, "%": 1.0, "sector": 1.0, "cycle/second": 1.0, "hz": 1.0,
-         "register/thread": 1.0, "block": 1.0, "thread": 1.0, "inst": 1.0, "warp": 1.0}
-
+# Base units that ncu prints with --print-units base (already SI); any other unit is noted in the row.
+_UNITS = {"", "byte", "nsecond", "%", "sector", "cycle/second", "hz", "register/thread", "block", "thread", "inst", "warp"}
 
 
 def find_ncu() -> str:
-    found = shutil.which("ncu")
-    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if not found and home and Path(home, "bin", "ncu").is_file():
-            found = str(Path(home, "bin", "ncu"))
+    homes = [Path(h, "bin", "ncu") for h in (os.environ.get("CUDA_HOME"), "/usr/local/cuda") if h]
+    found = shutil.which("ncu") or next((str(p) for p in homes if p.is_file()), None)
     if not found:
         raise FileNotFoundError("ncu (Nsight Compute) not found on PATH or in $CUDA_HOME/bin: "
                                 "it comes with the CUDA toolkit")
@@ -92,14 +79,12 @@ def available_metrics(ncu: str) -> set[str] | None:
         text = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    names = {m.group(1) for m in re.finditer(r"^(\w+__\w+)", text, re.MULTILINE)}
-    return names or None
+    return {m.group(1) for m in re.finditer(r"^(\w+__\w+)", text, re.MULTILINE)} or None
 
 
 def _number(text: str) -> float | None:
-    text = text.replace(",", "").strip()
     try:
-        return float(text)
+        return float(text.replace(",", "").strip())
     except ValueError:
         return None
 
@@ -111,32 +96,21 @@ def parse_raw_csv(text: str) -> list[dict]:
     if start is None:
         raise ValueError("no ncu raw CSV header (a line starting with \"ID\") in the output")
     reader = csv.reader(io.StringIO("\n".join(lines[start:])))
-    header = next(reader)
-    units = next(reader)
-    rows = []
-    for values in reader:
-        if len(values) != len(header):
-            continue
-        rows.append({h: (v, u) for h, v, u in zip(header, values, units)})
-    return rows
+    header, units = next(reader), next(reader)
+    return [{h: (v, u) for h, v, u in zip(header, values, units)} for values in reader if len(values) == len(header)]
 
 
 def kernel_counters(row: dict) -> dict:
     """The study's counters and stall reasons from one parsed CSV row, in base units."""
     out: dict = {"kernel": row.get("Kernel Name", ("?", ""))[0]}
     for name, metric in METRICS.items():
-        if metric in row:
-            value, unit = row[metric]
-            number = _number(value)
-            out[name] = None if number is None else number * _UNIT.get(unit, 1.0)
-            if unit not in _UNIT:
-                out.setdefault("units", {})[name] = unit
-        else:
-            out[name] = None
+        value, unit = row.get(metric, ("", ""))
+        out[name] = _number(value)
+        if unit not in _UNITS:
+            out.setdefault("units", {})[name] = unit
     stalls = {}
     for column, (value, _unit) in row.items():
-        m = _STALL.match(column)
-        if m and _number(value) is not None:
+        if (m := _STALL.match(column)) and _number(value) is not None:
             stalls[m.group(1)] = _number(value)
     out["stalls"] = dict(sorted(stalls.items(), key=lambda kv: -kv[1]))
     return out
@@ -194,12 +168,8 @@ def derived(counters: dict, numel: int) -> dict:
     return d
 
 
-# -- the profiled process ------------------------------------------------------------------------
-
-
 def target(names: list[str], manifest: Path) -> int:
     """Run inside ncu: each entry once at full size, between profiler start and stop."""
-    done = []
     with quiet():
         x = input_tensor()
         y = torch.empty_like(x)
@@ -212,12 +182,8 @@ def target(names: list[str], manifest: Path) -> int:
             call()
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
-            done.append(name)
-    manifest.write_text(json.dumps(done))
+    manifest.write_text(json.dumps(names))
     return 0
-
-
-# -- the driver ----------------------------------------------------------------------------------
 
 
 def profile(names: list[str], progress: bool = True) -> dict:
@@ -235,7 +201,15 @@ def profile(names: list[str], progress: bool = True) -> dict:
                    "--export", str(report), "--force-overwrite",
                    sys.executable, "-m", "elu_study.core.ncu", "--manifest", str(manifest), *names]
         env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}  # no compile workers for ncu to follow
-        _run_with_progress(command, 2 * len(names), progress, env)
+        bar, log = tqdm(total=2 * len(names), desc="profiling (ncu)", unit="kernel", disable=not progress), []
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+            for line in proc.stdout:
+                log.append(line)
+                if line.startswith("==PROF== Profiling"):  # a bar step at each profiled kernel
+                    bar.update()
+        bar.close()
+        if proc.returncode != 0:
+            raise RuntimeError(f"ncu failed ({proc.returncode}):\n{''.join(log[-40:])}")
         text = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
                               capture_output=True, text=True, check=True).stdout
         ran = json.loads(manifest.read_text())
@@ -245,32 +219,15 @@ def profile(names: list[str], progress: bool = True) -> dict:
                            f"{[[k['kernel'] for k in g] for g in groups]}")
     numel = SHAPE[0] * SHAPE[1]
     version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    out = []
-    for name, kernels in zip(ran, groups):
-        counters = combine(kernels)
-        out.append({"name": name, **counters, **derived(counters, numel)})
+    counters = [combine(kernels) for kernels in groups]
     return {
         "provenance": provenance(),
         "ncu": {"version": version, "clock_control": "none", "metrics": METRICS, "stall_metrics": list(STALL_METRICS),
                 "skipped_metrics": skipped, "command": " ".join(command[:command.index(sys.executable)])},
         "problem": {"shape": list(SHAPE), "numel": numel},
         "note": "copy_ is a driver copy, not a kernel: ncu does not see it; copy_kernel stands in for it.",
-        "rows": out,
+        "rows": [{"name": name, **c, **derived(c, numel)} for name, c in zip(ran, counters)],
     }
-
-
-def _run_with_progress(command: list[str], total: int, progress: bool, env: dict | None = None) -> None:
-    """Run ncu, advancing a bar at each profiled kernel (ncu prints '==PROF== Profiling ...')."""
-    bar = tqdm(total=total, desc="profiling (ncu)", unit="kernel", disable=not progress)
-    log = []
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
-        for line in proc.stdout:
-            log.append(line)
-            if line.startswith("==PROF== Profiling"):
-                bar.update()
-    bar.close()
-    if proc.returncode != 0:
-        raise RuntimeError(f"ncu failed ({proc.returncode}):\n{''.join(log[-40:])}")
 
 
 SCHEDULERS = 4  # warp schedulers per SM on Hopper, each issuing one warp instruction per cycle
@@ -282,8 +239,7 @@ def counter_rows(record: dict) -> dict[str, dict]:
 
 
 def issue_ms(counter_row: dict, sm_count: int, per_cycle: int = SCHEDULERS) -> float:
-    """Time the SMs need just to issue a kernel's warp instructions: ``per_cycle`` per SM per cycle, at the SM
-    clock Nsight Compute measured."""
+    """Time (ms) the SMs need to issue a kernel's warp instructions, ``per_cycle`` per SM per cycle at ncu's SM clock."""
     return counter_row["warp_instructions"] / (sm_count * per_cycle * counter_row["sm_cycles_per_s"]) * 1e3
 
 
@@ -297,15 +253,10 @@ def issue_pct(record: dict, name: str) -> float | None:
 
 def counter_frame(record: dict, names=None):
     """One line per kernel: time, DRAM bytes and throughput, L2, occupancy, registers, top stalls."""
-
     rows = [r for r in record["rows"] if names is None or r["name"] in names]
     if names is not None:
         order = {n: i for i, n in enumerate(names)}
         rows.sort(key=lambda r: order[r["name"]])
-
-    def top(stalls, k=3):
-        return ", ".join(f"{s} {v:.2f}" for s, v in list(stalls.items())[:k])
-
     df = pd.DataFrame({
         "entry": [r["name"] for r in rows],
         "ncu ms": [r["duration_ns"] / 1e6 if r.get("duration_ns") else None for r in rows],
@@ -316,7 +267,8 @@ def counter_frame(record: dict, names=None):
         "occupancy %": [r.get("achieved_occupancy_pct") for r in rows],
         "regs": [r.get("registers") for r in rows],
         "inst/elem": [r.get("thread_instructions_per_element") for r in rows],
-        "top stalls (warps per issue)": [top(r.get("stalls", {})) for r in rows],
+        "top stalls (warps per issue)": [", ".join(f"{s} {v:.2f}" for s, v in list(r.get("stalls", {}).items())[:3])
+                                         for r in rows],
     })
     return df.set_index("entry")
 

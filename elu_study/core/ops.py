@@ -1,18 +1,9 @@
-"""The ops a kernel module registers, each with the reference it must match.
+"""The ops a kernel module registers, each with the PyTorch reference it must match.
 
-``kernels/common/binding.cpp`` gives every build the same Python face. The fuzz tests
-(``tests/test_fuzz.py``) and the sanitizer runs (``elu_study.jobs.sanitize``) exercise every op
-listed here that a build has, so a new op (a backward pass, say) is covered by adding one
-``OpSpec``; ``tests/test_fuzz_harness.py`` fails while a build registers an op this table
-does not know.
-
-An op is called as ``module.<name>(*inputs, alpha, out=out)``: its tensor inputs (float32,
-CUDA, all of one shape), a runtime ``alpha``, and an optional contiguous ``out``. The backward
-pass (``kernels/common/backward.cu``, in every build) is ``module.elu_backward(grad_output, x,
-alpha, is_result=False, out=None)``; its fuzzed and sanitized form is the default ``is_result=False``
-(``is_result=True`` is tested against PyTorch in tests/test_library.py).
-
-``messages`` names each input as the binding's error messages do (``elu`` says "input").
+The fuzz tests and the sanitizer exercise every op listed here that a build has (a new op is one more ``OpSpec``;
+tests/test_fuzz_harness.py fails while a build registers one this table lacks). An op is called as
+``module.<name>(*inputs, alpha, out=out)``: CUDA tensors of one shape, a runtime alpha, an optional contiguous out.
+``elu_backward`` is fuzzed with its default ``is_result=False``; ``messages`` names inputs as the binding's errors do.
 """
 
 from __future__ import annotations
@@ -42,34 +33,26 @@ class OpSpec:
         return self.reference(*inputs, alpha)
 
 
-def _elu_reference(x, alpha: float):
-    return F.elu(x, alpha)
-
-
 def _elu_backward_reference(grad_output, x, alpha: float):
-    """aten elu_backward. Its CUDA kernel (and its scalar CPU path) computes ``x <= 0 ? ... : grad``, so a
-    NaN x gives grad; its vectorized CPU path gives NaN there. The where() makes the CPU agree with CUDA."""
+    """aten elu_backward, a NaN x giving grad on the CPU as on CUDA (the vectorized CPU path gives NaN)."""
     result = torch.ops.aten.elu_backward(grad_output, alpha, 1, 1, False, x)
     return torch.where(torch.isnan(x), grad_output, result)
 
 
 OPS: dict[str, OpSpec] = {
-    "elu": OpSpec("elu", ("x",), _elu_reference, in_place=0, messages=("input",)),
+    "elu": OpSpec("elu", ("x",), F.elu, in_place=0, messages=("input",)),
     "elu_backward": OpSpec("elu_backward", ("grad_output", "x"), _elu_backward_reference, in_place=0),
 }
-# Public names a module may have that are not kernel ops: the build's BuildSpec (set by compile_variant), the
-# operator's entry points and namespace (binding.cpp: the dispatcher's, tested in tests/test_ops.py), and the
-# launch-shape controls of kernels/sweeps/launch_shapes.cu (binding = launch-shape).
+# Public names of a module that are not kernel ops: its BuildSpec, the dispatcher operator's entry points and
+# namespace (binding.cpp), and the launch-shape controls (binding = launch-shape).
 NOT_OPS = frozenset({"spec", "op_namespace", "call_elu", "call_elu_", "kernel_refusal", "set_launch_shape",
                      "launch_shapes"})
+SIXTEEN_BIT_FEATURE = {"elu": "storage16", "elu_backward": "backward16"}  # core.build.BINDING_FEATURES for 16 bits
 
 
 def registered_ops(module) -> list[str]:
     """The public callables of a compiled module: the ops its binding registers."""
-    return sorted(
-        name for name in dir(module)
-        if not name.startswith("_") and name not in NOT_OPS and callable(getattr(module, name))
-    )
+    return sorted(n for n in dir(module) if not n.startswith("_") and n not in NOT_OPS and callable(getattr(module, n)))
 
 
 def ops_of(module) -> list[OpSpec]:
@@ -77,15 +60,9 @@ def ops_of(module) -> list[OpSpec]:
     return [spec for name, spec in OPS.items() if hasattr(module, name)]
 
 
-# The binding feature that lets an op take float16 and bfloat16 (see core.build.BINDING_FEATURES).
-SIXTEEN_BIT_FEATURE = {"elu": "storage16", "elu_backward": "backward16"}
-
-
 def accepted_dtypes(module, op: OpSpec) -> tuple[torch.dtype, ...]:
-    """The dtypes an op of a build takes: float32, and float16 and bfloat16 too for ``elu`` of a file with
-    ``// elu-study: binding = storage16`` (steps 6 and 7) and for ``elu_backward`` of one with ``backward16``
-    (step 7); every other tensor of the call must then have the first input's dtype. Read from the build's
-    spec (set by compile_variant); a module without one is taken as float32 only."""
+    """float32, plus float16 and bfloat16 where the build's spec asks for the op's SIXTEEN_BIT_FEATURE (every other
+    tensor of the call then has the first input's dtype); a module without a spec takes float32 only."""
     spec = getattr(module, "spec", None)
     if spec is not None and SIXTEEN_BIT_FEATURE.get(op.name) in binding_features(spec.cuda_source()):
         return (torch.float32, torch.float16, torch.bfloat16)

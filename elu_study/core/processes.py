@@ -1,11 +1,8 @@
 """Fresh processes: a margin of a fraction of a percent must survive a new process to count.
 
-``fresh_processes(names, n)`` checks and times ``names`` (catalogue entries, ``copy_`` or the row they are
-compared with among them) in ``n`` new Python processes, one after another, each timing them in interleaved
-rounds; it returns each process's medians and time over ``copy_``'s, and over each row's own roof where the
-names hold it. ``python -m elu_study.core.processes PATH --names ...`` is one such process (it writes a scratch
-file that the caller reads back, not a record).
-"""
+``fresh_processes(names, n)`` checks and times catalogue entries in ``n`` new Python processes (each
+``python -m elu_study.core.processes PATH --names ...``, writing a scratch file, not a record) and returns each
+process's medians, x_copy and x_roof."""
 
 from __future__ import annotations
 
@@ -26,9 +23,8 @@ from elu_study.core.harness import measure
 def repeat(path: Path, rounds: int, names) -> int:
     """One fresh process: check and time ``names`` in interleaved rounds and write the medians to ``path``."""
     timed = measure([ENTRIES[n] for n in names], trials=1, rounds=rounds)
-    path.write_text(json.dumps({r["name"]: {"median_ms": r["timing"]["median_ms"], "x_copy": r["x_copy"],
-                                            "x_roof": r.get("x_roof"),
-                                            "round_medians_ms": r["timing"]["round_medians_ms"]}
+    path.write_text(json.dumps({r["name"]: {"median_ms": r["timing"]["median_ms"], "x_copy": r["x_copy"], "x_roof":
+                                            r.get("x_roof"), "round_medians_ms": r["timing"]["round_medians_ms"]}
                                 for r in timed["rows"]}))
     return 0
 
@@ -47,7 +43,7 @@ def fresh_processes(names, processes: int, rounds: int = 3) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elu_study.core.processes", description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", type=Path, help="the scratch file the medians are written to")
+    parser.add_argument("path", type=Path, help="scratch file for the medians")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--names", nargs="+", required=True)
     args = parser.parse_args(argv)

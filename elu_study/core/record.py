@@ -1,11 +1,7 @@
 """The one record format: every job's ``results/<gpu>[-<job>].json``, written and read here only.
 
-A record is a JSON object whose first key is ``"schema": {"job": <job>, "version": <n>}``. Each job
-has its own body (the study's rows, the sweep's points, ...) and its own version in ``VERSIONS``;
-``load`` refuses a record whose job or version this code does not read, naming the file and both
-versions. Records are strict JSON (non-finite floats saved as null), one key per line, lists of
-numbers on one line, so that a re-run's diff is readable. Jobs own what a record holds; this module
-owns where it lives and how it is written, read, turned into figures on disk and into README blocks.
+A record is strict JSON whose first key is ``"schema": {"job": <job>, "version": <n>}`` (``VERSIONS``); ``load``
+refuses a job or version this code does not read. One key per line, lists of numbers on one line (readable diffs).
 """
 
 from __future__ import annotations
@@ -20,15 +16,14 @@ import fastjsonschema
 import matplotlib.pyplot as plt
 import torch
 
-from elu_study.core import derived
+from elu_study.core import derived, text
 from elu_study.core.paths import README, RESULTS_DIR
 from elu_study.core.timing import noise_ms
 
 SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"  # one declared schema per job
 REFERENCE_GPU = "nvidia-h200"  # the GPU whose committed records are shown where there is no GPU
 
-# job -> the schema version this code reads and writes. Bump a job's version when its body changes
-# in a way that old readers would misread; a reader then refuses older records instead of guessing.
+# job -> the schema version this code reads and writes; bump it when old readers would misread the body.
 VERSIONS = {
     "study": 1,      # results/<gpu>.json: the main table (python -m elu_study)
     "ncu": 1,        # Nsight Compute counters (profile)
@@ -93,11 +88,9 @@ def stamped(record: dict, job: str) -> dict:
 
 
 def save(record: dict, job: str = "study", results_dir: Path | None = None, path: Path | None = None) -> Path:
-    """Write a record (stamped with its job's schema, without derived columns) where record_path puts it, or at
-    ``path``."""
+    """Write a record (stamped, without derived columns) where record_path puts it, or at ``path``."""
     path = Path(path) if path is not None else record_path(record["provenance"]["gpu"], job, results_dir)
-    if job in derived.JOBS:
-        record = derived.strip(record)
+    record = derived.strip(record) if job in derived.JOBS else record
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(stamped(record, job)) + "\n")
     return path
@@ -110,8 +103,7 @@ def _validator(job: str):
 
 
 def check_schema(record: dict, job: str, path: Path | str) -> dict:
-    """The record itself, if it is ``job``'s, of the version this code reads, and valid against the job's declared
-    schema (types, units, required fields); else a RecordError naming the file and the field."""
+    """The record, if it is ``job``'s, of this code's version and valid against its schema; else a RecordError."""
     found = record.get("schema")
     if not isinstance(found, dict) or found.get("job") != job:
         raise RecordError(f"{path}: not a {job!r} record (its schema stamp is {found!r})")
@@ -155,26 +147,17 @@ def this_gpu() -> str | None:
 
 
 def source(job: str, results_dir: Path | None = None, reference: str = REFERENCE_GPU) -> tuple[str, bool]:
-    """Which GPU's record a notebook shows: this GPU's if it has one, else the reference GPU's.
-
-    Returns (gpu, measured_here)."""
+    """(gpu, measured_here): this GPU's record of ``job`` if it has one, else the reference GPU's."""
     here = this_gpu()
-    if here is not None and record_path(here, job, results_dir).is_file():
-        return here, True
-    return reference, False
+    return (here, True) if here is not None and record_path(here, job, results_dir).is_file() else (reference, False)
 
 
 def open_record(job: str, results_dir: Path | None = None, reference: str = REFERENCE_GPU) -> dict:
-    """For a notebook: this GPU's record of ``job`` if it has one, else the reference GPU's, after one
-    "Data source:" line saying which, measured where (notebooks/sanitize.cfg masks that line, so a run
-    on any machine compares equal)."""
+    """For a notebook: ``source``'s record, after a "Data source:" line (notebooks/sanitize.cfg masks it)."""
     gpu, measured_here = source(job, results_dir, reference)
     rec = load(gpu, job, results_dir)
-    p, here = rec["provenance"], this_gpu()
-    command = "" if job == "study" else f" {job}"
-    where = "NO GPU HERE" if here is None else f"this GPU ({here})" if measured_here else f"{here}, which has no record"
-    print(f"Data source: results/{record_path(p['gpu'], job).name}, measured by `python -m elu_study{command}` on "
-          f"{p['gpu']} ({p['date_utc'][:10]}, commit {p.get('commit')}); running on {where}.")
+    print(text.render("record/source.md.j2", file=record_path(rec["provenance"]["gpu"], job).name, job=job,
+                      p=rec["provenance"], here=this_gpu(), measured_here=measured_here))
     return rec
 
 
@@ -199,8 +182,7 @@ def write_block(name: str, text: str, readme: Path = README) -> Path:
     """Replace the README's ``name`` block (between its begin and end markers) with ``text``."""
     begin, end = block_markers(name)
     readme = Path(readme)
-    content = readme.read_text()
-    head, sep, rest = content.partition(begin)
+    head, sep, rest = readme.read_text().partition(begin)
     _, sep2, tail = rest.partition(end)
     if not sep or not sep2:
         raise ValueError(f"{readme} has no {begin} ... {end} block")

@@ -20,8 +20,7 @@ _HELPER_PREFIX = "_ZN3elu"
 
 def _cuobjdump(*args: str) -> str:
     cuobjdump = find_cuda_tool("cuobjdump")
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(cuobjdump).parent}{os.pathsep}{env.get('PATH', '')}"  # it runs nvdisasm
+    env = {**os.environ, "PATH": f"{Path(cuobjdump).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # runs nvdisasm
     try:
         env.setdefault("NVDISASM_PATH", str(Path(find_cuda_tool("nvdisasm")).parent))
     except FileNotFoundError:
@@ -51,8 +50,7 @@ class KernelReport:
     stack_bytes: int
     local_bytes: int  # > 0 means spills or arrays in local memory
 
-    def to_dict(self) -> dict:
-        """What the record keeps, so that a reader without nvcc sees the same report."""
+    def to_dict(self) -> dict:  # what the record keeps, for a reader without nvcc
         return asdict(self)
 
     @classmethod
@@ -70,13 +68,13 @@ class KernelReport:
 
     @property
     def exponential(self) -> str:
-        """__expf is a multiply and an ex2 (~3 fp32 ops per element in ELU); expf adds a
-        range reduction (FFMA.RM, ~7); expm1f a polynomial (~15 or more)."""
+        """__expf: a multiply and an ex2 (~3 fp32 ops); expf adds a range reduction (FFMA.RM, ~7); expm1f ~15+."""
         if not self.mufu_ex2:
             return "none"
         if self.round_down_ffma:
             return "accurate expf (range-reduced ex2)"
-        return "fast __expf (bare ex2)" if self.fp32_ops_per_ex2 <= 4 else "accurate, polynomial around ex2 (expm1f)"
+        return ("fast __expf (bare ex2)" if self.fp32_ops_per_ex2 <= 4
+                else "accurate, polynomial around ex2 (expm1f, or step 6's Taylor split)")
 
     def summary(self) -> str:
         widths = "/".join(f"{b}-bit" for b in sorted(self.access_bits))
@@ -85,8 +83,7 @@ class KernelReport:
             f"{self.function}\n  global accesses: {widths} ({ops})\n  exponential: {self.exponential}, "
             f"MUFU.EX2 x{self.mufu_ex2}, {self.fp32_ops_per_ex2:.0f} fp32 ops per ex2, "
             f"{'denormals flushed (.FTZ)' if self.ftz_ops else 'denormals kept'}\n"
-            f"  registers: {self.registers}, stack: {self.stack_bytes} B, "
-            f"local (spills): {self.local_bytes} B"
+            f"  registers: {self.registers}, stack: {self.stack_bytes} B, local (spills): {self.local_bytes} B"
         )
 
 
@@ -98,10 +95,8 @@ def _width(opcode: str) -> int:
 def resource_usage(library: Path) -> dict[str, dict[str, int]]:
     """Registers, stack, shared and local bytes per kernel, from the compiler's resource report."""
     text = _cuobjdump("--dump-resource-usage", str(library))
-    return {
-        name: {"registers": int(r), "stack": int(st), "shared": int(sh), "local": int(lo)}
-        for name, r, st, sh, lo in _RESOURCES.findall(text)
-    }
+    return {name: {"registers": int(r), "stack": int(st), "shared": int(sh), "local": int(lo)}
+            for name, r, st, sh, lo in _RESOURCES.findall(text)}
 
 
 _SIXTEEN_BIT = re.compile(r"__half|__nv_bfloat16|scalar16")
@@ -111,13 +106,11 @@ def inspect_variant(module) -> KernelReport:
     """The SASS report of a variant's own kernel (not the shared fallback)."""
     library = built_library(module)
     sass = sass_by_function(library)
-    own = [name for name in sass if not name.startswith(_HELPER_PREFIX)]
-    # A file with a 16-bit storage path (step 6) has those kernels too: the float32 one is the variant's.
-    own = [name for name in own if not _SIXTEEN_BIT.search(name)]
+    # Not a shared helper, nor a 16-bit storage path's kernel (step 6 has those too).
+    own = [name for name in sass if not name.startswith(_HELPER_PREFIX) and not _SIXTEEN_BIT.search(name)]
     if len(own) != 1:
         raise ValueError(f"expected one kernel outside namespace elu in {library.name}, found {own}")
-    name = own[0]
-    ops = sass[name]
+    name, ops = own[0], sass[own[0]]
     usage = resource_usage(library)[name]
     return KernelReport(
         function=name,

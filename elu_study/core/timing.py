@@ -1,15 +1,11 @@
-"""Timing with CUDA events through triton.testing.do_bench, in interleaved rounds, with NVML beside it.
-
-do_bench warms up, then times each call with its own pair of events and flushes the L2 cache
-between calls, so no call finds its data in L2. Every sample is kept, per round, so that the
-spread can be shown (not only a median), and the GPU's clocks, power and clock-event
-("throttle") reasons are sampled through NVML while each round runs.
-"""
+"""Timing with CUDA events through triton.testing.do_bench (L2 flushed between calls), in interleaved rounds,
+every sample kept, with the GPU's clocks, power and clock-event ("throttle") reasons sampled through NVML."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from typing import Callable
 
 import numpy as np
@@ -24,14 +20,8 @@ def summarize(rounds: list[list[float]]) -> dict:
     t = np.concatenate([np.asarray(r, dtype=np.float64) for r in rounds])
     p10, p50, p90, p99 = np.quantile(t, [0.1, 0.5, 0.9, 0.99])
     return {
-        "median_ms": float(p50),
-        "p10_ms": float(p10),
-        "p90_ms": float(p90),
-        "p99_ms": float(p99),
-        "mean_ms": float(t.mean()),
-        "min_ms": float(t.min()),
-        "max_ms": float(t.max()),
-        "runs": int(t.size),
+        "median_ms": float(p50), "p10_ms": float(p10), "p90_ms": float(p90), "p99_ms": float(p99),
+        "mean_ms": float(t.mean()), "min_ms": float(t.min()), "max_ms": float(t.max()), "runs": int(t.size),
         "round_medians_ms": [float(np.median(r)) for r in rounds],
         "round_p90_ms": [float(np.quantile(r, 0.9)) for r in rounds],
         "samples_ms": [[round(float(v), SAMPLE_DECIMALS) for v in r] for r in rounds],
@@ -45,10 +35,7 @@ def noise_ms(timing: dict) -> float:
 
 
 class NvmlSampler:
-    """Samples SM and memory clocks, power, temperature and clock-event reasons in a thread.
-
-    Without NVML (no driver, no nvidia-ml-py) it records nothing and says so.
-    """
+    """Samples SM and memory clocks, power, temperature and clock-event reasons in a thread (nothing without NVML)."""
 
     def __init__(self, device_index: int = 0, period_s: float = 0.01):
         self.period_s = period_s
@@ -102,25 +89,22 @@ class NvmlSampler:
             self._thread = None
         return False
 
-    def reason_names(self, mask: int) -> list[str]:
-        return decode_reasons(mask, self._nvml)
-
     def summary(self) -> dict:
         if not self.samples:
             return {"samples": 0, "error": self.error}
         a = np.asarray([s[:4] for s in self.samples], dtype=np.float64)
-        masks = [s[4] for s in self.samples]
-        reasons: dict[str, int] = {}
-        for m in masks:
-            for name in self.reason_names(m):
-                reasons[name] = reasons.get(name, 0) + 1
+        reasons = Counter(name for s in self.samples for name in decode_reasons(s[4], self._nvml))
+
+        def spread(c):
+            return {"min": float(a[:, c].min()), "median": float(np.median(a[:, c])), "max": float(a[:, c].max())}
+
         return {
             "samples": len(self.samples),
-            "sm_clock_mhz": {"min": float(a[:, 0].min()), "median": float(np.median(a[:, 0])), "max": float(a[:, 0].max())},
-            "mem_clock_mhz": {"min": float(a[:, 1].min()), "median": float(np.median(a[:, 1])), "max": float(a[:, 1].max())},
+            "sm_clock_mhz": spread(0),
+            "mem_clock_mhz": spread(1),
             "power_w": {"mean": float(a[:, 2].mean()), "max": float(a[:, 2].max())},
             "temperature_c": {"max": float(a[:, 3].max())},
-            "clock_event_reasons": {k: v / len(masks) for k, v in sorted(reasons.items())},  # share of samples
+            "clock_event_reasons": {k: v / len(self.samples) for k, v in sorted(reasons.items())},  # share of samples
         }
 
 
@@ -128,24 +112,18 @@ def decode_reasons(mask: int, nvml=None) -> list[str]:
     """Names of the set bits of an NVML clock-event ("throttle") reason mask."""
     if nvml is None:
         import pynvml as nvml  # noqa: PLC0415 - lazy: NVML is optional
-    names = []
-    for attr in sorted(dir(nvml)):
-        for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
-            if attr.startswith(prefix):
-                short = attr[len(prefix):]
-                bit = getattr(nvml, attr)
-                if short not in ("All", "None", "Unknown") and isinstance(bit, int) and bit and mask & bit == bit:
-                    names.append(short)
-    return sorted(set(names))
+    names = set()
+    for attr in dir(nvml):
+        short = attr.removeprefix("nvmlClocksEventReason").removeprefix("nvmlClocksThrottleReason")
+        bit = getattr(nvml, attr)
+        if short != attr and short not in ("All", "None", "Unknown") and isinstance(bit, int) and bit and mask & bit == bit:
+            names.add(short)
+    return sorted(names)
 
 
 def time_interleaved(calls: dict[str, Callable[[], object]], rounds: int = 5, warmup_ms: float = 50,
                      rep_ms: float = 200, progress: bool = False) -> dict[str, dict]:
-    """Time every call in ``rounds`` rounds; each round times every call once, in the same order.
-
-    Returns, per call, the quantiles over all samples (``summarize``) and the NVML readings
-    of each round (``nvml``: clocks, power, temperature, clock-event reasons).
-    """
+    """Time every call once per round, in the same order; per call: ``summarize`` and each round's NVML ``summary``."""
     from triton.testing import do_bench  # noqa: PLC0415 - lazy: triton is optional where nothing is timed
 
     samples: dict[str, list[list[float]]] = {name: [] for name in calls}
@@ -164,8 +142,7 @@ def time_interleaved(calls: dict[str, Callable[[], object]], rounds: int = 5, wa
 
 
 def sleep_cycles_per_ms(cycles: int = 10_000_000) -> float:
-    """torch.cuda._sleep's spin rate on this GPU (cycles per ms), so that a sleep holds the GPU busy for a
-    chosen time while the host enqueues work (host-time measurements)."""
+    """torch.cuda._sleep's spin rate (cycles per ms), to hold the GPU busy while the host enqueues work."""
     torch.cuda._sleep(cycles // 10)  # first use outside the measurement
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

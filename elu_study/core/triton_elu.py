@@ -1,19 +1,13 @@
-"""Peer: ELU as the Triton tutorials write an elementwise kernel (vector add), autotuned.
+"""Peer: ELU as the Triton tutorials write an elementwise kernel (vector add), autotuned over BLOCK_SIZE and num_warps.
 
-One program per BLOCK_SIZE elements, a mask for the tail, ``tl.exp`` for the exponential; the
-autotuner picks BLOCK_SIZE and num_warps. Two departures from the tutorial, both for
-robustness rather than speed: offsets are 64-bit (so more than 2^31 elements work), and the
-autotuning key is the power-of-two size class of the length rather than the exact length, so a
-sweep over many lengths (or a fuzz run) tunes once per class instead of once per length.
-
-On float16 and bfloat16 the math is float32 with libdevice's expm1 and one rounding, as PyTorch's own
-kernel computes it (notebook 12 checks it on every 16-bit input); float32 keeps the tutorial's exp - 1.
-
-Importing this module imports triton; ``elu_study`` itself imports it only when a Triton entry
-is used, so the package works on a machine without Triton.
+Two departures, for robustness: 64-bit offsets (past 2^31 elements), and an autotuning key of the length's power-of-two
+size class, so a sweep tunes once per class. 16-bit inputs use float32 math with libdevice's expm1 and one rounding, as
+PyTorch does; float32 keeps the tutorial's exp - 1. ``elu_study`` imports this module (and triton) only when needed.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 import triton
@@ -52,11 +46,8 @@ def size_class(n: int) -> int:
 
 
 def elu(x: torch.Tensor, alpha: float = 1.0, out: torch.Tensor | None = None) -> torch.Tensor:
-    """ELU(x) with the Triton kernel; float32, float16 or bfloat16 CUDA tensors of any length, alignment and layout.
-
-    Non-contiguous inputs are copied to a dense buffer first; ``out`` (contiguous, same shape)
-    receives the result; ``out=x`` works, through a temporary (see below).
-    """
+    """ELU(x) with the Triton kernel on float32, float16 or bfloat16 CUDA tensors of any length and layout
+    (non-contiguous ones copied first); ``out`` must be contiguous and of x's shape; ``out=x`` works."""
     if not isinstance(x, torch.Tensor) or not x.is_cuda:
         raise ValueError(f"elu: input must be a CUDA tensor, got {type(x).__name__} on "
                          f"{getattr(x, 'device', 'no device')}")
@@ -81,13 +72,9 @@ def elu(x: torch.Tensor, alpha: float = 1.0, out: torch.Tensor | None = None) ->
     if n == 0:
         return out
     if out.untyped_storage().data_ptr() == xc.untyped_storage().data_ptr():
-        # In place (or overlapping): autotuning runs the kernel once per config, which would apply ELU
-        # repeatedly to x; compute into a new tensor instead.
+        # In place: autotuning runs the kernel once per config, which would apply ELU to x repeatedly.
         return out.copy_(elu(xc, alpha))
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731
-    if x.device.index == torch.cuda.current_device():
+    with contextlib.nullcontext() if x.device.index == torch.cuda.current_device() else torch.cuda.device(x.device):
         elu_kernel[grid](xc, out, n, alpha, size_class(n))  # Triton launches on the current device and stream
-    else:
-        with torch.cuda.device(x.device):
-            elu_kernel[grid](xc, out, n, alpha, size_class(n))
     return out

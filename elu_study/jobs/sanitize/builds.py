@@ -26,12 +26,10 @@ def build_of(variant: str, flags=()) -> Build:
 
 
 def select_builds(names: list[str] | None = None, which: str = "all") -> list[Build]:
-    """The builds named (a step's name, number or label: all its builds; or a .cu file), else every
-    build of the study ("all") or one default build per kernel file ("files")."""
-    every = fuzz_builds("all")
+    """The builds named (a step: all its builds; or a .cu file), else every build ("all") or one per file ("files")."""
     if not names:
         return [build_of(v, f) for v, f in fuzz_builds(which)]
-    chosen: list[Build] = []
+    every, chosen = fuzz_builds("all"), []
     for name in names:
         if str(name).endswith(".cu"):
             chosen.append(build_of(str(resolve_variant(name))))
@@ -43,8 +41,7 @@ def select_builds(names: list[str] | None = None, which: str = "all") -> list[Bu
 
 
 def library_entry(b: Build) -> dict:
-    """What the child needs to load a build: its module name and shared library (compiled here if need be), and
-    the dtypes each of its ops takes (the child, loading the library alone, cannot read the build's spec)."""
+    """What the child needs to load a build (compiled here if need be), with the dtypes each op takes."""
     module = compile_variant(b.variant, extra_cuda_cflags=list(b.flags))
     dtypes = {op.name: [str(d).removeprefix("torch.") for d in accepted_dtypes(module, op)] for op in ops_of(module)}
     return {"id": b.id, "module": module.__name__, "library": module.__file__, "computes_elu": b.computes_elu,
