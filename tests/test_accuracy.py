@@ -357,10 +357,11 @@ def test_bounds_against_the_record(committed, changed):
 
 def test_same_as_line(committed, changed):
     n = committed["method"]["n_inputs"]
-    assert cell("same_as", committed) == (f"`2_float4` and `3_grid_stride` are bit-identical to `1_naive` on all "
-                                          f"{n:,} inputs at alpha = 1.0 and 1.5.")
+    assert cell("same_as", committed).splitlines() == [
+        f"`2_float4` and `3_grid_stride` are bit-identical to `1_naive` on all {n:,} inputs at alpha = 1.0 and 1.5.",
+        f"`7_sixteen_bits` is bit-identical to `6_beyond_copy` on all {n:,} inputs at alpha = 1.0 and 1.5."]
     changed["runs"]["1.5"]["same_as"]["3_grid_stride"]["n_differ"] = 12
-    assert cell("same_as", changed).splitlines() == [
+    assert cell("same_as", changed).splitlines()[:2] == [
         f"`2_float4` is bit-identical to `1_naive` on all {n:,} inputs at alpha = 1.0 and 1.5.",
         f"`3_grid_stride` differs on 0 (alpha = 1.0), 12 (alpha = 1.5) of {n:,} inputs from `1_naive`."]
 

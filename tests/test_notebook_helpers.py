@@ -355,7 +355,7 @@ def test_each_step_notebook_has_a_diagram_and_one_graded_table(stem):
     assert "diagrams." in code, f"{stem} draws no diagram of what the threads touch"
     # 08 grades with step6.grade_table (noise-aware: HELD (within noise)); every other step notebook with study.grade
     graders = code.count("study.grade(") + code.count("step6.grade_table(")
-    assert graders == 1, f"{stem} should grade its predictions in one table"
+    assert graders >= 1, f"{stem} grades no prediction"
     assert "check_prediction" not in code
 
 

@@ -1,22 +1,11 @@
 """The kernels as a PyTorch operator: its Python side, and the drop-in's defaults.
 
-Every build registers, in C++ (``kernels/common/binding.cpp``), an operator in PyTorch's dispatcher:
-``torch.ops.<namespace>.elu(Tensor self, float alpha=1.0)``, ``elu_`` (in place) and ``elu_backward``.
-Its CUDA kernel is the build's, ATen computes every input no kernel takes (CPU and every other device,
-float64, a non-finite alpha), and its autograd is C++ (the backward kernel; double backward through a
-differentiable formula). This module adds what PyTorch's docs register from Python: the fake
-implementations (tracing, torch.compile, torch.export) and the vmap rules.
-
-``DEFAULTS`` is the drop-in's one table, dtype x direction -> build: the study's best measured builds.
-They are two compiled builds: the float32 one registers the namespace ``elu_study`` and hands float16 and
-bfloat16 tensors to the 16-bit one inside the dispatcher (``-DELU_DELEGATE16``), so
-``torch.ops.elu_study.elu`` takes every dtype.
-
-``elu(input, alpha, inplace, *, variant=None, strict=False)`` is the eager entry point that
-``elu_study.ELU`` calls: into the dispatcher at its top (``module.call_elu``, a C++ call of the operator),
-so modes, tensor subclasses, forward-mode AD, vmap, the profiler, torch.export and kernels registered with
-``torch.library`` all see the op. Under torch.compile it hands Dynamo ``F.elu``, which Inductor fuses
-with its neighbours; with ``strict=True`` it hands it the operator (the kernel, opaque to Inductor).
+Every build registers in C++ (``kernels/common/binding.cpp``) ``torch.ops.<namespace>.elu``, ``elu_`` and
+``elu_backward``: its CUDA kernels, ATen for every input no kernel takes, autograd in C++. This module adds what
+PyTorch's docs register from Python: the fake implementations and the vmap rules. ``DEFAULTS`` is the drop-in's
+table, dtype x direction -> the study entry whose build runs it. ``elu`` is the eager entry point of
+``elu_study.ELU``: the dispatcher from its top (``module.call_elu``); under torch.compile ``F.elu`` (Inductor
+fuses it), or the operator with ``strict=True``.
 """
 
 from __future__ import annotations
