@@ -204,7 +204,8 @@ def test_per_build_runs_each_build_alone():
 
 def test_the_report_is_saved_under_the_gpus_name(tmp_path):
     fake, _ = _fake_runner({})
-    rep = runs.report(BUILDS, runs.sanitize(BUILDS, ("memcheck",), fake, progress=False), "v", {"gpu": "NVIDIA H200"})
+    provenance = record.load("nvidia-h200", "sanitize")["provenance"]  # a real run's: the schema requires every field
+    rep = runs.report(BUILDS, runs.sanitize(BUILDS, ("memcheck",), fake, progress=False), "v", provenance)
     path = record.save(rep, "sanitize", tmp_path)
     assert path == tmp_path / "nvidia-h200-sanitize.json"
     assert '"passed": true' in path.read_text()

@@ -1,6 +1,4 @@
-"""``python -m elu_study [study]``: the main study. On a GPU, compile, check and time every step,
-ablation, baseline and peer once, then write results/<gpu>.json, its figures and the README block.
-Without a GPU, compile every step, show what its SASS shows, and print the recorded results."""
+"""``python -m elu_study [study]``: time every entry on a GPU (record, figures, README block), else show SASS."""
 
 from __future__ import annotations
 
@@ -21,18 +19,14 @@ from elu_study.jobs.study.report import caption, frame, own_roof_rows, roofs_fra
 __all__ = ["main", "write_report"]
 
 
-def _parser() -> argparse.ArgumentParser:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elu_study [study]")
     parser.add_argument("--trials", type=int, default=3, help="correctness trials per entry")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
     parser.add_argument("--jobs", type=int, default=None, help="parallel builds (default: cores/2)")
     parser.add_argument("--no-readme", action="store_true", help="keep the README block")
     parser.add_argument("--confirm-backward", type=int, metavar="N", help="backward only: N fresh processes")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser.parse_args(argv)
     live = torch.cuda.is_available()
     if args.confirm_backward and live:
         rec = backward.confirm(args.confirm_backward)

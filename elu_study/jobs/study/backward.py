@@ -1,6 +1,4 @@
-"""The float32 backward against its own roof (``torch.add``: grad and x in, grad_input out), one change at a time:
-the main record's rows, then ``python -m elu_study --confirm-backward N``: the backward rows again in N fresh
-processes, with their DRAM counters (Nsight Compute), into the main record's ``"backward"``."""
+"""The float32 backward against its roof (``torch.add``): main run and fresh processes (``--confirm-backward``)."""
 
 from __future__ import annotations
 
@@ -20,12 +18,8 @@ from elu_study.jobs.study.predictions import verdict
 NAMES = tuple(e.name for e in BACKWARD)  # the roof (torch.add), PyTorch's backward, the study's and its attempts
 AIM = 0.98  # the issue's aim for the float32 backward: at most 0.98x torch.add
 WRITTEN = "before the third main run (issue 24, 2026-12-01: evict_last loads the default), after untimed probes"
-PREDICTIONS = {  # x torch.add, graded on the median over the fresh processes
-    "elu_backward": (0.980, 0.992),
-    "elu_backward_plain_loads": (0.990, 1.000),
-    "elu_backward_128_threads": (0.980, 0.995),
-    "aten.elu_backward": (0.995, 1.010),
-}
+PREDICTIONS = {"elu_backward": (0.980, 0.992), "elu_backward_plain_loads": (0.990, 1.000),  # x torch.add, graded
+               "elu_backward_128_threads": (0.980, 0.995), "aten.elu_backward": (0.995, 1.010)}  # on the median
 
 
 def confirm(processes: int = 3) -> dict:
@@ -43,10 +37,8 @@ def confirm(processes: int = 3) -> dict:
 
 
 def frame(rec: dict) -> pd.DataFrame:
-    """Each backward row over torch.add: in the main run, in each fresh process, the prediction graded on the
-    processes' median, and the DRAM counters."""
-    confirmation = rec.get("backward", {})
-    runs, counters = confirmation.get("processes", []), counter_rows(confirmation)
+    """Each backward row over torch.add: main run, fresh processes, graded prediction, DRAM counters."""
+    runs, counters = rec.get("backward", {}).get("processes", []), counter_rows(rec.get("backward", {}))
     rows = []
     for name in NAMES[1:]:
         xs, c, bounds = [p[name]["x_roof"] for p in runs], counters.get(name, {}), PREDICTIONS.get(name)

@@ -1,6 +1,4 @@
-"""Diagrams of what the threads touch, from each launch's real numbers (``launches.py``): the bytes a warp's lanes
-read, a grid-stride grid's waves, the order of step 6's tiles, the bytes each step keeps in flight. Each returns
-its figure closed, to be shown once as a cell's value."""
+"""Diagrams of what the threads touch, from each launch's numbers (``launches.py``); each figure returned closed."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def done(fig):
 
 
 def access_figure(launches: list[Launch], count: int = WARP, title: str | None = None):
-    """Which bytes threads 0 to ``count`` of block 0 read, one row per thread, one box per access, with the
-    128-byte lines marked: a warp's requests (count 32) or a whole block's tile (count = threads)."""
+    """Which bytes threads 0 to ``count`` of block 0 read, one box per access, the 128-byte lines marked."""
     fig, axes = plt.subplots(len(launches), 1, figsize=(9, 1.0 + 2.1 * len(launches)), sharex=True, squeeze=False)
     spans = [thread_accesses(lau, count=min(count, lau.threads)) for lau in launches]
     right = max(int(a.max()) + lau.access_bytes for a, lau in zip(spans, launches))
@@ -59,8 +56,7 @@ def access_figure(launches: list[Launch], count: int = WARP, title: str | None =
 
 
 def grid_stride_figure(seed: Launch, others: list[Launch]):
-    """(a) The seed's grid-stride launch as blocks x passes, each block coloured by the wave it runs in;
-    (b) blocks per wave, in launch order, for the seed and other grid-stride launches."""
+    """(a) The seed's blocks x passes, coloured by wave; (b) blocks per wave for the seed and other launches."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.25, 1]})
     grid, sizes = block_pass_map(seed), wave_sizes(seed)
     cmap = ListedColormap([wave_color(n, seed.wave_blocks, w) for w, n in enumerate(sizes)])
@@ -70,9 +66,9 @@ def grid_stride_figure(seed: Launch, others: list[Launch]):
     ax.set_title(label("walks", entry=seed.name, passes=seed.passes), fontsize=9)
     ax.text(0.5, 0.5, label("column"), transform=ax.transAxes, ha="center", va="center", fontsize=7,
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "gray"})
-    ax.legend(handles=[Patch(color=wave_color(n, seed.wave_blocks, w), label=f"wave {w + 1}: {n} blocks")
-                       for w, n in enumerate(sizes)] + [Patch(facecolor="white", edgecolor="gray",
-                                                              label=label("empty_pass"))],
+    waves = [Patch(color=wave_color(n, seed.wave_blocks, w), label=f"wave {w + 1}: {n} blocks")
+             for w, n in enumerate(sizes)]
+    ax.legend(handles=[*waves, Patch(facecolor="white", edgecolor="gray", label=label("empty_pass"))],
               fontsize=7, loc="lower left", framealpha=0.9)
     launches = [seed, *others]
     for i, lau in enumerate(launches):
@@ -90,16 +86,13 @@ def grid_stride_figure(seed: Launch, others: list[Launch]):
 
 
 def tile_order_figure(launches: list[Launch], runs_shown: int = 24):
-    """Step 6's tile orders: where in the tensor (x, GB of the input) the blocks work as the launch goes on
-    (y). One-shot launches: sampled blocks at their place in launch order, in waves. Persistent grids: each
-    block's contiguous run of tiles, all runs at the same time (``runs_shown`` of them drawn)."""
+    """Step 6's tile orders: where in the input (GB) blocks work as the launch goes on (persistent: each run)."""
     fig, axes = plt.subplots(1, len(launches), figsize=(2.6 * len(launches) + 0.6, 4.0), squeeze=False)
     for ax, lau in zip(axes[0], launches):
         gb = lau.tile * lau.access_bytes / 1e9
         if lau.order == 3:
-            begin, end = persistent_runs(lau)
             every = max(1, lau.blocks // runs_shown)
-            begin, end = begin[::every], end[::every]
+            begin, end = (a[::every] for a in persistent_runs(lau))
             segments = np.stack([np.stack([begin * gb, np.zeros(len(begin))], 1),
                                  np.stack([end * gb, (end - begin).astype(float)], 1)], 1)
             ax.add_collection(LineCollection(segments, lw=1.2, color="tab:purple"))
@@ -138,8 +131,7 @@ def issue_figure(rows: list[tuple[str, float, float]]):
 
 
 def in_flight_figure(launches: list[Launch], x_copy: dict[str, tuple[float, float, float]]):
-    """Per launch: (left) loads in flight per SM at full theoretical occupancy, (right) its time over copy_'s,
-    ``x_copy[name] = (median, p10, p90)``."""
+    """Per launch: loads in flight per SM (left), time over copy_'s, ``x_copy[name] = (median, p10, p90)`` (right)."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 0.45 * len(launches) + 1.6), sharey=True,
                                  gridspec_kw={"width_ratios": [1.2, 1]})
     y, kib = np.arange(len(launches)), np.array([lau.bytes_in_flight_per_sm / 1024 for lau in launches])

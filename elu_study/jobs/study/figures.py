@@ -1,5 +1,4 @@
-"""Figures: times against the floor and the roof, spreads, the wave sweep, ablations, counters, accuracy. Labels
-of six words or more are in ``templates/study/labels.md.j2`` (``label``)."""
+"""The study's figures; labels of six words or more are in ``templates/study/labels.md.j2`` (``label``)."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ COLORS = {"step": "tab:blue", "baseline": "tab:gray", "peer": "tab:purple", "abl
 KIND_LABELS = {"step": "step", "baseline": "baseline (PyTorch, copies, streams)", "peer": "peer (Triton, CUB)",
                "ablation": "ablation (one change)"}
 MAIN_KINDS = ("step", "baseline", "peer")
-# The lines every figure with times shows: what the datasheet allows, what two streams run apart take
-# (read_only + write_only, measured), and the GPU's own copy (the practical roof).
+# The datasheet floor, the measured two-stream floor (read_only + write_only) and copy_ (the practical roof).
 FLOOR_STYLE = {"color": "tab:red", "ls": ":"}
 STREAM_STYLE = {"color": "tab:orange", "ls": "-."}
 ROOF_STYLE = {"color": "tab:green", "ls": "--"}
@@ -41,12 +39,16 @@ def _whisker(ax, i, lo, median, hi, color):
     ax.text(hi, i, f"  {median:.3f}", va="center", fontsize=8)
 
 
+def _finish(ax, **legend):
+    ax.legend(fontsize=8, **legend)
+    ax.figure.tight_layout()
+    return ax.figure
+
+
 def _done(ax, rows, extra=(), loc="lower right", **where):
     """The kind legend (with ``extra`` handles), and the layout."""
     handles = [Patch(color=COLORS[k], label=KIND_LABELS[k]) for k in COLORS if any(r["kind"] == k for r in rows)]
-    ax.legend(handles=handles + list(extra), loc=loc, fontsize=8, framealpha=0.9, **where)
-    ax.figure.tight_layout()
-    return ax.figure
+    return _finish(ax, handles=handles + list(extra), loc=loc, framealpha=0.9, **where)
 
 
 def times_figure(record: dict):
@@ -66,8 +68,7 @@ def times_figure(record: dict):
 
 
 def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = 1.25):
-    """Time over copy_'s, median with p10-p90 whiskers. The x axis holds every line the legend names (copy_, and a
-    floor near the entries); an entry slower than ``max_x`` is drawn at the right edge as an arrow with its value."""
+    """Time over copy_'s, median and p10-p90; an entry slower than ``max_x`` is an arrow at the right edge."""
     rows, roof = _rows(record, names), record["roof_ms"]
     fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 2.4))
     med, p10, p90 = _times(rows, roof)
@@ -88,7 +89,6 @@ def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = 1
     ax.set_yticks(np.arange(len(rows)), [r["name"] for r in rows])
     ax.set(xlim=(left, right), xlabel=label("xcopy_x"), title=title or f"Against the roof: {record['provenance']['gpu']}")
     ax.grid(axis="x", alpha=0.3)
-    # The legend below the axes, so that it covers no entry, whatever their order.
     return _done(ax, rows, [*lines, plt.Line2D([], [], **SPREAD)], loc="upper center", bbox_to_anchor=(0.5, -0.1),
                  ncol=2)
 
@@ -121,10 +121,8 @@ def wave_sweep_figure(record: dict, names, blocks: dict[str, float]):
         ax.plot(blocks["3_grid_stride"], by_name["3_grid_stride"]["x_copy"], "s", color=COLORS["step"],
                 label=f"the seed's {blocks['3_grid_stride']} blocks")
     ax.set(xscale="log", xlabel=label("grid_x"), ylabel="time over copy_'s", title=label("waves_title"))
-    ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return _finish(ax)
 
 
 COUNTER_BARS = (("dram_pct_of_peak", "DRAM throughput, % of peak"),
@@ -144,9 +142,7 @@ def counters_figure(counters: dict, names):
             ax.text(v, yi + (1 - k) * h, f" {v:.1f}", va="center", fontsize=7)
     ax.set_yticks(y, [r["name"] for r in rows])
     ax.set(xlim=(0, 115), xlabel=label("counters_x"), title="Hardware counters per kernel")
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    return fig
+    return _finish(ax, loc="lower right")
 
 
 def near_zero_figure(record: dict, names):
@@ -157,9 +153,7 @@ def near_zero_figure(record: dict, names):
         ax.loglog([10 ** (float(k[2:]) + 0.5) for k in decades], list(decades.values()), marker="o", label=name)
     ax.set(xlabel=label("decades_x"), ylabel="max relative error vs float64")
     ax.axhline(1e-4, color="gray", ls=":", label="rtol 1e-4")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(ax)
 
 
 ROLE_COLORS = {"this study": "tab:blue", "PyTorch": "tab:gray", "peer": "tab:purple"}
@@ -168,14 +162,12 @@ ROLE_COLORS = {"this study": "tab:blue", "PyTorch": "tab:gray", "peer": "tab:pur
 def role(name: str) -> str:
     """Who wrote a row's kernel: this study (a step, an attempt, elu_backward), PyTorch, or a peer."""
     first = name.split()[0]
-    if first in ("F.elu", "torch.compile(F.elu)", "aten.elu_backward", "copy_", "torch.add"):
-        return "PyTorch"
-    return "peer" if first in ("triton", "cub_transform") else "this study"
+    pytorch = first in ("F.elu", "torch.compile(F.elu)", "aten.elu_backward", "copy_", "torch.add")
+    return "PyTorch" if pytorch else "peer" if first in ("triton", "cub_transform") else "this study"
 
 
 def roofs_figure(record: dict, panels: dict[str, list[str]]):
-    """Each row's time over its own roof (its dtype's copy_, or torch.add for a backward row), one panel per
-    group of ``panels`` (title -> row names), median with p10-p90 whiskers, the roof at 1."""
+    """Each row's time over its own roof, one panel per ``panels`` item (title -> row names), the roof at 1."""
     by_name = {r["name"]: r for r in record["rows"]}
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(0.36 * len(n) + 1.0 for n in panels.values()) + 1.2),
                              gridspec_kw={"height_ratios": [len(n) + 1.5 for n in panels.values()]}, squeeze=False)

@@ -1,6 +1,4 @@
-"""The study's findings: numbers from the records, words in ``templates/study/findings/<name>.md.j2``. Notebook 06
-prints all (``readme_lines``), each step notebook its own. A finding that states a direction passes ``claim``:
-flagged where the record contradicts it, so that a new run never silently keeps an old conclusion."""
+"""The study's findings (``templates/study/findings/``); a claim the record contradicts is flagged (``claim``)."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ def bytes_in_flight(record: dict, counters: dict | None = None) -> str:
 
 
 def grid_stride(record: dict, counters: dict | None = None) -> str:
-    """Holds where two whole waves lose against step 2 and no unroll, 256-thread blocks or no loop each leave
-    that loss in place (within the noise). The block-size sweep is the launch job's (one float4 per thread)."""
+    """Holds where two whole waves lose against step 2 and each ablation leaves that loss in place."""
     ablations = ("3_grid_stride_2_waves_unroll_1", "3_grid_stride_2_waves_256t", "3_grid_stride_one_shot")
     two, float4, *others = _x(record, "3_grid_stride_2_waves", "2_float4", *ablations)
     z = noise(record, "3_grid_stride_2_waves", "2_float4", *ablations)
@@ -58,8 +55,7 @@ def fast_math(record: dict, counters: dict | None = None) -> str:
 
 
 def step5(record: dict, counters: dict | None = None) -> str:
-    """Holds where, of step 5's changes one at a time from step 2, 128-thread blocks help and 2 vectors and the
-    hints cost."""
+    """Holds where, of step 5's changes from step 2, 128-thread blocks help and 2 vectors and the hints cost."""
     names = ("2+128_threads", "2+2_vectors", "2+4_vectors", "2+hints", "2+expm1f")
     base, *xs = _x(record, "5_as_step_2", *names)
     change = {n: 100 * (x / base - 1) for n, x in zip(names, xs)}
@@ -69,8 +65,7 @@ def step5(record: dict, counters: dict | None = None) -> str:
 
 def accuracy_cost(record: dict, counters: dict | None = None) -> str:
     names = ("2_float4", "2+expm1f", "5_streaming", "5_streaming_expf")
-    f, fe, s5, s5e = _x(record, *names)
-    z = noise(record, *names)
+    (f, fe, s5, s5e), z = _x(record, *names), noise(record, *names)
     return _render("accuracy_cost", record, counters, fe > f + 3 * z and abs(s5 - s5e) <= 3 * z + 0.003,
                    step2=100 * (fe / f - 1), step5=100 * (s5 / s5e - 1), noise=z)
 
@@ -88,9 +83,7 @@ def tails(record: dict, counters: dict | None = None) -> str:
 
 
 def spread(record: dict, counters: dict | None = None) -> str:
-    """The round-to-round spread (% of copy_'s time) of each close call in its own run; copy_'s median (ms) and
-    F.elu's x copy_ across every committed record that times the full shape (the study, step 6's run and its fresh
-    processes, the launch sweep, the model)."""
+    """Each close call's round-to-round spread, and copy_'s and F.elu's times across every full-shape record."""
     gpu = record["provenance"]["gpu"]
     recs = {job: load(gpu, job, required=False) for job in ("study", "beyond", "launch", "model")}
     within = [100 * noise(recs[job], name, "copy_") for job, name in CLOSE_CALLS

@@ -1,6 +1,4 @@
-"""Each step's launch at full size, from the kernel file's knobs and the entry's flags (threads per block, vectors
-per thread, blocks, resident blocks per SM, waves), and which bytes each thread touches: arithmetic, no GPU, drawn
-by ``diagrams.py`` and checked against the grids Nsight Compute recorded (tests/test_notebook_helpers.py)."""
+"""Each step's full-size launch from its kernel's knobs and flags, and the bytes each thread touches (no GPU)."""
 
 from __future__ import annotations
 
@@ -14,10 +12,8 @@ from elu_study.core.build import resolve_variant
 from elu_study.core.entries import BYTES_PER_ELEMENT, ENTRIES, grid_stride_blocks
 
 WARP = 32
-# What one SM of a Hopper GPU (compute capability 9.0) holds at most. These kernels use few registers and no
-# shared memory, so the thread and block limits decide how many blocks are resident.
-MAX_THREADS_PER_SM = 2048
-MAX_BLOCKS_PER_SM = 32
+# What one Hopper SM holds at most (these kernels' registers and shared memory never limit residency).
+MAX_THREADS_PER_SM, MAX_BLOCKS_PER_SM = 2048, 32
 VECTOR_BYTES = 16
 LINE_BYTES = 128  # an L2 cache line: four 32-byte sectors
 
@@ -29,8 +25,7 @@ ORDERS = {0: "address order", 1: "reversed", 2: "two streams", 3: "persistent ru
 
 
 def kernel_knobs(variant: str, flags=()) -> dict[str, str]:
-    """A kernel file's compile-time knobs: its ``#define ELU...`` defaults and ``constexpr int x = N;``
-    constants, overridden by ``-DNAME=value`` flags."""
+    """A kernel file's ``#define ELU...`` and ``constexpr int`` knobs, overridden by ``-DNAME=value`` flags."""
     text = resolve_variant(variant).read_text()
     knobs = dict(re.findall(r"^#define (ELU\w+) (\S+)", text, re.M))
     knobs.update(re.findall(r"^\s*constexpr int (\w+) = (\d+);", text, re.M))
@@ -41,7 +36,6 @@ def kernel_knobs(variant: str, flags=()) -> dict[str, str]:
 @dataclass(frozen=True)
 class Launch:
     """One entry's full-size launch on a GPU of ``sm_count`` SMs."""
-
     name: str
     threads: int  # per block
     vectors: int  # accesses a thread issues before its first store (one-shot), or per pass (grid-stride)
@@ -53,9 +47,7 @@ class Launch:
     order: int = 0  # step 6's tile order (ELU6_ORDER); 3 is a persistent grid
     unroll: int = 1  # loads a grid-stride thread keeps in flight (nvcc unrolls step 3's loop by two)
 
-    # Derived. per_sm: blocks resident on one SM at most; wave_blocks: blocks the whole GPU holds at once;
-    # tile: accesses one block covers in one go (a tile, or its share of one pass); passes: a grid-stride grid's
-    # passes over the tensor (persistent: tiles per block); bytes_per_thread: the loads one thread keeps in flight.
+    # Derived: resident blocks per SM and per GPU (a wave), accesses per tile, passes, loads in flight per thread.
     per_sm = property(lambda s: min(MAX_THREADS_PER_SM // s.threads, MAX_BLOCKS_PER_SM))
     wave_blocks = property(lambda s: s.per_sm * s.sm_count)
     waves = property(lambda s: s.blocks / s.wave_blocks)
@@ -78,8 +70,7 @@ def launch(name: str, sm_count: int, numel: int) -> Launch:
     element = BYTES_PER_ELEMENT[entry.mode]
     access = element if entry.variant == "1_naive" else VECTOR_BYTES
     accesses = numel * element // access
-    order = int(knobs.get("ELU6_ORDER", 0))
-    grid_stride = entry.variant == "3_grid_stride"
+    order, grid_stride = int(knobs.get("ELU6_ORDER", 0)), entry.variant == "3_grid_stride"
     blocks = math.ceil(accesses / (threads * vectors))  # one-shot: a block per tile
     if grid_stride:
         blocks = grid_stride_blocks(entry, sm_count, numel)
@@ -108,8 +99,7 @@ def persistent_runs(lau: Launch) -> tuple[np.ndarray, np.ndarray]:
 
 
 def thread_accesses(lau: Launch, count: int = WARP, passes: int = 1) -> np.ndarray:
-    """Byte offsets of what threads 0 to ``count`` of block 0 read: one row per thread, one column per access (a
-    one-shot thread's vectors, or a grid-stride thread's first ``passes`` passes)."""
+    """Byte offsets threads 0 to ``count`` of block 0 read: a row per thread, a column per access (or pass)."""
     thread = np.arange(count, dtype=np.int64)[:, None]
     if lau.grid_stride:
         return (thread + np.arange(passes)[None, :] * (lau.blocks * lau.threads)) * lau.access_bytes
@@ -129,16 +119,14 @@ def wave_sizes(lau: Launch) -> list[int]:
 
 
 def block_pass_map(lau: Launch) -> np.ndarray:
-    """Grid-stride: passes x blocks, each cell the wave (1, 2, ...) in which that block runs that pass; NaN where
-    the last pass leaves a block without work."""
+    """Grid-stride: passes x blocks, each cell the wave (1, 2, ...) that runs it; NaN where there is no work."""
     blocks = np.arange(lau.blocks)
     start = np.arange(math.ceil(lau.passes))[:, None] * (lau.blocks * lau.threads) + blocks[None, :] * lau.threads
     return np.where(start < lau.accesses, (blocks // lau.wave_blocks + 1).astype(float)[None, :], np.nan)
 
 
 def schedule(lau: Launch, samples: int = 4000) -> tuple[np.ndarray, np.ndarray]:
-    """One-shot launches: (tile, launch round) of a sample of blocks, a round being a block's place in launch order
-    in waves (a model: blocks start in order, each taking the same time)."""
+    """One-shot launches: (tile, place in launch order in waves) of a sample of blocks."""
     block = np.unique(np.linspace(0, lau.blocks - 1, samples).astype(np.int64))
     return tile_of(lau.order, block, lau.tiles), block / lau.wave_blocks
 

@@ -1,7 +1,4 @@
-"""What every notebook does: say where its numbers come from (the committed record of one run: this GPU's, else
-the H200's; a notebook times nothing), show a kernel or the lines that changed, inspect its SASS (compiled here
-with a CUDA toolkit, else as recorded), show the measurement against copy_, grade the predictions written before
-it and give the evidence. The words are in ``templates/study/notebook/``; the diagrams in ``diagrams.py``."""
+"""What every notebook does with a committed record: kernels, SASS, times, graded predictions (words in templates)."""
 
 from __future__ import annotations
 
@@ -74,7 +71,6 @@ def code_lines(source: str) -> list[str]:
 
 class Study:
     """One notebook's view of the study: the record of a run, and the kernels behind it."""
-
     def __init__(self, reference_gpu: str = record.REFERENCE_GPU, job: str = "study"):
         """job: whose record to show: the main study's, or another job's with rows ("beyond", "sixteen")."""
         self.can_compile, gpu = toolkit_available(), record.source(job, reference=reference_gpu)[0]
@@ -162,8 +158,7 @@ class Study:
         """Each prediction beside its measurement: entry, predicted, measured (p10-p90), HELD or MISSED."""
         rows, notes = [], list(dict.fromkeys(p.written for p in predictions))
         for p in predictions:
-            (lo, hi), r = p.bounds, self.row(p.entry)
-            value, t = r[p.metric], r["timing"]
+            (lo, hi), value, t = p.bounds, self.row(p.entry)[p.metric], self.row(p.entry)["timing"]
             if p.metric == "x_copy":  # the timing's p10 and p90 in the same unit (a slower call: a higher x copy_)
                 spread, unit, bound = [value * t[q] / t["median_ms"] for q in ("p10_ms", "p90_ms")], "x copy_", ".3f"
                 graded = verdict(value, p.bounds)

@@ -1,6 +1,4 @@
-"""The predictions notebooks 00-05 wrote before the measurements, kept as written (they are history): each step
-notebook grades its own, the summary (06) all of them. A range written relative to another entry ("5-15 % over
-step 2") is computed from the record it is graded against, as the notebook's words beside it say."""
+"""The predictions notebooks 00-05 wrote before the measurements, kept as written (relative ranges from the record)."""
 
 from __future__ import annotations
 
@@ -14,9 +12,7 @@ AFTER_FIRST_RUN = "now, from the arithmetic above, after the first run"
 
 @dataclass(frozen=True)
 class Prediction:
-    """A range, written before the measurement, for one entry's time over copy_'s (``metric="x_copy"``) or its
-    share of the datasheet bandwidth (``"pct_of_peak"``)."""
-
+    """A range written before the measurement for an entry's ``x_copy`` or ``pct_of_peak``."""
     entry: str
     bounds: tuple[float, float]
     written: str  # when, as the git history shows it

@@ -1,5 +1,4 @@
-"""The main study's report, regenerated from its record with no GPU: the table, its caption, the figures under
-results/ and the README's results block (``templates/study/readme.md.j2``)."""
+"""The main study's report from its record: the table, its caption, the figures and the README's results block."""
 
 from __future__ import annotations
 
@@ -60,11 +59,6 @@ def roof_panels(rec: dict) -> dict[str, list[str]]:
     return panels
 
 
-def readme_frame(rec: dict) -> pd.DataFrame:
-    """The README's table: the main entries, fastest first, with x copy_ (copy_'s time is on the first screen)."""
-    return frame(rec)[["x copy_"]].sort_values("x copy_", kind="stable")
-
-
 def caption(rec: dict) -> str:
     """Where, with what and how the record was measured."""
     return text.render("study/caption.md.j2", rec=rec, shape=tuple(rec["problem"]["shape"]),
@@ -96,8 +90,7 @@ def figures(rec: dict, counters: dict | None, only: str | None = None) -> dict[s
                                             title=plots.label("fastest", gpu=gpu)),
         "distributions": lambda: plots.distribution_figure(rec, names=[n for n in ZOOM if n in x]),
         "waves": lambda: plots.wave_sweep_figure(rec, list(WAVE_SWEEP), blocks),
-        "ablations": lambda: plots.xcopy_figure(rec, names=list(STEP5_ABLATIONS),
-                                                title=plots.label("ablations")),
+        "ablations": lambda: plots.xcopy_figure(rec, names=list(STEP5_ABLATIONS), title=plots.label("ablations")),
         "roofs": lambda: plots.roofs_figure(rec, roof_panels(rec)),
         "counters": lambda: plots.counters_figure(counters, [r["name"] for r in counters["rows"]]),
     }
@@ -112,7 +105,8 @@ def readme_block(rec: dict, counters: dict | None, figure_paths: list[Path] | No
     """The README's results block: the table, its caption and checks, the figures (but the first screen's)."""
     gpu = rec["provenance"]["gpu"]
     paths = figure_paths or [saved_as(gpu, n) for n in figure_names(rec, counters)]
-    return text.render("study/readme.md.j2", table=text.table(readme_frame(rec), padded=True), caption=caption(rec),
+    main = frame(rec)[["x copy_"]].sort_values("x copy_", kind="stable")  # copy_'s time is on the first screen
+    return text.render("study/readme.md.j2", table=text.table(main, padded=True), caption=caption(rec),
                        checked=checked_line(rec), figures=[(Path(p).stem, record.readme_link(p)) for p in paths
                                                            if Path(p).name != saved_as(gpu, FRONT_FIGURE).name])
 

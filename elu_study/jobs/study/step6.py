@@ -1,6 +1,4 @@
-"""Notebook 08's prose and tables from step 6's record (results/<gpu>-beyond.json) alone: which attempts beat the
-defaults, the 16-bit prediction's premise against the counters, the attempts' launches, round 2. The words are in
-``templates/study/step6/``; the beyond job's own text stays in ``jobs/beyond``."""
+"""Notebook 08's prose and tables from step 6's record (results/<gpu>-beyond.json); words in templates/study/step6/."""
 
 from __future__ import annotations
 
@@ -21,14 +19,12 @@ def one_change(record: dict, name: str) -> str:
 
 def against_step6(record: dict, name: str) -> str:
     """A build against step 6's defaults: faster or slower by more than its round-to-round noise, else within it."""
-    margin = row(record, "6_beyond_copy")["x_copy"] - row(record, name)["x_copy"]
-    z = noise(record, name, "6_beyond_copy")
+    margin, z = row(record, "6_beyond_copy")["x_copy"] - row(record, name)["x_copy"], noise(record, name, "6_beyond_copy")
     return "faster" if margin > z else "slower" if -margin > z else "within noise"
 
 
 def faster_than_step6(record: dict) -> list[dict]:
-    """The one-change attempts (from 6_base, or round 2's from the new default) faster than step 6's defaults by
-    more than the round-to-round noise, fastest first."""
+    """The one-change attempts faster than step 6's defaults by more than the noise, fastest first."""
     return sorted((r for r in record["rows"] if r["kind"] == "attempt" and r.get("base") in ("6_base", STEP6_DEFAULT)
                    and not r["mode"] and against_step6(record, r["name"]) == "faster"), key=lambda r: r["x_copy"])
 
@@ -63,12 +59,9 @@ def sixteen_bit_frame(record: dict, names) -> pd.DataFrame:
 
 
 def graded(record: dict, name: str, bounds: tuple[float, float]) -> str:
-    """HELD inside the range, HELD (within noise) outside it by no more than the entry's noise against copy_'s,
-    else MISSED, faster or slower."""
-    x, (lo, hi) = row(record, name)["x_copy"], bounds
-    if lo <= x <= hi:
-        return "HELD"
-    return "HELD (within noise)" if max(lo - x, x - hi) <= noise(record, name, "copy_") else verdict(x, bounds)
+    """HELD inside the range, HELD (within noise) outside it by at most the noise, else MISSED (faster/slower)."""
+    x, (lo, hi), z = row(record, name)["x_copy"], bounds, noise(record, name, "copy_")
+    return "HELD" if lo <= x <= hi else "HELD (within noise)" if max(lo - x, x - hi) <= z else verdict(x, bounds)
 
 
 def grade_table(record: dict, predictions) -> str:
@@ -83,20 +76,12 @@ def grade_table(record: dict, predictions) -> str:
 
 # Round 2 (notebook 08): one change each from the new default, predicted before the run that recorded them.
 ROUND2_WRITTEN = "round 2, before the run that recorded it (commit c8d11f5)"
-ROUND2_PREDICTIONS = (
-    ("6_evict_last_2_vectors", (0.975, 0.990)),
-    ("6_evict_last_64_threads", (0.975, 0.995)),
-    ("6_evict_last_store_cs", (0.975, 0.990)),
-    ("6_evict_last_reversed", (0.975, 0.990)),
-)
-# Round 3 (notebook 08, issue 24): the float32 formula, one change from the same build, predicted before the third
-# recorded run after untimed probes (expm1 by its Taylor series matched expf - 1 there; expm1f cost about 3 %).
+ROUND2_PREDICTIONS = (("6_evict_last_2_vectors", (0.975, 0.990)), ("6_evict_last_64_threads", (0.975, 0.995)),
+                      ("6_evict_last_store_cs", (0.975, 0.990)), ("6_evict_last_reversed", (0.975, 0.990)))
+# Round 3 (notebook 08, issue 24): the float32 formula, one change from the same build, after untimed probes.
 ROUND3_WRITTEN = "round 3, before the run that recorded it (issue 24, 2026-12-01), after untimed probes"
-ROUND3_PREDICTIONS = (
-    ("6_evict_last_expm1poly", (0.975, 0.986)),
-    ("6_beyond_copy", (0.975, 0.986)),
-    ("6_evict_last_expm1f", (0.995, 1.030)),
-)
+ROUND3_PREDICTIONS = (("6_evict_last_expm1poly", (0.975, 0.986)), ("6_beyond_copy", (0.975, 0.986)),
+                      ("6_evict_last_expm1f", (0.995, 1.030)))
 AIM_0_97 = 0.97  # round 2's further aim for float32 (step 6's own is 0.98x), toward the two-stream floor
 
 
