@@ -1,11 +1,5 @@
-"""Accuracy, exhaustively: ``python -m elu_study accuracy`` (a CUDA GPU) runs every float32 bit pattern through five
-of the study's formulas, each in its real built kernel, at alpha = 1 and 1.5, against ELU in float64 rounded to float32
-(``definitions.METHOD`` defines ulp and error), into ``results/<gpu>-accuracy.json``; notebook 07 shows it.
-
-By role: ``definitions`` (what is measured), ``reference`` (bits, ulps, bounds, the correctly rounded reference),
-``accumulate`` and ``measure`` (the sweep), ``analysis`` (tables), ``notebook`` (notebook 07's cells), ``figures``.
-All but ``main`` and the kernels run on CPU tensors too; the tests use that.
-"""
+"""Accuracy, exhaustively: every float32 bit pattern through five built formulas at alpha = 1 and 1.5 (a CUDA GPU),
+into ``results/<gpu>-accuracy.json``; notebook 07 shows it. All but ``main`` and the kernels run on the CPU too."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Accumulating the sweep: one chunk of inputs with its reference (Chunk), and everything recorded for
-one formula at one alpha (Accumulator), kept on the device and summed chunk by chunk."""
+"""The sweep's sums: a chunk of inputs with its reference (Chunk), and one formula at one alpha (Accumulator)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import torch.nn.functional as F
 from elu_study.jobs.accuracy.definitions import (BINADE, CLASSES, DENORMAL_OUTPUT, FLAGS, MAX_DECIMAL, N_BINS,
                                                  N_GROUPS, TOL, Formula)
 from elu_study.jobs.accuracy.reference import (bits32, bound_parts, classify, f32_str, hex_bits, histogram_bins,
-                                               patterns, predicted_ulp, reference, resolve, ulp_error)
+                                               is_denormal, patterns, predicted_ulp, reference, resolve, ulp_error)
 
 
 class Chunk:
@@ -46,19 +45,15 @@ class Chunk:
         self.ref_nan = torch.isnan(self.ref64)
         self.ref_pzero, self.ref_nzero = self.r32b == 0, self.r32b == -(2**31)
         self.felu = F.elu(self.x, alpha)
-        self.felub = bits32(self.felu)
-        self.felu_nan = torch.isnan(self.felu)
+        self.felub, self.felu_nan = bits32(self.felu), torch.isnan(self.felu)
         self.parts = bound_parts(self.x, self.ref64)
-        self.finite = self.parts["finite"]
-        self.cls = classify(self.x)
+        self.finite, self.cls = self.parts["finite"], classify(self.x)
         self.present = [c for c, k in enumerate(torch.bincount(self.cls, minlength=len(CLASSES)).tolist()) if k]
-        r_exp = (self.r32b >> 23) & 0xFF
-        self.den_out = self.parts["neg_branch"] & (r_exp == 0) & ((self.r32b & 0x7FFFFF) != 0)
+        self.den_out = self.parts["neg_branch"] & is_denormal(self.ref32)
         self.n_den_out = int(self.den_out.sum())
 
     def location(self, i: int, y: torch.Tensor) -> dict:
-        xv, yv = self.x[i].item(), y[i].item()
-        return {"x": f32_str(xv), "x_bits": hex_bits(self.xb[i].item()), "y": f32_str(yv),
+        return {"x": f32_str(self.x[i].item()), "x_bits": hex_bits(self.xb[i].item()), "y": f32_str(y[i].item()),
                 "y_bits": hex_bits(bits32(y)[i].item()), "reference": repr(self.ref64[i].item()),
                 "reference_f32": f32_str(self.ref32[i].item())}
 
@@ -109,17 +104,13 @@ class Accumulator:
     def __init__(self, formula: Formula, device):
         self.formula = formula
         z = lambda *s, dt=torch.int64: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
-        self.counts = z(len(self.COUNTS))
-        self.hist = z(2 * N_BINS)
-        self.classes = z(len(CLASSES) * 64)
-        self.den_out = z(65)
+        self.counts, self.hist = z(len(self.COUNTS)), z(2 * N_BINS)
+        self.classes, self.den_out = z(len(CLASSES) * 64), z(65)
         self.binade = {k: z(N_GROUPS, dt=torch.float64) for k in self.BINADE_MAX}
         self.binade.update({k: z(N_GROUPS) for k in self.BINADE_COUNT})
-        self.class_max = [0.0] * len(CLASSES)
-        self.den_out_max = 0.0
+        self.class_max, self.den_out_max = [0.0] * len(CLASSES), 0.0
         self.max = {"negative": Max(), "positive": Max()}
-        self.tol = Max()
-        self.excess = Max()
+        self.tol, self.excess = Max(), Max()
 
     def update(self, y: torch.Tensor, c: Chunk):
         """Add one chunk's outputs of this formula: counts, histogram, per-binade figures and maxima."""
@@ -129,16 +120,13 @@ class Accumulator:
         self.add_maxima(o, c)
 
     def judge(self, y: torch.Tensor, c: Chunk) -> Outcome:
-        """Each output against the reference, the carried bound and F.elu; adds the histogram and the
-        predicted maxima on the way (so that the bins and the prediction are freed before the rest)."""
+        """Each output against the reference, the carried bound and F.elu (adds the histogram and predicted maxima)."""
         y = y.contiguous()
         yb = bits32(y)
         err = ulp_error(y, c.ref64)
         y_nan = torch.isnan(y)
         nan_mismatch = y_nan ^ c.ref_nan
-        bins = histogram_bins(err, nan_mismatch)
-        self.hist += torch.bincount(bins + N_BINS * (c.xb < 0), minlength=2 * N_BINS)
-        del bins
+        self.hist += torch.bincount(histogram_bins(err, nan_mismatch) + N_BINS * (c.xb < 0), minlength=2 * N_BINS)
         inf_err = torch.isinf(err) & c.finite
         err.masked_fill_(torch.isinf(err), 0.0)  # maxima are over finite errors; infinite ones are counted
         g = c.groups
@@ -174,28 +162,17 @@ class Accumulator:
     def add_binades(self, o: Outcome, c: Chunk):
         """Per binade of the chunk: the largest errors, and how many inputs miss each mark."""
         g, rows = c.groups, c.rows
-        self.binade["max_ulp"][g] = torch.maximum(self.binade["max_ulp"][g], o.err.view(rows, -1).amax(1))
-        finite_ratio = o.ratio.masked_fill(torch.isinf(o.ratio), 0.0)
-        self.binade["max_tol_ratio"][g] = torch.maximum(self.binade["max_tol_ratio"][g],
-                                                        finite_ratio.view(rows, -1).amax(1))
-        self.binade["n_exceed_bound"][g] += o.exceed.view(rows, -1).sum(1)
-        self.binade["n_not_correctly_rounded"][g] += (~o.cr).view(rows, -1).sum(1)
-        self.binade["n_differ_from_felu"][g] += (~o.identical).view(rows, -1).sum(1)
-        self.binade["n_fail_tol"][g] += o.fail.view(rows, -1).sum(1)
+        for k, t in (("max_ulp", o.err), ("max_tol_ratio", o.ratio.masked_fill(torch.isinf(o.ratio), 0.0))):
+            self.binade[k][g] = torch.maximum(self.binade[k][g], t.view(rows, -1).amax(1))
+        for k, t in zip(self.BINADE_COUNT, (o.exceed, ~o.cr, ~o.identical, o.fail)):
+            self.binade[k][g] += t.view(rows, -1).sum(1)
 
     def add_maxima(self, o: Outcome, c: Chunk):
         """The running maxima (ulp error by sign, excess over the bound, tolerance ratio) and where they are."""
-        err, excess, ratio, y = o.err, o.excess, o.ratio, o.y
-        # One transfer for the values and where they first occur.
-        m_err = err.max()
-        m_exc = excess.max()
-        m_tol = ratio.max()
-        vals = torch.stack([
-            m_err, err.argmax().double(), (err == m_err).sum().double(),
-            m_exc, excess.argmax().double(), (excess == m_exc).sum().double(),
-            m_tol, ratio.argmax().double(), (ratio == m_tol).sum().double(),
-            o.exceed.sum().double(),
-        ]).tolist()
+        err, y = o.err, o.y
+        # One transfer: each maximum, where it first occurs and how often (err, excess, ratio), then o.exceed's count.
+        vals = torch.stack([*first_max(err), *first_max(o.excess), *first_max(o.ratio),
+                            o.exceed.sum().double()]).tolist()
         sign = "negative" if c.lo < 0 else "positive"
         self.max[sign].update(vals[0], int(vals[2]), lambda: c.location(int(vals[1]), y))
         if vals[9] > 0:
@@ -217,10 +194,8 @@ class Accumulator:
         classes = self.classes.view(len(CLASSES), 64).tolist()
 
         def flag_counts(row64: list[int]) -> dict:
-            d = {"n": sum(row64)}
-            for bit, name in enumerate(FLAGS):
-                d[name] = sum(v for combo, v in enumerate(row64) if combo >> bit & 1)
-            return d
+            return {"n": sum(row64), **{name: sum(v for combo, v in enumerate(row64) if combo >> bit & 1)
+                                        for bit, name in enumerate(FLAGS)}}
 
         class_stats = {}
         for k, label in enumerate(CLASSES):
@@ -237,18 +212,21 @@ class Accumulator:
             "n": counts["n"],
             "max_ulp": {sign: m.to_dict() for sign, m in self.max.items()},
             "histogram": {"negative": hist[1], "positive": hist[0]},
-            **{k: counts[k] for k in self.COUNTS
-               if k not in ("n", "n_exceed_bound", "n_exceed_bound_denormal", "tolerance_checked", "tolerance_failed")},
+            **{k: counts[k] for k in self.COUNTS[1:7]},  # the plain counts; the rest are under "tolerance" and "bound"
             "tolerance": {"n_checked": counts["tolerance_checked"], "n_fail": counts["tolerance_failed"],
                           "max_ratio": self.tol.value, "max_ratio_at": self.tol.at},
             "bound": {"exponential": self.formula.exponential, "documented": self.formula.documented_bound,
                       "n_exceed": counts["n_exceed_bound"],
                       "n_exceed_denormal_in_or_out": counts["n_exceed_bound_denormal"],
-                      "max_excess_ulp": self.excess.value,
-                      "max_excess_at": self.excess.at},
+                      "max_excess_ulp": self.excess.value, "max_excess_at": self.excess.at},
             "classes": class_stats,
             "binades_negative": binades,
         }
+
+
+def first_max(t: torch.Tensor) -> list[torch.Tensor]:
+    m = t.max()
+    return [m, t.argmax().double(), (t == m).sum().double()]
 
 
 def short(v: float) -> float | int:

@@ -1,5 +1,4 @@
-"""Reading the accuracy record (results/<gpu>-accuracy.json): its tables, per alpha or every alpha in one cell, and
-the numbers that notebook 07's text is filled with. Nothing here measures: ``python -m elu_study accuracy`` does."""
+"""Reading the accuracy record (results/<gpu>-accuracy.json): its tables and notebook 07's numbers; no measuring."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def merge_identical(df: pd.DataFrame) -> pd.DataFrame:
 
 # -- tables -------------------------------------------------------------------------------------
 def summary_table(record: dict, alpha: str) -> pd.DataFrame:
-    """Per formula: the worst ulp error (sign bit set) and where, the shares correctly rounded and bit-identical to
-    F.elu, and the task's bar (its worst error as a share of what it allows)."""
+    """Per formula: worst ulp error (x < 0) and where, shares correctly rounded and bit-identical, the task's bar."""
     rows = {}
     for name, s in record["runs"][alpha]["formulas"].items():
         neg, pos, tol = s["max_ulp"]["negative"] or {}, s["max_ulp"]["positive"] or {}, s["tolerance"]
@@ -93,8 +91,7 @@ def short_class(c: dict, label: str) -> str:
 
 
 def classes_where_they_differ(record: dict, alpha: str) -> tuple[pd.DataFrame, list[str]]:
-    """The classes of inputs where some formula is not all correctly rounded (formulas that agree in one column),
-    and the classes left out."""
+    """The input classes where some formula is not all correctly rounded (agreeing formulas merged), and the rest."""
     formulas = record["runs"][alpha]["formulas"]
     first, rows, same = next(iter(formulas.values()))["classes"], {}, []
     for label in (k for k in CLASS_ORDER if first.get(k, {}).get("n")):
@@ -136,8 +133,7 @@ def specials_where_wrong(record: dict, alpha: str) -> pd.DataFrame:
 
 
 def bounds_table(record: dict, alpha: str) -> pd.DataFrame:
-    """The exponential's documented bound B against the whole ELU: inputs above B carried through ELU, the worst
-    binade's share of it, and the negative binades where ELU is above B ulp (__expf: B at the binade's largest |x|)."""
+    """The exponential's documented bound B against ELU: inputs above it carried, worst binade, binades above B ulp."""
     rows, where = {}, lambda e: "denormals" if e == 0 else f"2^{e - 127}"
     for name, s in record["runs"][alpha]["formulas"].items():
         bn, own = s["binades_negative"], BOUND_CONSTANT.get(s["bound"]["exponential"])
@@ -159,8 +155,7 @@ def not_in_record(record: dict) -> list[str]:
 
 
 def same_as(record: dict) -> dict[str, dict]:
-    """Steps 2 and 3 against the build they copy: {that build: {"same": builds bit-identical at every alpha,
-    "differ": {build: {alpha: inputs that differ}}}}."""
+    """{copied build: {"same": builds bit-identical at every alpha, "differ": {build: {alpha: n differ}}}}."""
     groups: dict = {}
     for alpha, run in record["runs"].items():
         for name, d in run["same_as"].items():

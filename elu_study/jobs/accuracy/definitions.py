@@ -1,5 +1,4 @@
-"""What the accuracy job measures: the formulas, the alphas, the bins, the special inputs and the method (data the
-record writes down, so that it explains itself)."""
+"""What the accuracy job measures: formulas, alphas, bins, special inputs and the method the record writes down."""
 
 from __future__ import annotations
 

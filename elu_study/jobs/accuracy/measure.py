@@ -1,5 +1,4 @@
-"""The sweep: every input of some bit-pattern ranges through every formula, at every alpha (on the GPU for
-``python -m elu_study accuracy``, on the CPU with stand-ins in the tests), into the record's body."""
+"""The sweep: bit-pattern ranges through every formula at every alpha (GPU; CPU stand-ins in the tests)."""
 
 from __future__ import annotations
 
@@ -27,19 +26,14 @@ def build_evaluators(formulas, same_as) -> dict[str, Callable]:
     fns = {}
     for f in formulas:
         if f.variant:
-            module = compile_variant(f.variant)
-            fns[f.name] = lambda x, a, m=module: m.elu(x, a)
+            fns[f.name] = compile_variant(f.variant).elu
         elif f.name == "F.elu":
-            fns[f.name] = lambda x, a: F.elu(x, a)
+            fns[f.name] = F.elu
         elif f.name == "torch.compile(F.elu)":
-            compiled = torch.compile(F.elu)
-            fns[f.name] = lambda x, a, c=compiled: c(x, a)
+            fns[f.name] = torch.compile(F.elu)
         else:
             raise ValueError(f"no way to run formula {f.name!r}")
-    for name in same_as:
-        module = compile_variant(name)
-        fns[name] = lambda x, a, m=module: m.elu(x, a)
-    return fns
+    return fns | {name: compile_variant(name).elu for name in same_as}
 
 
 def chunk_ranges(ranges, chunk_log2: int) -> list[tuple[int, int]]:
@@ -58,11 +52,8 @@ def chunk_ranges(ranges, chunk_log2: int) -> list[tuple[int, int]]:
 def measure(alphas=ALPHAS, formulas=FORMULAS, same_as=SAME_AS, *, ranges=((-(2**31), 2**31),),
             chunk_log2: int = CHUNK_LOG2, device="cuda", evaluators: dict[str, Callable] | None = None,
             progress: bool = True) -> dict:
-    """The record's body (no provenance): the method, the formulas, one run per alpha and the special inputs.
-
-    ranges: [lo, hi) bit-pattern ranges, read as int32 (default: all 2^32), each in whole binades (2^23).
-    evaluators: {name: (x, alpha) -> y} instead of building the kernels (the tests use CPU stand-ins).
-    """
+    """The record's body (no provenance): method, formulas, one run per alpha, special inputs. ranges: [lo, hi) int32
+    bit-pattern ranges in whole binades (default: all 2^32); evaluators: {name: (x, alpha) -> y} instead of kernels."""
     starts = chunk_ranges(ranges, chunk_log2)
     chunk = max(hi - lo for lo, hi in starts)
     same_as = {k: v for k, v in same_as.items() if v in {f.name for f in formulas}}
@@ -78,10 +69,9 @@ def measure(alphas=ALPHAS, formulas=FORMULAS, same_as=SAME_AS, *, ranges=((-(2**
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        bar = tqdm(total=len(alphas) * len(starts), desc="every float32 input", unit="chunk") if progress else None
+        bar = tqdm(total=len(alphas) * len(starts), desc="every float32 input", unit="chunk", disable=not progress)
         runs = {alpha_key(alpha): run_alpha(alpha, starts, formulas, same_as, fns, device, bar) for alpha in alphas}
-        if bar is not None:
-            bar.close()
+        bar.close()
         seconds = time.perf_counter() - t0
         specials = special_outputs(fns, formulas, alphas, device)
     peak = torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None
@@ -114,9 +104,8 @@ def run_alpha(alpha: float, starts, formulas, same_as: dict, fns: dict[str, Call
             acc[f.name].update(y, c)
             del y
         del c
-        if bar is not None:
-            bar.set_postfix(alpha=alpha)
-            bar.update()
+        bar.set_postfix(alpha=alpha)
+        bar.update()
     return {
         "reference": reference_summary(ref_stats, alpha, device),
         "same_as": {name: {"as": target, "n_differ": int(differ[name])} for name, target in same_as.items()},
@@ -138,10 +127,8 @@ def reference_summary(s: dict, alpha: float, device) -> dict:
         got = reference(x, alpha).ref32.cpu().numpy()
         want = np.array([correctly_rounded_elu(v, alpha) for v in ties], dtype=np.float32)
         disagree = int((got.view(np.int32) != want.view(np.int32)).sum())
-    sample = check_reference(reference_sample(device=device), alpha)
-    return {"margin_ulp64": MIDPOINT_MARGIN_ULP64, **s,
-            "tie_check": {"n": len(ties), "disagree": disagree},
-            "sample_check": sample}
+    return {"margin_ulp64": MIDPOINT_MARGIN_ULP64, **s, "tie_check": {"n": len(ties), "disagree": disagree},
+            "sample_check": check_reference(reference_sample(device=device), alpha)}
 
 
 def special_outputs(fns, formulas, alphas, device) -> dict:
@@ -151,13 +138,10 @@ def special_outputs(fns, formulas, alphas, device) -> dict:
     out = {"inputs": [{"label": label, "x_bits": hex_bits(b), "x": f32_str(from_bits([b]).item())}
                       for label, b in SPECIAL_INPUTS], "outputs": {}}
     for alpha in alphas:
-        ref = reference(x, alpha)
         correct = [None if math.isnan(v) else hex_bits(int(correctly_rounded_elu(v, alpha).view(np.uint32)))
                    for v in x.cpu().tolist()]
-        outputs = {"reference (correctly rounded)": correct,
-                   "float64 reference": [repr(v) for v in ref.ref64.cpu().tolist()]}
-        for f in formulas:
-            y = fns[f.name](x, alpha)
-            outputs[f.name] = [hex_bits(b) for b in bits32(y).cpu().tolist()]
-        out["outputs"][alpha_key(alpha)] = outputs
+        out["outputs"][alpha_key(alpha)] = {
+            "reference (correctly rounded)": correct,
+            "float64 reference": [repr(v) for v in reference(x, alpha).ref64.cpu().tolist()],
+            **{f.name: [hex_bits(b) for b in bits32(fns[f.name](x, alpha)).cpu().tolist()] for f in formulas}}
     return out

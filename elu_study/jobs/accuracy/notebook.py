@@ -1,5 +1,4 @@
-"""Notebook 07's cells: ``cell(name, record)`` fills templates/accuracy/<name>.md.j2 with the record's numbers, as
-text whose every number nbval compares; the predictions are graded here. No GPU needed."""
+"""Notebook 07's cells: ``cell(name, record)`` fills templates/accuracy/<name>.md.j2 with the record's numbers."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The arithmetic of the accuracy job: bit patterns, ulps, the documented bounds carried through ELU, and the
-correctly rounded reference. All of it runs on CPU tensors too (the tests use that). The definitions of ulp,
-ulp error and the reference are the record's own: ``definitions.METHOD``."""
+"""Bit patterns, ulps, documented bounds carried through ELU and the correctly rounded reference (``METHOD``)."""
 
 from __future__ import annotations
 
@@ -50,8 +48,7 @@ def _pow2(k: torch.Tensor) -> torch.Tensor:
 
 
 def ulp32(v: torch.Tensor) -> torch.Tensor:
-    """float32 ulp in the binade of |v|, float64 in and out: 2^(max(floor(log2|v|), -126) - 23); inf and NaN get a
-    large finite power of 2."""
+    """float32 ulp in |v|'s binade, float64 in and out: 2^(max(floor(log2|v|), -126) - 23); inf/NaN: a large 2^k."""
     e = (v.double().contiguous().view(torch.int64) >> 52) & 0x7FF
     return _pow2(torch.clamp(e - 1023, min=-126) - 23)
 
@@ -96,8 +93,7 @@ def histogram_bins(err: torch.Tensor, nan_mismatch: torch.Tensor | None = None) 
 
 
 def predicted_ulp(x, ref64, alpha: float, formula: Formula, parts: dict | None = None) -> torch.Tensor:
-    """The ulp error the documented bound of the formula's exponential allows for ELU (METHOD['bound_model']);
-    parts: bound_parts(x, ref64), computed here when not given."""
+    """The ulp error the exponential's documented bound allows for ELU (METHOD['bound_model']; parts: bound_parts)."""
     p = parts if parts is not None else bound_parts(x, ref64)
     if formula.exponential in ("expm1f", "expm1-poly"):  # 1 ulp of expm1f, or the 2-ulp target; then rounding
         core = (1.5 if formula.exponential == "expm1f" else 2.5) * p["ulp_d"]
@@ -153,8 +149,7 @@ def nearest_float32(d: Decimal) -> np.float32:
 
 
 def correctly_rounded_elu(x: float, alpha: float) -> np.float32:
-    """ELU(x) correctly rounded to float32 (x > 0, +inf included, is its own result; -0.0 gives -0.0,
-    as expm1(-0.0) = -0.0 in IEEE arithmetic and in float64 F.elu)."""
+    """ELU(x) correctly rounded to float32 (x > 0 is its own result; -0.0 gives -0.0, as expm1(-0.0) = -0.0)."""
     if x > 0:
         return np.float32(x)
     if x == 0:
@@ -182,10 +177,8 @@ def _alpha_times_float32_exact(alpha: float) -> bool:
 
 
 def reference(x: torch.Tensor, alpha: float, margin: float = MIDPOINT_MARGIN_ULP64) -> Reference:
-    """F.elu in float64, rounded to float32, with the double-rounding cases found: `near`, within `margin` float64
-    ulps of a float32 midpoint. At tiny |x| the float64 value is alpha * x, a midpoint for every other x at alpha =
-    1.5; the exact value lies on its zero side (exp(x) - 1 > x), so those ties are resolved toward zero (`tie`).
-    The rest (`todo`) is for `resolve`, in decimal arithmetic."""
+    """F.elu in float64 rounded to float32; `near`: within `margin` float64 ulps of a float32 midpoint. Ties alpha * x
+    at tiny |x| go toward zero, as exp(x) - 1 > x (`tie`); the rest (`todo`) is for `resolve`."""
     ref64 = F.elu(x.double(), alpha)
     r32 = ref64.float()
     r32d = r32.double()
@@ -204,17 +197,14 @@ def reference(x: torch.Tensor, alpha: float, margin: float = MIDPOINT_MARGIN_ULP
 
 def resolve(x: torch.Tensor, ref: Reference, alpha: float, limit: int = MAX_DECIMAL) -> dict:
     """Round the `todo` inputs' exact ELU to float32 with decimal arithmetic, in place in ref.ref32."""
-    idx = ref.todo.nonzero().flatten()
-    n_todo = idx.numel()
-    idx = idx[:limit]
-    out = {"resolved": int(idx.numel()), "corrected": 0, "unresolved": n_todo - int(idx.numel()), "max_err_ulp64": 0.0}
+    todo = ref.todo.nonzero().flatten()
+    idx = todo[:limit]
+    out = {"resolved": idx.numel(), "corrected": 0, "unresolved": todo.numel() - idx.numel(), "max_err_ulp64": 0.0}
     if idx.numel() == 0:
         return out
-    xs = x[idx].cpu().tolist()
-    r64 = ref.ref64[idx].cpu().tolist()
     old = ref.ref32[idx].cpu().numpy()
     new = np.empty_like(old)
-    for i, (xi, ri) in enumerate(zip(xs, r64)):
+    for i, (xi, ri) in enumerate(zip(x[idx].cpu().tolist(), ref.ref64[idx].cpu().tolist())):
         exact = exact_elu(xi, alpha)
         new[i] = nearest_float32(exact)
         err = abs(_EXACT.subtract(Decimal(ri), exact)) / Decimal(math.ulp(ri))
