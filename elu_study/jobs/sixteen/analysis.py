@@ -3,6 +3,7 @@ the instruction budget, the predictions graded; the numbers that ``templates/six
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pandas as pd
@@ -107,12 +108,18 @@ def budget_frame(record: dict, names=None) -> pd.DataFrame:
     return pd.DataFrame(out).set_index("entry") if out else pd.DataFrame()
 
 
+@functools.cache
+def main_record(gpu: str) -> dict | None:
+    """The GPU's main record, read once per process: every notebook cell's numbers() grades round 3 on it."""
+    return load(gpu, required=False)
+
+
 def numbers(record: dict) -> dict:
     """Everything the sixteen templates print, from the record."""
     checks, has, first = checks_of(record), {r["name"] for r in record["rows"]}, grades(record, PREDICTIONS_POLY)
     # Round 3 and the goals are about the current builds: graded on the main record where it is newer (its step 7
     # rows are the current defaults), else on this one.
-    study = load(record["provenance"]["gpu"], required=False)
+    study = main_record(record["provenance"]["gpu"])
     main = study if study and study["provenance"]["date_utc"] > record["provenance"]["date_utc"] else record
     exact = [n for n, c in checks.items() if c["expect_exact"]]
     exact7 = [d for d in DTYPES if counter(record, f"7_exact {d}")]
