@@ -4,7 +4,7 @@ measured medians, never stored. ``record.save`` drops them (``strip``); ``record
 
 from __future__ import annotations
 
-from elu_study.core.entries import BYTES_PER_ELEMENT, DTYPES16, STREAM_HALVES, stream_floor_ms
+from elu_study.core.entries import BYTES_PER_ELEMENT, STREAM_HALVES, roof_for, stream_floor_ms
 from elu_study.core.hardware import floor_ms, tbps
 
 ROW_COLUMNS = ("tbps", "pct_of_peak", "x_copy", "roof", "x_roof")  # per row
@@ -40,9 +40,8 @@ def annotate(record: dict) -> dict:
 
 
 def roof_name(row: dict) -> str:
-    """The row a row's time is taken over: its dtype's copy_, or its dtype's torch.add for a backward row."""
-    roof = "torch.add" if row.get("direction") == "backward" else "copy_"
-    return f"{roof} {row['dtype']}" if row.get("dtype") in DTYPES16 else roof
+    """The row a row's time is taken over (entries.roof_for), from the row's own fields."""
+    return roof_for(row.get("direction", "forward"), row.get("dtype", "float32"))
 
 
 def strip(record: dict) -> dict:

@@ -92,10 +92,15 @@ def is_backward(name: str) -> bool:
     return entry is not None and entry.direction == "backward"
 
 
-def roof_of(name: str, mode: str = "") -> str:
+def roof_for(direction: str, dtype: str) -> str:
     """The row a row's time is taken over: its dtype's copy_, or its dtype's torch.add for a backward row."""
-    roof = "torch.add" if is_backward(name) else "copy_"
-    return f"{roof} {mode}" if mode in DTYPES16 else roof
+    roof = "torch.add" if direction == "backward" else "copy_"
+    return f"{roof} {dtype}" if dtype in DTYPES16 else roof
+
+
+def roof_of(name: str, mode: str = "") -> str:
+    """roof_for an entry by name (its catalogue direction) and mode."""
+    return roof_for("backward" if is_backward(name) else "forward", mode)
 
 
 def group(name: str) -> list[Entry]:
