@@ -16,6 +16,7 @@ results/<gpu>-sizes.json, its figures and the README's sizes block; without a GP
 sixteen: step 7, 16-bit storage at its own roof: exhaustive bitwise checks, the fast formulas' distance to
 expm1f, times against the 16-bit copy_, counters (GPU, ncu): results/<gpu>-sixteen.json.
 report: every job's figures and README block again from the committed records (no GPU needed).
+records: every record above measured again at one commit, each job in a fresh process, resumable (GPU).
 notebooks: execute the notebooks in place (on the GPU whose numbers they should carry; needs nbclient).
 """
 
@@ -27,7 +28,7 @@ import sys
 # job -> the module whose main(argv) runs it
 JOBS = {job: f"elu_study.jobs.{job}" for job in
         ("study", "report", "profile", "accuracy", "sanitize", "sizes", "beyond", "launch", "model",
-                  "sixteen", "notebooks")}
+                  "sixteen", "notebooks", "records")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 #   bash scripts/h200_record.sh study profile accuracy   # the measurements
 #   bash scripts/h200_record.sh notebooks tests          # notebooks executed and checked, GPU tests
 #   bash scripts/h200_record.sh build optests model:checks,host,eager notebook:11_in_a_model
+#   bash scripts/h200_record.sh records          # every record at one commit, resumable (python -m elu_study records)
 # Stages: build (every kernel build of every job, in parallel), study (results/<gpu>.json, figures, README block), profile (results/<gpu>-ncu.json),
 # accuracy (results/<gpu>-accuracy.json), sanitize (results/<gpu>-sanitize.json), notebooks
 # (executed in place, then re-run by nbval), tests (the whole suite, GPU tests and fuzzing
@@ -35,6 +36,7 @@ build_all(builds(list(ENTRIES.values())) + [('sweeps/launch_shapes', ()), ('1_na
     model:*) python3 -m elu_study model --parts "${stage#model:}" || status=1 ;;
     backward:*) python3 -m elu_study study --confirm-backward "${stage#backward:}" || status=1 ;;  # fresh processes
     tests) python3 -m pytest -q -x --durations=15 || status=1 ;;
+    records) python3 -m elu_study records ${OUT:+--pack "$OUT/record.tar.gz"} || status=1 ;;
     *) python3 -m elu_study "$stage" || status=1 ;;  # a job of python -m elu_study (study, profile, ...)
   esac
   if [ -n "${OUT:-}" ]; then  # after every stage, so a later stage that runs out of time loses nothing

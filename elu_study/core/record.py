@@ -125,7 +125,31 @@ def read(path: Path | str, job: str) -> dict:
     if not path.is_file():
         raise RecordError(f"no {job} record at {path}")
     record = check_schema(json.loads(path.read_text()), _check_job(job), path)
+    SHOWN[path.name] = {"file": path.name, "job": job, "gpu": record["provenance"]["gpu"],
+                        "date": record["provenance"]["date_utc"][:10], "commits": commits_of(record)}
     return derived.annotate(record) if job in derived.JOBS else record
+
+
+# Every record this process has read, by file name: what a notebook's last cell lists (``shown``).
+SHOWN: dict[str, dict] = {}
+
+
+def commits_of(record: dict) -> list[str]:
+    """The commits a record's parts were measured at: its provenance's, and those of the parts that carry their
+    own (a study record's fresh-process backward runs, step 6's confirmation, the model record's parts)."""
+    found = [record["provenance"].get("commit")]
+    for part in record.values():
+        if isinstance(part, dict):
+            found += [p.get("commit") for p in (part.get("provenance"), *part.values()) if isinstance(p, dict)]
+    return sorted({c for c in found if c})
+
+
+def shown() -> text.Text:
+    """For a notebook's last cell: every record it read, with the commit(s) each was measured at, and whether
+    they are of one commit (a test reads this line in every committed notebook)."""
+    rows = sorted(SHOWN.values(), key=lambda r: r["file"])
+    commits = sorted({c for r in rows for c in r["commits"]})
+    return text.show("record/shown.md.j2", rows=rows, commits=commits)
 
 
 def load(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path | None = None,

@@ -46,7 +46,8 @@ struct Expm1Poly {
     r = fmaf(r, x, 4.16666667e-2f);  // 1/4!
     r = fmaf(r, x, 1.66666667e-1f);  // 1/3!
     r = fmaf(r, x, 0.5f);            // 1/2!
-    const float near = fmaf(x * x, r, x);
+    // x + x^2 r has x's sign on (-1, 0]; copysignf keeps it at -0.0 too, where x^2 r + x rounds to +0.0.
+    const float near = copysignf(fmaf(x * x, r, x), x);
     const float far = __expf(x) - 1.0f;
     return x > 0.0f ? x : alpha * (x > -1.0f ? near : far);
   }

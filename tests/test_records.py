@@ -1,0 +1,88 @@
+"""The one-commit re-record (python -m elu_study records): which stages it runs, read from the records' stamps."""
+
+import fnmatch
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from elu_study.core import hardware, record
+from elu_study.jobs import records
+
+
+@pytest.fixture()
+def results(tmp_path):
+    """A copy of the committed records, to stamp at will."""
+    shutil.copytree(record.RESULTS_DIR, tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
+def restamp(path, commit, *keys):
+    rec = json.loads(path.read_text())
+    node = rec
+    for k in keys[:-1]:
+        node = node[k]
+    node[keys[-1]] = commit
+    path.write_text(json.dumps(rec))
+
+
+def runs(results, commit, **kw):
+    return {s.name: run for s, _, run in records.plan(record.REFERENCE_GPU, commit, results_dir=results, **kw)}
+
+
+def test_a_stage_whose_record_holds_this_commit_is_skipped_and_every_other_runs(results):
+    main = record.record_path(job="study", results_dir=results)
+    commit = json.loads(main.read_text())["provenance"]["commit"]
+    restamp(record.record_path(job="sixteen", results_dir=results), "0000000", "provenance", "commit")
+    plan = runs(results, commit)
+    assert plan["study"] is False and plan["sixteen"] is True
+    assert plan["build"] is True  # it writes no record: always runs (a cached build costs nothing)
+    assert all(runs(results, commit, force=True).values())
+    assert list(plan) == [s.name for s in records.STAGES]  # in STAGES order
+
+
+def test_the_backward_stage_reads_its_own_stamp_and_the_model_stage_every_part(results):
+    main = record.record_path(job="study", results_dir=results)
+    commit = json.loads(main.read_text())["provenance"]["commit"]
+    restamp(main, "1111111", "backward", "provenance", "commit")
+    assert runs(results, commit)["backward"] is True and runs(results, commit)["study"] is False
+    model = record.record_path(job="model", results_dir=results)
+    rec = json.loads(model.read_text())
+    for part in rec["parts"].values():
+        part["commit"] = "2222222"
+    model.write_text(json.dumps(rec))
+    assert runs(results, "2222222")["model"] is False
+    rec["parts"]["host"]["commit"] = "3333333"  # one part of another commit: the record is not of one commit
+    model.write_text(json.dumps(rec))
+    assert runs(results, "2222222")["model"] is True
+
+
+def test_a_missing_record_runs_and_an_unknown_stage_is_refused(results, capsys):
+    record.record_path(job="launch", results_dir=results).unlink()
+    assert runs(results, "4444444")["launch"] is True
+    with pytest.raises(SystemExit):
+        records.main(["nonsense"])
+    assert "unknown stages" in capsys.readouterr().err
+
+
+def test_records_are_stamped_with_the_commit_of_the_measuring_code_not_of_later_prose(monkeypatch):
+    """Every file changed since the stamp's commit is presentation (templates, figures, notebook helpers, the
+    report) or outside the measuring code (records, notebooks, tests, README); the stamp's commit itself changed
+    measuring code."""
+    monkeypatch.delenv("ELU_STUDY_COMMIT", raising=False)
+    root = record.RESULTS_DIR.parent
+    git = shutil.which("git")
+    stamp = hardware.code_commit()
+    if not git or not stamp:
+        pytest.skip("no git history here")
+
+    def files(*args):
+        return subprocess.run([git, "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.split()
+
+    def measuring(path):
+        inside = any(path == p or path.startswith(p + "/") for p in ("kernels", "elu_study", "scripts", "pyproject.toml"))
+        return inside and not any(fnmatch.fnmatch(path, p) or path.startswith(p + "/") for p in hardware.PRESENTATION)
+
+    assert not [f for f in files("diff", "--name-only", stamp, "HEAD") if measuring(f)]
+    assert [f for f in files("show", "--name-only", "--format=", stamp) if measuring(f)]
