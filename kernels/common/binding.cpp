@@ -8,6 +8,7 @@
 #include <cmath>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <ATen/FuncTorchTLS.h>
@@ -509,12 +510,23 @@ struct EluInPlaceFunction : public torch::autograd::Function<EluInPlaceFunction>
   }
 };
 
+// A new node as PyTorch's own kernels make one: torch 2.11 holds nodes by std::shared_ptr (freed by deleteNode,
+// which unwinds long graphs without recursion), later releases by c10::intrusive_ptr.
+template <class T>
+auto make_node() {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>) {
+    return c10::make_intrusive<T>();
+  } else {
+    return std::shared_ptr<T>(new T(), [](T* p) { deleteNode(p); });  // found by ADL, in torch::autograd
+  }
+}
+
 at::Tensor elu_autograd(c10::DispatchKeySet ks, const at::Tensor& x, double alpha) {
   if (has_tangent(x)) return at::elu(dense(x), alpha);
   const c10::DispatchKeySet below = ks & c10::after_ADInplaceOrView_keyset;
-  c10::intrusive_ptr<EluBackwardNode> node;
+  decltype(make_node<EluBackwardNode>()) node;
   if (needs_grad(x)) {
-    node = c10::make_intrusive<EluBackwardNode>();
+    node = make_node<EluBackwardNode>();
     node->set_next_edges(torch::autograd::collect_next_edges(x));
     node->alpha = alpha;
     node->self_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
