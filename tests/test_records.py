@@ -2,6 +2,7 @@
 
 import fnmatch
 import json
+import re
 import shutil
 import subprocess
 
@@ -86,3 +87,57 @@ def test_records_are_stamped_with_the_commit_of_the_measuring_code_not_of_later_
 
     assert not [f for f in files("diff", "--name-only", stamp, "HEAD") if measuring(f)]
     assert [f for f in files("show", "--name-only", "--format=", stamp) if measuring(f)]
+
+
+# -- every notebook names the records it shows, and says when they are of different commits --------------------
+NOTEBOOKS = sorted((record.RESULTS_DIR.parent / "notebooks").glob("*.ipynb"))
+
+
+def outputs(path) -> str:
+    """Every text a committed notebook's cells printed or displayed, in order."""
+    found = []
+    for cell in json.loads(path.read_text())["cells"]:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            found.append("".join(out.get("text", "")) + "".join(data.get("text/markdown", data.get("text/plain", ""))))
+    return "\n".join(found)
+
+
+def shown_table(text: str) -> dict[str, list[str]]:
+    """The "Records shown" table of a notebook's output: {record file: its commits}."""
+    table = text[text.index("**Records shown in this notebook**"):]
+    rows = re.findall(r"^\| results/(\S+) \| [^|]+ \| [^|]+ \| [^|]+ \| ([^|]+) \|$", table, flags=re.M)
+    return {file: re.findall(r"[0-9a-f]{7,}", commits) for file, commits in rows}
+
+
+def check_names_its_records(text: str) -> None:
+    """The property, for one notebook's outputs (raises AssertionError)."""
+    assert "**Records shown in this notebook**" in text, "no Records shown cell"
+    table = shown_table(text)
+    assert table, "the Records shown table is empty"
+    for file, commit in re.findall(r"Data source: results/(\S+?)[,.]? .*?commit (\w+)", text):
+        assert commit in table.get(file, []), f"{file} at {commit} is shown but not in the table"
+    commits = {c for cs in table.values() for c in cs}
+    if len(commits) > 1:
+        assert "RECORDS OF DIFFERENT COMMITS" in text, f"records of {sorted(commits)} without saying so"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_notebook_names_each_record_it_shows_and_says_when_their_commits_differ(path):
+    check_names_its_records(outputs(path))
+
+
+def test_the_check_notices_a_notebook_that_hides_mixed_commits():
+    """The same notebook text with its mixed-commit line taken out, or its table emptied, fails."""
+    rows = {"a.json": ["1111111"], "b.json": ["2222222"]}
+    record.SHOWN.clear()
+    record.SHOWN.update({f: {"file": f, "job": "study", "gpu": "G", "date": "d", "commits": c} for f, c in rows.items()})
+    mixed = str(record.shown())
+    check_names_its_records(mixed)
+    with pytest.raises(AssertionError, match="without saying so"):
+        check_names_its_records(mixed.replace("RECORDS OF DIFFERENT COMMITS", "records"))
+    with pytest.raises(AssertionError, match="not in the table"):
+        check_names_its_records(mixed + "\nData source: results/c.json, measured ... (2026-12-01, commit 3333333)")
+    record.SHOWN.clear()
+    with pytest.raises(AssertionError, match="empty"):
+        check_names_its_records(str(record.shown()))

@@ -133,7 +133,8 @@ def sass16(entry) -> dict:
         return {"error": f"{type(err).__name__}: {err}"}
     check = knob(entry.flags, "CHECK")
     key = "backward" if is_backward(entry.name) else formula_of(entry.flags, entry.mode)
-    which, token = {"backward": ("backward16_kernel", "Lb0E"), "Table": ("table16_kernel", "")}.get(
+    backward = ("backward16_kernel", "Lb0E") if knob(entry.flags, "BWD_TABLE") == "1" else ("backward16_exp_kernel", "")
+    which, token = {"backward": backward, "Table": ("table16_kernel", "")}.get(
         key, (f"vector16_kernel (CHECK {check})", f"Li{check}E"))
     names = [n for n in functions if which.split()[0] in n and DTYPE_TOKEN[entry.mode] in n and token in n]
     if len(names) != 1:

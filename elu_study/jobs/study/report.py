@@ -102,11 +102,11 @@ def saved_as(gpu: str, name: str) -> Path:
 
 
 def readme_block(rec: dict, counters: dict | None, figure_paths: list[Path] | None = None) -> str:
-    """The README's results block: the table, its caption and checks, the figures (but the first screen's)."""
+    """The README's results block: the run's caption and checks, the figures (but the first screen's, which shows
+    every entry; notebook 06 tabulates them)."""
     gpu = rec["provenance"]["gpu"]
     paths = figure_paths or [saved_as(gpu, n) for n in figure_names(rec, counters)]
-    main = frame(rec)[["x copy_"]].sort_values("x copy_", kind="stable")  # copy_'s time is on the first screen
-    return text.render("study/readme.md.j2", table=text.table(main, padded=True), caption=caption(rec),
+    return text.render("study/readme.md.j2", caption=caption(rec),
                        checked=checked_line(rec), figures=[(Path(p).stem, record.readme_link(p)) for p in paths
                                                            if Path(p).name != saved_as(gpu, FRONT_FIGURE).name])
 
