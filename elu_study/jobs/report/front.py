@@ -47,6 +47,7 @@ def study_numbers(study: dict, counters: dict | None, launch: dict | None) -> di
             "stream_floor": study["stream_floor_ms"] / study["roof_ms"], "floor": study["floor_ms"] / study["roof_ms"],
             "gb": bytes_moved(numel) / 1e9, "peak_tbps": study["peak_bytes_per_s"] / 1e12,
             "c": {r["name"]: r for r in counters["rows"]} if counters else None,
+            "counters_commit": counters["provenance"]["commit"] if counters else None,
             "sweep": {t: one_shot[t] for t in (256, 512, 1024) if t in one_shot},
             "fast_math_pct": 100 * abs(x["2_float4"] - x["4_fast_math"]),
             "figure": record.readme_link(record.figure_path(study["provenance"]["gpu"], FRONT_FIGURE)),
