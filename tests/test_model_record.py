@@ -146,7 +146,7 @@ def test_the_readmes_model_line_counts_the_bars_and_follows_the_record(record, m
     from elu_study.jobs.report import front  # the report job: it imports every job
 
     def model_line() -> str:
-        return next(line for line in front.block().splitlines() if line.startswith("- **In a model**"))
+        return next(line for line in front.findings().splitlines() if line.startswith("- **In a model**"))
 
     bars = analysis.bars(record)
     assert re.findall(r": (\d+) of (\d+)\.", model_line()) == [(str(met), str(of)) for met, of in bars.values()]
