@@ -25,10 +25,7 @@ log() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 for stage in "$@"; do
   log "$stage"
   case "$stage" in
-    build) python3 -c "from elu_study.core.build import build_all; from elu_study.core.entries import ENTRIES, builds
-from elu_study.pytorch import ops
-build_all(builds(list(ENTRIES.values())) + [('sweeps/launch_shapes', ()), ('1_naive', ()), *ops.default_builds().values()])" \
-             || status=1 ;;  # every build at once, the drop-in's defaults included
+    build) python3 -m elu_study records --build-only || status=1 ;;  # every build at once, the drop-in's defaults included
     notebooks) python3 -m elu_study notebooks || status=1 ;;
     notebook:*) python3 -m elu_study notebooks "notebooks/${stage#notebook:}.ipynb" || status=1 ;;
     optests) python3 -m pytest tests/test_ops.py tests/test_op_properties.py -q -p no:cacheprovider -o addopts="" \

@@ -6,9 +6,9 @@ import datetime as dt
 import os
 import platform
 import re
-from pathlib import Path
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 

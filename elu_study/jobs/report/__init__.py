@@ -22,15 +22,14 @@ def write(gpu: str, readme: bool = True) -> list[Path]:
     paths = [p for job, module in REPORTS.items() if record.record_path(gpu, job).is_file()
              for p in module.write_report(gpu, readme=readme)]
     if readme and record.slug(gpu) == record.REFERENCE_GPU:
-        paths.append(record.write_block(front.BLOCK, front.block(gpu)))
-        paths.append(record.write_block(front.FINDINGS, front.findings(gpu)))
+        paths += [record.write_block(name, text) for name, text in front.blocks(gpu).items()]
     return paths
 
 
 def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
     """Every README block's text as ``write`` writes it, without drawing a figure: {block name: text}."""
     recs = {job: record.load(gpu, job, required=False) for job in ("study", "ncu", "sizes", "beyond")}
-    out = {front.BLOCK: front.block(gpu), front.FINDINGS: front.findings(gpu)}
+    out = front.blocks(gpu)
     if recs["study"]:
         out[study_report.README_BLOCK] = study_report.readme_block(recs["study"], recs["ncu"])
     for job, make in (("sizes", sizes_readme.block), ("beyond", beyond_analysis.readme_block)):

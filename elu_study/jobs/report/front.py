@@ -19,7 +19,6 @@ from elu_study.jobs.study.report import FRONT_FIGURE
 
 BLOCK, FINDINGS = "front", "findings"  # the first screen, and the findings below its first heading
 BRIEF_GPU = "H100"  # the brief's floor: the same bytes over the H100 SXM's datasheet bandwidth
-JOBS = ("study", "ncu", "beyond", "accuracy", "sizes", "launch", "model")
 ABLATIONS = ("3_grid_stride_2_waves_unroll_1", "3_grid_stride_2_waves_256t", "3_grid_stride_one_shot")
 
 
@@ -151,8 +150,8 @@ def noise_numbers(recs: dict) -> dict:
 
 def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     """Everything front.md.j2 fills in, for ``gpu``'s records; None for a line whose record is missing."""
-    recs = {job: record.load(gpu, job, required=False) for job in JOBS}
-    out = study_numbers(recs["study"], recs["ncu"], recs["launch"]) | noise_numbers(recs)
+    recs = {job: record.load(gpu, job, required=False) for job in record.VERSIONS}
+    out = study_numbers(recs["study"], recs["ncu"], recs["launch"]) | noise_numbers(recs) | records_line(gpu, recs)
     return out | {"step6": recs["beyond"] and step6_numbers(recs["beyond"]), "step7": step7_numbers(recs["study"]),
                   "acc": recs["accuracy"] and accuracy_numbers(recs["accuracy"], out["best"]),
                   "sizes": recs["sizes"] and sizes_numbers(recs["sizes"]),
@@ -161,18 +160,19 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
                   "must": MUST, "aim": AIM, "must16": sixteen.MUST, "aim16": sixteen.AIM}
 
 
-def records_line(gpu: str) -> dict:
+def records_line(gpu: str, recs: dict) -> dict:
     """Each record's file and commit(s), and the main record's commit: the findings say which differ."""
-    recs = {job: record.load(gpu, job, required=False) for job in record.VERSIONS}
     return {"main_commit": recs["study"]["provenance"]["commit"],
             "records": {record.record_path(gpu, job).name: record.commits_of(r) for job, r in recs.items() if r}}
 
 
-def block(gpu: str = record.REFERENCE_GPU) -> str:
-    """The README's first screen for a GPU's records: the verdict, the figure, the notebooks."""
-    return text.render("report/front.md.j2", **numbers(gpu))
+def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
+    """The README's first screen (the verdict, the figure, the notebooks) and its findings (one line per
+    notebook, below the first heading), from one reading of the GPU's records."""
+    found = numbers(gpu)
+    return {BLOCK: text.render("report/front.md.j2", **found), FINDINGS: text.render("report/findings.md.j2", **found)}
 
 
 def findings(gpu: str = record.REFERENCE_GPU) -> str:
-    """The README's findings, one line per notebook, below the first screen."""
-    return text.render("report/findings.md.j2", **numbers(gpu), **records_line(gpu))
+    """The README's findings block alone."""
+    return blocks(gpu)[FINDINGS]
