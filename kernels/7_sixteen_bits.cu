@@ -13,8 +13,10 @@
 // computes each table once, into global memory, with expm1f itself; each block
 // copies it from L2 into shared memory and streams a few tiles. The float32
 // value before the one rounding is expm1f's bit for bit, so the result equals
-// PyTorch's for every alpha by construction. float16's 79 KB table arrives by
-// cp.async while the block's first load is in flight. The backward (grad *
+// PyTorch's for every alpha by construction. A float16 block copies its 79 KB
+// table once for 16 tiles (round 4: half round 3's fill per byte moved, and the
+// copy before the first load rather than by cp.async beside it: each of the two
+// won in all five rounds of the round-3 record). The backward (grad *
 // alpha * expf(x), aten elu_backward's order) computes expf: with three streams
 // it has 1.5 times the forward's time per element, enough for expf's
 // instructions, and no table to fill (a table version is kept). The first
@@ -48,7 +50,7 @@
 //   -DELU7_CONTIG=1   a table kernel's block takes its tiles as one contiguous run (default 0: blockIdx.x,
 //                     + gridDim.x, ...)
 //   -DELU7_FP16_ASYNC=a, -DELU7_BF16_ASYNC=a  1: a block copies the global table with cp.async and issues its
-//                     first load before waiting for the copy (default: float16 1, bfloat16 0); 0: the copy,
+//                     first load before waiting for the copy; 0 (default on both since round 4): the copy,
 //                     then the loads
 //   -DELU7_BWD_TABLE=t  the backward from x: 0 (default) computes expf, ELU7_BWD_VECS vectors per thread in
 //                     blocks of ELU7_BWD_THREADS (256, 1), stores plain (ELU7_BWD_STORE=0) or streaming (1);
@@ -93,7 +95,7 @@
 #define ELU7_FP16_THREADS 1024
 #endif
 #ifndef ELU7_FP16_TILES
-#define ELU7_FP16_TILES 8
+#define ELU7_FP16_TILES 16
 #endif
 #ifndef ELU7_FILL
 #define ELU7_FILL 1
@@ -102,7 +104,7 @@
 #define ELU7_CONTIG 0
 #endif
 #ifndef ELU7_FP16_ASYNC
-#define ELU7_FP16_ASYNC 1
+#define ELU7_FP16_ASYNC 0
 #endif
 #ifndef ELU7_BF16_ASYNC
 #define ELU7_BF16_ASYNC 0

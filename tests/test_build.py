@@ -14,7 +14,7 @@ CLAIMS = {
     "3_grid_stride": {"bits": {128}, "loads": "LDG.E.128.CONSTANT", "exp": "accurate expf", "ftz": False},
     "4_fast_math": {"bits": {128}, "loads": "LDG.E.128.CONSTANT", "exp": "fast __expf", "ftz": True},
     "5_streaming": {"bits": {128}, "loads": "LDG.E.EF.128", "exp": "expm1f", "ftz": False},
-    # L2 evict_last hint; expm1 by its Taylor series above -1 and __expf below (16-bit: expm1f)
+    # L2 evict_last hint; expm1 by a degree-5 polynomial above -1 and __expf below (16-bit: expm1f)
     "6_beyond_copy": {"bits": {128}, "loads": "LDG.E.128", "exp": "polynomial around ex2", "ftz": False},
     "7_sixteen_bits": {"bits": {128}, "loads": "LDG.E.128", "exp": "polynomial around ex2", "ftz": False},
 }

@@ -74,7 +74,7 @@ class KernelReport:
         if self.round_down_ffma:
             return "accurate expf (range-reduced ex2)"
         return ("fast __expf (bare ex2)" if self.fp32_ops_per_ex2 <= 4
-                else "accurate, polynomial around ex2 (expm1f, or step 6's Taylor split)")
+                else "accurate, polynomial around ex2 (expm1f, or step 6's polynomial split)")
 
     def summary(self) -> str:
         widths = "/".join(f"{b}-bit" for b in sorted(self.access_bits))

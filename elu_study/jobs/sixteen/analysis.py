@@ -14,6 +14,7 @@ from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
 from elu_study.core.record import load, row
 from elu_study.jobs.sixteen.predictions import (GOALS, PREDICTIONS, PREDICTIONS_POLY, PREDICTIONS_ROUND3,
+                                                PREDICTIONS_ROUND4,
                                                 PREDICTIONS_TABLE, Prediction)
 
 DTYPES = ("bfloat16", "float16")
@@ -133,7 +134,7 @@ def numbers(record: dict) -> dict:
             "dram": {n: counter(record, n, "dram_pct_of_peak") for n in has},
             "bound": {n: issue_bound(issue_pct(record, n)) for n in has}, "formula_of": record.get("formula_of", {}),
             "dtypes": DTYPES, "default": DEFAULT,
-            "round3": grades(main, PREDICTIONS_ROUND3), "round2": grades(record, PREDICTIONS_TABLE), "round1": first,
+            "round4": grades(main, PREDICTIONS_ROUND4), "round3": grades(main, PREDICTIONS_ROUND3), "round2": grades(record, PREDICTIONS_TABLE), "round1": first,
             "main_commit": main["provenance"]["commit"], "commit": record["provenance"]["commit"],
             "missed": [g for g in first if g["verdict"] != "HELD"],
             "goals": [{"p": p, "value": measured(main, p)} for p in GOALS]}
@@ -187,7 +188,8 @@ def grades(record: dict, predictions=PREDICTIONS) -> list[dict]:
         lo, hi = (lo, hi) if base is None else (lo + base, hi + base)
         verdict = ("NOT MEASURED" if value is None or base is None else "HELD" if lo <= value <= hi else
                    "MISSED (faster)" if p.metric == "x_own_copy" and value < lo else "MISSED")
-        name = p.subject + (f" ({p.dtype})" if p.dtype else "") + (f" but {p.exclude}'s" if p.exclude else "")
+        name = p.subject + (f" ({p.dtype})" if p.dtype else "") + (f" but {p.exclude}'s" if p.exclude else "") + (
+            f", from {p.base}" if p.base else "")
         out.append({"name": name, "metric": p.metric, "lo": lo, "hi": hi, "open": hi == math.inf, "value": value,
                     "verdict": verdict})
     return out

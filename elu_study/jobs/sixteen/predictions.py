@@ -79,10 +79,12 @@ PREDICTIONS_TABLE = (
 # table copied by cp.async while the first load is in flight, with 8 tiles per block, takes the fill off the
 # critical path; the backward computes expf (1.5x the forward's time per element leaves room for its instructions)
 # and needs no table at all, in 256-thread blocks of one vector each.
+# Round 3's float16 default is kept as 7_round3 since round 4 (its bounds unchanged).
 PREDICTIONS_ROUND3 = (
-    *_both("7_sixteen_bits", (0.97, 0.99), (0.99, 1.01)),
-    Prediction("7_sync_fill float16", "x_own_copy", (0.003, 0.02), base="7_sixteen_bits float16"),
-    Prediction("7_16_tiles float16", "x_own_copy", (0.0, 0.02), base="7_sixteen_bits float16"),
+    Prediction("7_sixteen_bits bfloat16", "x_own_copy", (0.97, 0.99)),
+    Prediction("7_round3 float16", "x_own_copy", (0.99, 1.01)),
+    Prediction("7_sync_fill float16", "x_own_copy", (0.003, 0.02), base="7_round3 float16"),
+    Prediction("7_16_tiles float16", "x_own_copy", (0.0, 0.02), base="7_round3 float16"),
     Prediction("7_async bfloat16", "x_own_copy", (0.0, 0.02), base="7_sixteen_bits bfloat16"),
     *_both("7_backward", (0.98, 0.995), (0.98, 0.995)),
     *(Prediction(f"7_backward_table {d}", "x_own_copy", (0.005, 0.04), base=f"7_backward {d}") for d in DTYPES16),
@@ -90,7 +92,15 @@ PREDICTIONS_ROUND3 = (
       for d in DTYPES16),
     *(Prediction(f"7_backward {d}", "mismatches", (0, 0)) for d in DTYPES16),
 )
-PREDICTIONS = (*PREDICTIONS_POLY, *PREDICTIONS_TABLE, *PREDICTIONS_ROUND3)
+# Round 4 (issue 24, written 2026-12-01 before the fourth record, from the third: every NVML sample of the main run
+# says SwPowerCap, and each of round 3's float16 one-change rows beat its default in all five rounds, by about 3 %
+# of copy_): float16's default takes both; 32 tiles halves the fill again, for little more.
+PREDICTIONS_ROUND4 = (
+    Prediction("7_sixteen_bits float16", "x_own_copy", (1.00, 1.035)),
+    Prediction("7_sixteen_bits float16", "x_own_copy", (-0.045, -0.01), base="7_round3 float16"),
+    Prediction("7_32_tiles float16", "x_own_copy", (-0.01, 0.005), base="7_sixteen_bits float16"),
+)
+PREDICTIONS = (*PREDICTIONS_POLY, *PREDICTIONS_TABLE, *PREDICTIONS_ROUND3, *PREDICTIONS_ROUND4)
 
 # The goals (issue 24): the default at most 1.00x its own copy_ on bfloat16, 1.01x on float16 (aim 1.00x), 0
 # mismatches; the backward at most 0.99x the dtype's torch.add (its three streams; aim 0.98x), bit-identical to
