@@ -7,6 +7,8 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from elu_study.core import text
+from elu_study.core.hardware import floor_ms
+from elu_study.jobs.study.launches import launch
 
 COLORS = {"step": "tab:blue", "baseline": "tab:gray", "peer": "tab:purple", "ablation": "tab:olive"}
 KIND_LABELS = {"step": "step", "baseline": "baseline (PyTorch, copies, streams)", "peer": "peer (Triton, CUB)",
@@ -17,6 +19,8 @@ FLOOR_STYLE = {"color": "tab:red", "ls": ":"}
 STREAM_STYLE = {"color": "tab:orange", "ls": "-."}
 ROOF_STYLE = {"color": "tab:green", "ls": "--"}
 SPREAD = {"color": "k", "marker": "o", "lw": 2, "alpha": 0.5, "label": "median, p10-p90"}
+# The zoomed figures' window, in copy_'s times: a row whose median is outside it is marked at the axis's edge.
+NEAR = (0.8, 1.25)
 
 
 def label(key: str, **numbers) -> str:
@@ -39,6 +43,46 @@ def _whisker(ax, i, lo, median, hi, color):
     ax.text(hi, i, f"  {median:.3f}", va="center", fontsize=8)
 
 
+def _inside(rows, lo: float = NEAR[0], hi: float = NEAR[1]) -> np.ndarray:
+    """Whether each row's median is within [lo, hi] times copy_'s (every row, where none is or there is no copy_)."""
+    inside = np.array([r.get("x_copy") is None or lo <= r["x_copy"] <= hi for r in rows])
+    return inside if inside.any() else ~inside
+
+
+def _off_scale(ax, y, value, x, unit=""):
+    """An arrow at the axis's edge ``x`` (left or right of the data) with the row's median."""
+    right = x >= np.mean(ax.get_xlim())
+    ax.plot(x, y, ">" if right else "<", color="k", clip_on=False, zorder=5)
+    ax.text(x, y, f"  {value:.3f}{unit}, off scale  ", va="center", ha="right" if right else "left", fontsize=8,
+            bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1})
+
+
+def _spread(ax, rows, med, p10, p90, inside, refs=(), unit=""):
+    """Each row in the window (``inside``): median and p10-p90; the others: an arrow at the edge with the median.
+    The x axis fits the rows in the window and the ``refs`` lines: it starts there, not at 0."""
+    left = min(p10[inside].min(), *refs)
+    right = max(p90[inside].max(), *refs)
+    left, right = left - (right - left) * 0.03, right + (right - left) * 0.15
+    ax.set_xlim(left, right)
+    for i, r in enumerate(rows):
+        if inside[i]:
+            _whisker(ax, i, p10[i], med[i], p90[i], COLORS[r["kind"]])
+        else:
+            _off_scale(ax, i, med[i], right if med[i] > right else left, unit)
+    ax.set_yticks(np.arange(len(rows)), [r["name"] for r in rows])
+    ax.grid(axis="x", alpha=0.3)
+
+
+def datasheet_floor(record: dict) -> tuple[float, float] | None:
+    """The datasheet floor (the problem's bytes at ``peak_bytes_per_s``) over copy_'s median, and that peak in TB/s;
+    None without a peak or a copy_ row."""
+    copy = next((r for r in record["rows"] if r["name"] == "copy_"), None)
+    peak = record.get("peak_bytes_per_s")
+    if not peak or copy is None:
+        return None
+    return floor_ms(record["problem"]["numel"], peak) / copy["timing"]["median_ms"], peak / 1e12
+
+
 def _finish(ax, **legend):
     ax.legend(fontsize=8, **legend)
     ax.figure.tight_layout()
@@ -52,77 +96,88 @@ def _done(ax, rows, extra=(), loc="lower right", **where):
 
 
 def times_figure(record: dict):
-    """Median time per main entry (bars, p10-p90 whiskers) with the datasheet floor and the copy_ roof."""
+    """Median time per main entry with p10-p90 whiskers, zoomed to the entries near copy_ (the others are arrows
+    at the edge), with the datasheet floor, the measured floor and the copy_ roof."""
     rows = [r for r in record["rows"] if r["kind"] in MAIN_KINDS][::-1]
-    fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.6))
-    med, p10, p90 = _times(rows)
-    ax.barh([r["name"] for r in rows], med, xerr=[(med - p10).clip(0), (p90 - med).clip(0)],
-            color=[COLORS[r["kind"]] for r in rows], capsize=2, error_kw={"elinewidth": 1})
-    for i, (m, hi) in enumerate(zip(med, p90)):
-        ax.text(hi, i, f"  {m:.2f}", va="center", fontsize=8)
-    extra = [ax.axvline(record[key], **style, label=label(key, ms=record[key])) for key, style in
-             (("roof_ms", ROOF_STYLE), ("floor_ms", FLOOR_STYLE), ("stream_floor_ms", STREAM_STYLE)) if record.get(key)]
-    ax.set(xlabel=label("times_x"), xlim=(0, p90.max() * 1.18),
+    fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 2.4))
+    refs = [(record[key], style, key) for key, style in
+            (("roof_ms", ROOF_STYLE), ("floor_ms", FLOOR_STYLE), ("stream_floor_ms", STREAM_STYLE)) if record.get(key)]
+    extra = [ax.axvline(ms, **style, label=label(key, ms=ms)) for ms, style, key in refs]
+    _spread(ax, rows, *_times(rows), _inside(rows), [ms for ms, *_ in refs], unit=" ms")
+    ax.set(xlabel=label("times_x"),
            title=f"ELU on {tuple(record['problem']['shape'])} float32, {record['provenance']['gpu']}")
-    return _done(ax, rows, extra)
+    return _done(ax, rows, [*extra, plt.Line2D([], [], **SPREAD)], loc="upper center", bbox_to_anchor=(0.5, -0.1),
+                 ncol=2)
 
 
-def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = 1.25):
-    """Time over copy_'s, median and p10-p90; an entry slower than ``max_x`` is an arrow at the right edge."""
+def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = NEAR[1]):
+    """Time over copy_'s, median and p10-p90, with the datasheet and measured floors; an entry slower than ``max_x``
+    (or faster than NEAR's low end) is an arrow at the edge."""
     rows, roof = _rows(record, names), record["roof_ms"]
     fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 2.4))
-    med, p10, p90 = _times(rows, roof)
     lines = [ax.axvline(1.0, **ROOF_STYLE, label="copy_ (the roof) = 1")]
-    for key, style, name in (("floor_ms", FLOOR_STYLE, "datasheet floor"),
-                             ("stream_floor_ms", STREAM_STYLE, "measured floor (read_only + write_only)")):
-        if record.get(key) and record[key] / roof > min(p10) - 0.05:
-            lines.append(ax.axvline(record[key] / roof, **style, label=f"{name}: {record[key] / roof:.3f}"))
-    left = min(min(p10), *(line.get_xdata()[0] for line in lines)) - 0.01
-    right = max(p90[med <= max_x], default=1.0)
-    right += (right - left) * 0.15
-    for i, r in enumerate(rows):
-        if med[i] <= max_x:
-            _whisker(ax, i, p10[i], med[i], p90[i], COLORS[r["kind"]])
-        else:  # off scale: an arrow at the edge, with the value
-            ax.plot(right, i, ">", color=COLORS[r["kind"]], clip_on=False)
-            ax.text(right, i, f"{med[i]:.3f}, off scale  ", va="center", ha="right", fontsize=8)
-    ax.set_yticks(np.arange(len(rows)), [r["name"] for r in rows])
-    ax.set(xlim=(left, right), xlabel=label("xcopy_x"), title=title or f"Against the roof: {record['provenance']['gpu']}")
-    ax.grid(axis="x", alpha=0.3)
+    if floor := datasheet_floor(record):
+        lines.append(ax.axvline(floor[0], **FLOOR_STYLE, label=f"datasheet floor ({floor[1]:.1f} TB/s): {floor[0]:.3f}"))
+    if record.get("stream_floor_ms"):
+        x = record["stream_floor_ms"] / roof
+        lines.append(ax.axvline(x, **STREAM_STYLE, label=f"measured floor (read_only + write_only): {x:.3f}"))
+    _spread(ax, rows, *_times(rows, roof), _inside(rows, hi=max_x), [line.get_xdata()[0] for line in lines])
+    ax.set(xlabel=label("xcopy_x"), title=title or f"Against the roof: {record['provenance']['gpu']}")
     return _done(ax, rows, [*lines, plt.Line2D([], [], **SPREAD)], loc="upper center", bbox_to_anchor=(0.5, -0.1),
                  ncol=2)
 
 
 def distribution_figure(record: dict, names):
-    """Every timed sample, per entry: box (p25-p75, whiskers p5-p95) over the samples' strip plot."""
-    rows = _rows(record, names)
+    """Every timed sample, per entry: box (p25-p75, whiskers p5-p95) over the samples' strip plot, zoomed to the
+    entries near copy_; an entry outside NEAR is an arrow at the edge with its median."""
+    rows, rng = _rows(record, names), np.random.default_rng(0)
     fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 1.6))
     data = [np.concatenate([np.asarray(s) for s in r["timing"]["samples_ms"]]) for r in rows]
-    ax.boxplot(data, vert=False, whis=(5, 95), showfliers=False, widths=0.6, medianprops={"color": "k"})
-    rng = np.random.default_rng(0)
-    for i, (r, d) in enumerate(zip(rows, data), start=1):
+    ax.boxplot(data, positions=range(len(rows)), vert=False, whis=(5, 95), showfliers=False, widths=0.6,
+               medianprops={"color": "k"})
+    for i, (r, d) in enumerate(zip(rows, data)):
         ax.scatter(d, i + rng.uniform(-0.25, 0.25, d.size), s=2, alpha=0.35, color=COLORS[r["kind"]])
-    ax.set_yticks(range(1, len(rows) + 1), [r["name"] for r in rows])
+    inside = _inside(rows)
+    near = np.concatenate([d for d, keep in zip(data, inside) if keep])
+    pad = (near.max() - near.min()) * 0.03
+    ax.set_xlim(near.min() - pad, near.max() + pad * 5)
+    for i in np.flatnonzero(~inside):
+        med = rows[i]["timing"]["median_ms"]
+        _off_scale(ax, i, med, ax.get_xlim()[int(med > near.max())], unit=" ms (median)")
+    ax.set_yticks(range(len(rows)), [r["name"] for r in rows])
     ax.set(xlabel=label("samples_x"), title=label("samples_title"))
     return _done(ax, rows, [Patch(facecolor="white", edgecolor="k", label="box p25-p75, whiskers p5-p95"),
                             plt.Line2D([], [], color="k", marker=".", lw=0, label="one timed call")])
 
 
+def waves(record: dict, blocks: dict[str, float]) -> dict[str, float]:
+    """Each entry's grid in waves: its blocks over the blocks all SMs hold at once (``launches.launch``)."""
+    sms, numel = record["provenance"]["sm_count"], record["problem"]["numel"]
+    return {n: b / launch(n, sms, numel).wave_blocks for n, b in blocks.items()}
+
+
 def wave_sweep_figure(record: dict, names, blocks: dict[str, float]):
-    """Time over copy_'s against the grid size (log x), whiskers p10-p90, step 2 and the seed marked."""
-    by_name = {r["name"]: r for r in record["rows"]}
-    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    """Time over copy_'s against the grid in waves (log x), whiskers p10-p90, step 2, the seed and the one-shot
+    grid marked."""
+    by_name, grid = {r["name"]: r for r in record["rows"]}, waves(record, blocks)
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
     med, p10, p90 = _times([by_name[n] for n in names], record["roof_ms"])
-    ax.errorbar([blocks[n] for n in names], med, yerr=[med - p10, p90 - med], fmt="o-", color=COLORS["ablation"],
+    ax.errorbar([grid[n] for n in names], med, yerr=[med - p10, p90 - med], fmt="o-", color=COLORS["ablation"],
                 capsize=3, label="grid-stride, 512 threads/block (median, p10-p90)")
     ax.axhline(by_name["2_float4"]["x_copy"], color=COLORS["step"], ls="-.", label=label("reference", entry="2_float4"))
     ax.axhline(1.0, **ROOF_STYLE, label="copy_ = 1")
     if "3_grid_stride" in by_name and "3_grid_stride" in blocks:
-        ax.plot(blocks["3_grid_stride"], by_name["3_grid_stride"]["x_copy"], "s", color=COLORS["step"],
-                label=f"the seed's {blocks['3_grid_stride']} blocks")
-    ax.set(xscale="log", xlabel=label("grid_x"), ylabel="time over copy_'s", title=label("waves_title"))
+        ax.plot(grid["3_grid_stride"], by_name["3_grid_stride"]["x_copy"], "s", color=COLORS["step"],
+                label=label("seed", blocks=blocks["3_grid_stride"], waves=grid["3_grid_stride"]))
+    for n in (n for n in names if n.endswith("one_shot")):
+        ax.annotate(label("one_shot", entry=n, blocks=blocks[n], waves=grid[n]), (grid[n], by_name[n]["x_copy"]),
+                    xytext=(-12, 14), textcoords="offset points", ha="right", fontsize=8,
+                    arrowprops={"arrowstyle": "->", "lw": 0.8})
+    per_wave = "/".join(sorted({f"{blocks[n] / grid[n]:.0f}" for n in names}))
+    ax.set(xscale="log", xlabel=label("grid_x", per_wave=per_wave), ylabel="time over copy_'s",
+           title=label("waves_title"))
     ax.grid(alpha=0.3)
-    return _finish(ax)
+    return _finish(ax, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
 
 
 COUNTER_BARS = (("dram_pct_of_peak", "DRAM throughput, % of peak"),
