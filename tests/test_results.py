@@ -351,7 +351,9 @@ def test_beyond_block_counts_the_one_change_attempts_from_their_flags_and_names_
            and len(r["flags"]) == len(base)]
     text = beyond_analysis.readme_block(rec)
     assert f"{len(one)} builds one knob away" in text and "6_persistent_4" not in one
-    assert rec["provenance"]["commit"] in text and rec["confirmation"]["provenance"]["commit"] in text
+    assert rec["provenance"]["commit"] in text
+    if "confirmation" in rec:  # written by beyond --confirm only
+        assert rec["confirmation"]["provenance"]["commit"] in text
 
 
 def test_an_aim_reached_in_no_run_says_none():
@@ -373,7 +375,7 @@ def test_front_quotes_the_records():
     assert "/".join(f"{v:.3f}x" for v in shots) in front_text
     copies = [record.row(record.load(record.REFERENCE_GPU), "copy_")["timing"]["median_ms"],
               launch["references"]["copy_"]["timing"]["median_ms"],
-              *(p["copy_"]["median_ms"] for p in beyond["confirmation"]["processes"])]
+              *(p["copy_"]["median_ms"] for p in beyond.get("confirmation", {}).get("processes", []))]
     assert f"{min(copies):.3f}-" in front_text and f"-{max(copies):.3f} ms" in front_text
     counters = record.load(record.REFERENCE_GPU, "ncu")
     seed = next(r for r in counters["rows"] if r["name"] == "3_grid_stride")["dram_active_pct"]

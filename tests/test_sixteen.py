@@ -144,7 +144,7 @@ def test_a_slower_default_changes_the_gap_line_the_grades_and_the_goals(rec):
     grade = next(g for g in analysis.grades(slow) if g["name"] == name and g["metric"] == "x_own_copy")
     assert grade["value"] == pytest.approx(after) and grade["verdict"] == "MISSED"
     # 7_plain_loads float16 is graded against the default plus (-0.01, 0.03): its range moves with the default
-    plain = next(g for g in analysis.grades(slow) if g["name"] == "7_plain_loads float16")
+    plain = next(g for g in analysis.grades(slow) if g["name"] == "7_plain_loads float16, from 7_sixteen_bits float16")
     assert (plain["lo"], plain["hi"]) == pytest.approx((after - 0.01, after + 0.03))
     assert plain["verdict"] == ("HELD" if after - 0.01 <= over_roof(slow, "7_plain_loads float16") <= after + 0.03
                                 else "MISSED (faster)")

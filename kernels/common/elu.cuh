@@ -34,7 +34,7 @@ struct Expm1f {  // what PyTorch uses: no cancellation near 0
 // polynomial in Horner form fitted (minimax, relative to expm1) to (expm1(x) - x) / x^2 on [-1, 0]: its own error
 // is below 3e-9 relative there, and the leading x is exact, so tiny inputs come back as themselves; below -1,
 // where e^x <= 0.37 and subtracting 1 loses nothing, __expf(x) - 1 (one MUFU.EX2). Both are computed and one is
-// selected: no divergence. Five FMAs where the Taylor series to x^11 (Expm1Taylor, the first version) takes ten.
+// selected: no divergence. Six FMAs where the Taylor series to x^11 (Expm1Taylor, the first version) takes ten.
 struct Expm1Poly {
   __device__ __forceinline__ float operator()(float x, float alpha) const {
     float r = 1.29130902e-4f;

@@ -134,7 +134,8 @@ def numbers(record: dict) -> dict:
             "dram": {n: counter(record, n, "dram_pct_of_peak") for n in has},
             "bound": {n: issue_bound(issue_pct(record, n)) for n in has}, "formula_of": record.get("formula_of", {}),
             "dtypes": DTYPES, "default": DEFAULT,
-            "round4": grades(main, PREDICTIONS_ROUND4), "round3": grades(main, PREDICTIONS_ROUND3), "round2": grades(record, PREDICTIONS_TABLE), "round1": first,
+            "round4": grades(main, PREDICTIONS_ROUND4), "round3": grades(main, PREDICTIONS_ROUND3),
+            "round2": grades(record, PREDICTIONS_TABLE), "round1": first,
             "main_commit": main["provenance"]["commit"], "commit": record["provenance"]["commit"],
             "missed": [g for g in first if g["verdict"] != "HELD"],
             "goals": [{"p": p, "value": measured(main, p)} for p in GOALS]}

@@ -92,8 +92,8 @@ PREDICTIONS_ROUND3 = (
       for d in DTYPES16),
     *(Prediction(f"7_backward {d}", "mismatches", (0, 0)) for d in DTYPES16),
 )
-# Round 4 (issue 24, written 2026-12-01 before the fourth record, from the third: every NVML sample of the main run
-# says SwPowerCap, and each of round 3's float16 one-change rows beat its default in all five rounds, by about 3 %
+# Round 4 (issue 24, written 2026-12-01 before the fourth record, from the third: most NVML samples of the main run
+# say SwPowerCap, and each of round 3's float16 one-change rows beat its default in all five rounds, by about 3 %
 # of copy_): float16's default takes both; 32 tiles halves the fill again, for little more.
 PREDICTIONS_ROUND4 = (
     Prediction("7_sixteen_bits float16", "x_own_copy", (1.00, 1.035)),

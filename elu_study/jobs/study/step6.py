@@ -8,6 +8,7 @@ from elu_study.core import text
 from elu_study.core.entries import STEP6_DEFAULT
 from elu_study.core.ncu import counter_rows, issue_pct
 from elu_study.core.record import noise, row
+from elu_study.core.tables import compact
 from elu_study.jobs.study.predictions import verdict
 
 def one_change(record: dict, name: str) -> str:
@@ -29,17 +30,24 @@ def faster_than_step6(record: dict) -> list[dict]:
                    and not r["mode"] and against_step6(record, r["name"]) == "faster"), key=lambda r: r["x_copy"])
 
 
+STEP6_AS_FLAGS = "6_evict_last_expm1poly"  # the beyond row that holds step 6's defaults as flags (formula included)
+
+
 def beat_defaults(record: dict) -> str:
-    """Which attempts beat step 6's defaults, each with the one flag that makes it, and why they stay attempts."""
-    faster = [{**r, "change": one_change(record, r["name"])} for r in faster_than_step6(record)]
+    """Which attempts beat step 6's defaults, each with the flags by which it differs from step 6 itself, which of
+    them compute ``expf - 1`` (the formula that cancels near 0), and why they stay attempts."""
+    own = set(row(record, STEP6_AS_FLAGS)["flags"]) if any(r["name"] == STEP6_AS_FLAGS for r in record["rows"]) else set()
+    faster = [{**r, "change": " ".join(f for f in r["flags"] if f not in own) if own else one_change(record, r["name"]),
+               "cancels": "-DELU6_OP=Expf" in r["flags"]} for r in faster_than_step6(record)]
     return text.render("study/step6/beat_defaults.md.j2", faster=faster, step6=row(record, "6_beyond_copy")["x_copy"],
-                   confirmed=record.get("confirmation", {}).get("names", []))
+                       confirmed=record.get("confirmation", {}).get("names", []), own=bool(own))
 
 
 def issue_premise(record: dict) -> str:
-    """The 16-bit prediction's premise ("expm1f already costs a third of the issue slots"), against the counters."""
+    """The 16-bit prediction's premise ("expm1f already costs a third of the issue slots"), against the counters of
+    ``6_expm1f`` and its control ``6_base`` (the same build with ``expf - 1``)."""
     return text.render("study/step6/issue_premise.md.j2", expm1f=issue_pct(record, "6_expm1f"),
-                       expf=issue_pct(record, "6_beyond_copy"))
+                       expf=issue_pct(record, "6_base"))
 
 
 def grid_lines(launches) -> str:
@@ -64,14 +72,16 @@ def graded(record: dict, name: str, bounds: tuple[float, float]) -> str:
     return "HELD" if lo <= x <= hi else "HELD (within noise)" if max(lo - x, x - hi) <= z else verdict(x, bounds)
 
 
-def grade_table(record: dict, predictions) -> str:
-    """Predictions ``(entry, (lo, hi), written)`` beside the recorded median x copy_, its noise and the verdict."""
+def grade_table(record: dict, predictions, legend: bool = True) -> str:
+    """Predictions ``(entry, (lo, hi), written)`` beside the recorded median x copy_, its noise and the verdict;
+    ``legend``: with the sentences that say what is measured and how noise grades (once per notebook is enough)."""
     notes = list(dict.fromkeys(w for _, _, w in predictions))
     rows = [{"entry": name, "predicted x copy_": f"{lo:.3f} to {hi:.3f}", "measured": f"{row(record, name)['x_copy']:.4f}",
              "noise": f"{100 * noise(record, name, 'copy_'):.2f} %", "verdict": graded(record, name, (lo, hi)),
              **({"written": f"[{notes.index(w) + 1}]"} if len(notes) > 1 else {})}
             for name, (lo, hi), w in predictions]
-    return text.render("study/step6/grade_table.md.j2", table=text.table(pd.DataFrame(rows).set_index("entry")), notes=notes)
+    table = compact(text.table(pd.DataFrame(rows).set_index("entry")))
+    return text.render("study/step6/grade_table.md.j2", table=table, notes=notes, legend=legend)
 
 
 # Round 2 (notebook 08): one change each from the new default, predicted before the run that recorded them.
@@ -79,14 +89,14 @@ ROUND2_WRITTEN = "round 2, before the run that recorded it (commit c8d11f5)"
 ROUND2_PREDICTIONS = (("6_evict_last_2_vectors", (0.975, 0.990)), ("6_evict_last_64_threads", (0.975, 0.995)),
                       ("6_evict_last_store_cs", (0.975, 0.990)), ("6_evict_last_reversed", (0.975, 0.990)))
 # Round 3 (notebook 08, issue 24): the float32 formula, one change from the same build, after untimed probes.
-ROUND3_WRITTEN = "round 3, before the run that recorded it (issue 24, 2026-12-01), after untimed probes"
+ROUND3_WRITTEN = "round 3, before its run (issue 24, 2026-12-01), after untimed probes"
 ROUND3_PREDICTIONS = (("6_evict_last_expm1poly", (0.975, 0.986)), ("6_beyond_copy", (0.975, 0.986)),
                       ("6_evict_last_expm1f", (0.995, 1.030)))
 # Round 4 (notebook 08, issue 24): the polynomial at degree 5, fitted on [-1, 0], where round 3 took the Taylor series
-# to x^11. The main record at 762fc21 ran under SwPowerCap on every NVML sample, SM clocks 1500-1980 MHz, and step 6
-# spread 3.3 % over its rounds where copy_ (a driver copy) stayed within 0.01 %: five FMAs fewer per element should
+# to x^11. The main record at 762fc21 ran under SwPowerCap in most rounds, SM clocks far under their maximum, and step 6
+# spread 3.3 % over its rounds where copy_ (a driver copy) stayed within 0.01 %: four FMAs fewer per element should
 # leave the kernel less exposed to the lower clocks.
-ROUND4_WRITTEN = "round 4, before the run that recorded it (issue 24, 2026-12-01), from the records at 762fc21"
+ROUND4_WRITTEN = "round 4, before its run (issue 24, 2026-12-01), from the records at 762fc21"
 ROUND4_PREDICTIONS = (("6_beyond_copy", (0.974, 0.982)), ("6_evict_last_expm1taylor", (0.976, 0.988)))
 AIM_0_97 = 0.97  # round 2's further aim for float32 (step 6's own is 0.98x), toward the two-stream floor
 
@@ -101,14 +111,15 @@ def round2_table(record: dict) -> str:
     counters, rows = counter_rows(record), []
     for name in round2_names(record):
         r, c = row(record, name), counters.get(name, {})
-        change = {"6_beyond_copy": "(step 6)", STEP6_DEFAULT: "(step 6's knobs, as flags)"}.get(name)
+        change = {"6_beyond_copy": "(step 6)", STEP6_DEFAULT: "(step 6's loads, with expf - 1)"}.get(name)
         rows.append({"entry": name, "change": change or one_change(record, name),
                      "x copy_": r["x_copy"], "noise %": 100 * noise(record, name, "copy_"),
                      "vs step 6": "" if name == "6_beyond_copy" else against_step6(record, name),
                      "DRAM % peak": c.get("dram_pct_of_peak"), "read-active %": c.get("dram_active_read_pct"),
                      "write-active %": c.get("dram_active_write_pct")})
-    return text.table(pd.DataFrame(rows).sort_values("x copy_").set_index("entry"),
-                      {"x copy_": "{:.4f}", "noise %": "{:.2f}"})
+    return compact(text.table(pd.DataFrame(rows).sort_values("x copy_").set_index("entry"),
+                              {"x copy_": "{:.4f}", "noise %": "{:.2f}", "DRAM % peak": "{:.1f}", "read-active %": "{:.1f}",
+                               "write-active %": "{:.1f}"}))
 
 
 def round2_verdict(record: dict) -> str:
