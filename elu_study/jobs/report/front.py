@@ -87,9 +87,9 @@ def step7_numbers(study: dict) -> dict | None:
     mine = [r for n, r in rows.items() if n.split()[0] in (sixteen.DEFAULT, "7_backward") and r.get("exhaustive")]
     backward = [rows[f"7_backward {d}"]["x_roof"] for d in sixteen.DTYPES if f"7_backward {d}" in rows]
     return {"x": xs, "exact": bool(mine) and all(r["exhaustive"]["mismatches"] == 0 for r in mine),
-            "backward": max(backward, default=None), "met": [d for d, v in xs.items() if v <= sixteen.AIM],
+            "backward": max(backward, default=None),
             "over": [{"name": g.subject, "value": rows[g.subject]["x_roof"], "must": g.bounds[1]} for g in GOALS
-                     if g.label.startswith("must") and g.metric == "x_own_copy" and g.subject in rows
+                     if g.goal == "must" and g.metric == "x_own_copy" and g.subject in rows
                      and rows[g.subject]["x_roof"] > g.bounds[1]]}
 
 
@@ -161,7 +161,7 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
                   "sizes": recs["sizes"] and sizes_numbers(recs["sizes"]),
                   "launch": recs["launch"] and launch_numbers(recs["launch"]),
                   "model_bars": recs["model"] and model_analysis.bars(recs["model"]),
-                  "must": MUST, "aim": AIM, "must16": sixteen.MUST, "aim16": sixteen.AIM}
+                  "must": MUST, "aim": AIM}
 
 
 def records_line(gpu: str, recs: dict) -> dict:

@@ -14,14 +14,12 @@ from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
 from elu_study.core.record import load, row
 from elu_study.jobs.sixteen.predictions import (GOALS, PREDICTIONS, PREDICTIONS_POLY, PREDICTIONS_ROUND3,
-                                                PREDICTIONS_ROUND4,
-                                                PREDICTIONS_TABLE, Prediction)
+                                                PREDICTIONS_ROUND4, PREDICTIONS_TABLE, Prediction)
 
 DTYPES = ("bfloat16", "float16")
 ROUNDING = 3 * 2.0 ** -24  # the roundings of r, r (1 - eps) and r (1 + eps): what eps must cover beyond delta
 LANES = 32  # threads per warp instruction
 DEFAULT = "7_sixteen_bits"
-MUST, AIM = 1.05, 1.02  # the issue's goals: at most 1.05x the same dtype's copy_, aiming at 1.02x
 FORMATS = {"x own copy_": "{:.3f}", "x torch.add": "{:.3f}", "inst/elem": "{:.1f}", "SM MHz": "{:.0f}",
            "eps log2": "{:.2f}", "delta log2": "{:.2f}", "delta + 3*2^-24 log2": "{:.2f}", "used %": "{:.0f}",
            "expm1f in warp slots %": "{:.1f}", "issue %": "{:.0f}", "DRAM %": "{:.1f}", "budget inst/elem": "{:.1f}"}

@@ -26,8 +26,7 @@ def kind(name: str) -> str:
 
 def goal_lines(dtype: str) -> tuple[float, float]:
     """The default forward's aim and must over its own copy_ on ``dtype`` (issue 24's goals, predictions.GOALS)."""
-    bound = {g.label.split(":")[0]: g.bounds[1] for g in GOALS if g.subject == f"{DEFAULT} {dtype}" and g.label
-             and g.metric == "x_own_copy"}
+    bound = {g.goal: g.bounds[1] for g in GOALS if g.subject == f"{DEFAULT} {dtype}" and g.metric == "x_own_copy"}
     return bound["aim"], bound["must"]
 
 

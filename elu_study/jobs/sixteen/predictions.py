@@ -16,7 +16,8 @@ ABOUT = 1.25  # "about v" in a prediction's words, graded as v / 1.25 to v x 1.2
 @dataclass(frozen=True)
 class Prediction:
     """A range for one value of the record (``metric``: see analysis.measured), offset from ``base``'s value if
-    given, for one ``dtype`` of a formula (else the worse), ``exclude``-ing a formula; ``label``: a goal's name."""
+    given, for one ``dtype`` of a formula (else the worse), ``exclude``-ing a formula; ``label``: a goal's name, and
+    ``goal`` its kind."""
 
     subject: str
     metric: str
@@ -25,6 +26,7 @@ class Prediction:
     base: str | None = None
     exclude: str = ""
     label: str = ""
+    goal: str = ""  # a goal's kind: "must", "aim" or "exact" (GOALS)
 
 
 def _both(name: str, bf16: tuple[float, float], fp16: tuple[float, float]) -> list[Prediction]:
@@ -106,10 +108,10 @@ PREDICTIONS = (*PREDICTIONS_POLY, *PREDICTIONS_TABLE, *PREDICTIONS_ROUND3, *PRED
 # mismatches; the backward at most 0.99x the dtype's torch.add (its three streams; aim 0.98x), bit-identical to
 # aten.elu_backward.
 GOALS = tuple(p for d, must in (("bfloat16", 1.00), ("float16", 1.01)) for p in (
-    Prediction(f"7_sixteen_bits {d}", "x_own_copy", (0.0, must), label=f"must: {must:.2f}x own copy_"),
-    Prediction(f"7_sixteen_bits {d}", "x_own_copy", (0.0, 1.00), label="aim: 1.00x own copy_"),
-    Prediction(f"7_sixteen_bits {d}", "mismatches", (0, 0), label="bit-identical to F.elu"),
-    Prediction(f"7_backward {d}", "x_own_copy", (0.0, 0.99), label="must: 0.99x torch.add"),
-    Prediction(f"7_backward {d}", "x_own_copy", (0.0, 0.98), label="aim: 0.98x torch.add"),
-    Prediction(f"7_backward {d}", "mismatches", (0, 0), label="bit-identical to aten.elu_backward"),
+    Prediction(f"7_sixteen_bits {d}", "x_own_copy", (0.0, must), label=f"must: {must:.2f}x own copy_", goal="must"),
+    Prediction(f"7_sixteen_bits {d}", "x_own_copy", (0.0, 1.00), label="aim: 1.00x own copy_", goal="aim"),
+    Prediction(f"7_sixteen_bits {d}", "mismatches", (0, 0), label="bit-identical to F.elu", goal="exact"),
+    Prediction(f"7_backward {d}", "x_own_copy", (0.0, 0.99), label="must: 0.99x torch.add", goal="must"),
+    Prediction(f"7_backward {d}", "x_own_copy", (0.0, 0.98), label="aim: 0.98x torch.add", goal="aim"),
+    Prediction(f"7_backward {d}", "mismatches", (0, 0), label="bit-identical to aten.elu_backward", goal="exact"),
 ))

@@ -7,7 +7,6 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from elu_study.core import text
-from elu_study.core.hardware import floor_ms
 from elu_study.jobs.study.launches import launch
 
 COLORS = {"step": "tab:blue", "baseline": "tab:gray", "peer": "tab:purple", "ablation": "tab:olive"}
@@ -73,16 +72,6 @@ def _spread(ax, rows, med, p10, p90, inside, refs=(), unit=""):
     ax.grid(axis="x", alpha=0.3)
 
 
-def datasheet_floor(record: dict) -> tuple[float, float] | None:
-    """The datasheet floor (the problem's bytes at ``peak_bytes_per_s``) over copy_'s median, and that peak in TB/s;
-    None without a peak or a copy_ row."""
-    copy = next((r for r in record["rows"] if r["name"] == "copy_"), None)
-    peak = record.get("peak_bytes_per_s")
-    if not peak or copy is None:
-        return None
-    return floor_ms(record["problem"]["numel"], peak) / copy["timing"]["median_ms"], peak / 1e12
-
-
 def _finish(ax, **legend):
     ax.legend(fontsize=8, **legend)
     ax.figure.tight_layout()
@@ -116,11 +105,11 @@ def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = N
     rows, roof = _rows(record, names), record["roof_ms"]
     fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 2.4))
     lines = [ax.axvline(1.0, **ROOF_STYLE, label="copy_ (the roof) = 1")]
-    if floor := datasheet_floor(record):
-        lines.append(ax.axvline(floor[0], **FLOOR_STYLE, label=f"datasheet floor ({floor[1]:.1f} TB/s): {floor[0]:.3f}"))
-    if record.get("stream_floor_ms"):
-        x = record["stream_floor_ms"] / roof
-        lines.append(ax.axvline(x, **STREAM_STYLE, label=f"measured floor (read_only + write_only): {x:.3f}"))
+    peak_tbps = (record.get("peak_bytes_per_s") or 0) / 1e12
+    for key, style, name in (("floor_ms", FLOOR_STYLE, f"datasheet floor ({peak_tbps:.1f} TB/s)"),
+                             ("stream_floor_ms", STREAM_STYLE, "measured floor (read_only + write_only)")):
+        if record.get(key):  # annotate() derives both on load; None without a peak or the stream halves
+            lines.append(ax.axvline(record[key] / roof, **style, label=f"{name}: {record[key] / roof:.3f}"))
     _spread(ax, rows, *_times(rows, roof), _inside(rows, hi=max_x), [line.get_xdata()[0] for line in lines])
     ax.set(xlabel=label("xcopy_x"), title=title or f"Against the roof: {record['provenance']['gpu']}")
     return _done(ax, rows, [*lines, plt.Line2D([], [], **SPREAD)], loc="upper center", bbox_to_anchor=(0.5, -0.1),

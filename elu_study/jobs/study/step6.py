@@ -11,10 +11,11 @@ from elu_study.core.record import noise, row
 from elu_study.core.tables import compact
 from elu_study.jobs.study.predictions import verdict
 
-def one_change(record: dict, name: str) -> str:
-    """The flag by which an attempt differs from its base (``6_base``), as recorded with the run."""
+def one_change(record: dict, name: str, base: str | None = None) -> str:
+    """The flags by which an attempt differs from ``base`` (default: its recorded base, e.g. ``6_base``)."""
     r = row(record, name)
-    base = set(row(record, r["base"])["flags"]) if r.get("base") else set()
+    base = base or r.get("base")
+    base = set(row(record, base)["flags"]) if base else set()
     return " ".join(f for f in r["flags"] if f not in base)
 
 
@@ -36,11 +37,11 @@ STEP6_AS_FLAGS = "6_evict_last_expm1poly"  # the beyond row that holds step 6's 
 def beat_defaults(record: dict) -> str:
     """Which attempts beat step 6's defaults, each with the flags by which it differs from step 6 itself, which of
     them compute ``expf - 1`` (the formula that cancels near 0), and why they stay attempts."""
-    own = set(row(record, STEP6_AS_FLAGS)["flags"]) if any(r["name"] == STEP6_AS_FLAGS for r in record["rows"]) else set()
-    faster = [{**r, "change": " ".join(f for f in r["flags"] if f not in own) if own else one_change(record, r["name"]),
+    own = any(r["name"] == STEP6_AS_FLAGS for r in record["rows"])  # older records: each against its own base
+    faster = [{**r, "change": one_change(record, r["name"], STEP6_AS_FLAGS if own else None),
                "cancels": "-DELU6_OP=Expf" in r["flags"]} for r in faster_than_step6(record)]
     return text.render("study/step6/beat_defaults.md.j2", faster=faster, step6=row(record, "6_beyond_copy")["x_copy"],
-                       confirmed=record.get("confirmation", {}).get("names", []), own=bool(own))
+                       confirmed=record.get("confirmation", {}).get("names", []), own=own)
 
 
 def issue_premise(record: dict) -> str:
