@@ -44,16 +44,16 @@
 //   -DELU7_BF16_THREADS=t, -DELU7_BF16_TILES=k, -DELU7_FP16_THREADS=t,
 //   -DELU7_FP16_TILES=k  the table kernels' launch per dtype: t threads per
 //                     block, k tiles of t vectors per block (512, 4 and 1024,
-//                     16); k = 0: a persistent grid (as many blocks as fit)
+//                     8); k = 0: a persistent grid (as many blocks as fit)
 //   -DELU7_FILL=f     1 (default) blocks copy the device's global table; 0 each
 //                     block computes its own with expm1f
 //   -DELU7_CONTIG=1   a table kernel's block takes its tiles as one contiguous run (default 0: blockIdx.x,
 //                     + gridDim.x, ...)
 //   -DELU7_FP16_ASYNC=a, -DELU7_BF16_ASYNC=a  1: a block copies the global table with cp.async and issues its
-//                     first load before waiting for the copy; 0 (default on both since round 4): the copy,
-//                     then the loads
+//                     first load before waiting for the copy (float16's default, rounds 3 and 5); 0 (bfloat16's
+//                     default; float16's in round 4): the copy, then the loads
 //   -DELU7_BWD_TABLE=t  the backward from x: 0 (default) computes expf, ELU7_BWD_VECS vectors per thread in
-//                     blocks of ELU7_BWD_THREADS (256, 1), stores plain (ELU7_BWD_STORE=0) or streaming (1);
+//                     blocks of ELU7_BWD_THREADS (512 since round 5, 256 before; 1 vector), stores plain (ELU7_BWD_STORE=0) or streaming (1);
 //                     1: the expf table in the table kernels' launch
 //   -DELU7_OP=Approx  the float32 path computes fast(x) * alpha (ELU7_FORMULA's; Lean for Auto), unchecked:
 //                     with alpha = 1 it returns fast(x) itself, which is how
@@ -95,7 +95,7 @@
 #define ELU7_FP16_THREADS 1024
 #endif
 #ifndef ELU7_FP16_TILES
-#define ELU7_FP16_TILES 16
+#define ELU7_FP16_TILES 8
 #endif
 #ifndef ELU7_FILL
 #define ELU7_FILL 1
@@ -104,7 +104,7 @@
 #define ELU7_CONTIG 0
 #endif
 #ifndef ELU7_FP16_ASYNC
-#define ELU7_FP16_ASYNC 0
+#define ELU7_FP16_ASYNC 1
 #endif
 #ifndef ELU7_BF16_ASYNC
 #define ELU7_BF16_ASYNC 0
@@ -113,7 +113,7 @@
 #define ELU7_BWD_TABLE 0
 #endif
 #ifndef ELU7_BWD_THREADS
-#define ELU7_BWD_THREADS 256
+#define ELU7_BWD_THREADS 512
 #endif
 #ifndef ELU7_BWD_VECS
 #define ELU7_BWD_VECS 1

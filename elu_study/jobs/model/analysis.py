@@ -12,7 +12,7 @@ from elu_study.core import text
 GROUP = ["numel", "requires_grad", "autocast"]
 CONFIG = ["model", "dtype", "mode", "compiled"]
 TIE = 0.02  # within the larger of the run's noise and 2 %: not slower
-MATTERS = 0.05  # where ELU is at least 5 % of the step, the drop-in should be faster
+MATTERS = 0.05  # where ELU is at least 5 % of the step, the drop-in should be faster (its median paired ratio under 1)
 
 
 def checks(record: dict) -> pd.DataFrame:
@@ -48,8 +48,10 @@ def host(record: dict) -> pd.DataFrame:
 
 def end_to_end(record: dict) -> pd.DataFrame:
     """One row per configuration: both times (medians), the drop-in's ratio (the median of the rounds' paired
-    ratios), the noise (half the p10-p90 spread of those ratios), ELU's share of the eager nn.ELU step, and
-    whether the drop-in is slower, or faster, beyond the tie (the larger of the noise and 2 %)."""
+    ratios), the noise (half the p10-p90 spread of those ratios), ELU's share of the eager nn.ELU step, the
+    saving that ELU's kernels alone give (their device time per step, nn.ELU's minus the drop-in's, over the nn.ELU
+    step), whether the drop-in is faster (ratio under 1), and whether it is slower, or faster, beyond the tie (the
+    larger of the noise and 2 %)."""
     wide = pd.DataFrame(record["end_to_end"]).pivot_table(index=CONFIG, columns="elu",
                                                           values=["ms", "elu_ms", "ms_runs"], aggfunc="first")
     ratios = [paired(d, n) for d, n in zip(wide[("ms_runs", "drop-in")], wide[("ms_runs", "nn.ELU")])]
@@ -61,9 +63,11 @@ def end_to_end(record: dict) -> pd.DataFrame:
     share = (wide[("elu_ms", "nn.ELU")] / out["nn.ELU ms"]).xs(False, level="compiled")
     out = out.reset_index()
     out["ELU share"] = [share[(m, d, mode)] for m, d, mode in zip(out["model"], out["dtype"], out["mode"])]
+    out["ELU saving"] = (wide[("elu_ms", "nn.ELU")] - wide[("elu_ms", "drop-in")]).to_numpy() / out["nn.ELU ms"]
     tie = out["noise"].clip(lower=TIE)
     out["slower"] = out["ratio"] - 1 > tie
-    out["faster"] = 1 - out["ratio"] > tie  # symmetric: faster beyond the tie too
+    out["faster"] = out["ratio"] < 1
+    out["faster beyond tie"] = 1 - out["ratio"] > tie  # symmetric to slower
     return out
 
 
@@ -92,13 +96,16 @@ def predictions(record: dict) -> dict:
     no_grad = h[~h["requires_grad"]]
     eager, compiled = e[~e["compiled"]], e[e["compiled"]]
     bf16 = eager[(eager["dtype"] != "float32") & (eager["ELU share"] >= MATTERS)]
+    matters = eager[eager["ELU share"] >= MATTERS]
     f32 = eager[eager["dtype"] == "float32"]
     return {"ulp_default": acc.loc["1", "elu_study.ELU"], "ulp_f_elu": acc.loc["1", "F.elu"],
             "checks_failed": int((~checks(record)["passed"]).sum()), "host": h["ELU / nn.ELU"].tolist(),
             "binding_not_cheapest": int((no_grad[["nn.ELU", "F.elu", "binding", "torch.ops", "elu_study.ELU"]]
                                          .idxmin(axis=1) != "binding").sum()),
             "ops": (r["torch.ops"] / r["elu_study.ELU"]).tolist(),  # both over nn.ELU in the same round
-            "bf16_not_faster": int((~bf16["faster"]).sum()), "f32_slower": int(f32["slower"].sum()),
+            "bf16_not_faster": int((~bf16["faster beyond tie"]).sum()),
+            "saving": matters["ELU saving"].tolist(), "matters_ratio": matters["ratio"].tolist(),
+            "f32_slower": int(f32["slower"].sum()),
             "f32": f32["ratio"].tolist(), "compiled": compiled["ratio"].tolist(),
             "small": eager[eager["model"].str.startswith("MLP 4x256")]["ratio"].tolist()}
 

@@ -2,7 +2,8 @@
 
 ELU MLPs of three widths and timm's ResNet-18 with ELU in channels_last; a training or an inference step, float32
 or bfloat16 autocast, eager or compiled. A row's time: wall clock per step over ``k`` steps, the median of
-``ROUNDS`` rounds in which the two nets alternate; ELU's share: its kernels' device time in one profiled step.
+``ROUNDS`` rounds in which the two nets alternate (who goes first alternates too, so that neither always follows
+the other); ELU's share: its kernels' device time in one profiled step.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tqdm import tqdm  # text bars: tqdm.auto warns on stderr in a notebook with
 
 from elu_study.pytorch.nn import swap_elu
 
-ROUNDS, ROUND_MS, WARMUP_STEPS = 15, 60.0, 5
+ROUNDS, ROUND_MS, WARMUP_STEPS = 30, 40.0, 5
 ELU_KERNEL = re.compile(r"elu|step6|step7", re.IGNORECASE)  # aten's elu kernels, the study's, fused Triton ones
 CNN_CLASSES = 10
 
@@ -112,9 +113,9 @@ def config_rows(model: Model, mode: str, autocast: bool, compiled: bool) -> list
     for s in steps.values():  # one untimed round each: allocator, cuDNN and caches settled
         wall_ms(s, x, target, k)
     times = {e: [] for e in steps}
-    for _ in range(ROUNDS):
-        for e, s in steps.items():
-            times[e].append(wall_ms(s, x, target, k))
+    for i in range(ROUNDS):
+        for e in (list(steps) if i % 2 == 0 else list(steps)[::-1]):
+            times[e].append(wall_ms(steps[e], x, target, k))
     return [{"model": model.name, "dtype": "bfloat16 autocast" if autocast else "float32", "mode": mode,
              "compiled": compiled, "elu": e, "ms": float(np.median(times[e])),
              "noise_ms": float(np.quantile(times[e], 0.9) - np.quantile(times[e], 0.1)), "ms_runs": times[e],
