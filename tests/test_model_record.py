@@ -6,9 +6,12 @@ source line). All on the CPU, from the committed record."""
 from __future__ import annotations
 
 import copy
+import math
 import re
 import statistics
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from elu_study.core import text
@@ -118,9 +121,12 @@ def test_the_rendered_bars_are_the_counts_of_the_records_runs(record):
     groups, steps = _by_group(record), _steps(record)
     host_met = sum(statistics.median(e / n for e, n in zip(g["elu_study.ELU"], g["nn.ELU"])) <= 1
                    for g in groups.values())
-    matters = [(q, tie) for (*_, compiled), (q, tie, share) in steps.items() if not compiled and share >= 0.05]
+    matters = [key for key, (q, tie, share) in steps.items() if not key[-1] and share >= 0.05]
+    pairs = _pairs(record)
+    doubtless = [_median_ci([a / b for a, b in zip(pairs[k]["drop-in"]["ms_runs"], pairs[k]["nn.ELU"]["ms_runs"])])[1]
+                 < 1 for k in matters]
     want = [(host_met, len(groups)), (sum(q - 1 <= tie for q, tie, _ in steps.values()), len(steps)),
-            (sum(q < 1 for q, _ in matters), len(matters)),
+            (sum(steps[k][0] < 1 for k in matters), len(matters)), (sum(doubtless), len(matters)),
             (sum(c["passed"] for c in record["checks"].values()), len(record["checks"]))]
     lines = bars_text(record).splitlines()[2:]
     assert len(lines) == len(want) and all(line.endswith(f"| {met} | {of} |") for line, (met, of) in zip(lines, want))
@@ -130,7 +136,82 @@ def test_the_rendered_bars_are_the_counts_of_the_records_runs(record):
     worse["checks"]["cuda_graph"]["passed"] = False
     lines = bars_text(worse).splitlines()[2:]
     assert lines[1].endswith(f"| {want[1][0] - 1} | {want[1][1]} |")
-    assert lines[3].endswith(f"| {want[3][0] - 1} | {want[3][1]} |")
+    assert lines[4].endswith(f"| {want[4][0] - 1} | {want[4][1]} |")
+
+
+def _median_ci(q: list[float]) -> tuple[float, float]:
+    """The median's 95 % interval by the order statistics (Conover): ranks n/2 -+ 1.96 sqrt(n)/2, 1-based."""
+    v, half = sorted(q), 1.96 * len(q) ** 0.5 / 2
+    return v[max(math.floor(len(v) / 2 - half), 0)], v[min(math.ceil(len(v) / 2 + half), len(v)) - 1]
+
+
+def test_the_medians_interval_holds_the_order_statistics_either_side_and_narrows_with_more_pairs():
+    assert analysis.median_ci(pd.Series(range(1, 201))) == (87, 114)  # ranks 86 and 113, 0-based
+    gen = np.random.default_rng(0)
+    small, large = (pd.Series(gen.normal(1.0, 0.05, n)) for n in (50, 5000))
+    (lo_s, hi_s), (lo_l, hi_l) = analysis.median_ci(small), analysis.median_ci(large)
+    assert lo_s < small.median() < hi_s and lo_l < large.median() < hi_l
+    assert hi_l - lo_l < (hi_s - lo_s) / 5  # sqrt(100) = 10 times more pairs: about a tenth as wide
+    covered = sum(lo < 1.0 < hi for lo, hi in (analysis.median_ci(pd.Series(gen.normal(1.0, 0.05, 200)))
+                                             for _ in range(400)))
+    assert 0.92 * 400 <= covered <= 0.98 * 400  # a 95 % interval holds the true median about 95 % of the time
+
+
+def test_a_step_is_faster_beyond_doubt_only_where_its_interval_lies_under_one(record):
+    rec = copy.deepcopy(record)
+    gen = np.random.default_rng(1)
+    for pair in _pairs(rec).values():
+        base = pair["nn.ELU"]["ms_runs"]
+        pair["drop-in"]["ms_runs"] = [0.99 * v * (1 + gen.normal(0, 0.002)) for v in base]
+    assert analysis.end_to_end(rec)["faster beyond doubt"].all()
+    for pair in _pairs(rec).values():  # the same median, 0.99, under noise five times the gap
+        base = pair["nn.ELU"]["ms_runs"]
+        pair["drop-in"]["ms_runs"] = [v * (0.99 + 0.05 * (-1) ** i) for i, v in enumerate(base)]
+    e = analysis.end_to_end(rec)
+    assert not e["faster beyond doubt"].any()
+
+
+def _timed_by_events(record):
+    rec = copy.deepcopy(record)
+    for r in rec["end_to_end"]:
+        r["timer"], r["steps_per_run"] = end_to_end.TIMER, 1
+    return rec
+
+
+def test_the_paired_step_predictions_wait_for_a_record_timed_by_cuda_events(record):
+    assert end_to_end.TIMER == "cuda_events"
+    old = copy.deepcopy(record)
+    for r in old["end_to_end"]:
+        r.pop("timer", None)
+    assert analysis.timer(old) == "wall_clock"
+    assert "Predictions 9 to 12" in str(analysis.graded(old)) and "| 9. " not in str(analysis.graded(old))
+    new = _timed_by_events(record)
+    assert analysis.timer(new) == "cuda_events"
+    check_schema(new, "model", "results/nvidia-h200-model.json")
+    graded = str(analysis.graded(new))
+    assert "Predictions 9 to 12" not in graded
+    assert [line.split(" |")[0] for line in graded.splitlines() if re.match(r"\| (9|10|11|12)\. ", line)] == [
+        "| 9. eager ResNet-18 noise (half the p10-p90 of paired ratios), highest", "| 10. compiled drop-in / nn.ELU, lowest",
+        "| 10. compiled drop-in / nn.ELU, highest", "| 11. ratio - (1 - ELU saving) where ELU >= 5 %, lowest",
+        "| 11. ratio - (1 - ELU saving) where ELU >= 5 %, highest", "| 12. steps with ELU >= 5 % faster beyond doubt"]
+
+
+def test_prediction_11_is_the_step_ratio_less_what_the_kernels_save(record):
+    rec = _timed_by_events(record)
+    e = analysis.end_to_end(rec)
+    matters = e[~e["compiled"] & (e["ELU share"] >= analysis.MATTERS)]
+    want = matters["ratio"] - (1 - matters["ELU saving"])
+    row = graded_row(rec, "11. ratio - (1 - ELU saving) where ELU >= 5 %, highest")
+    assert row.startswith(f"| 11. ratio - (1 - ELU saving) where ELU >= 5 %, highest | {want.max():.3f} |")
+    bad = copy.deepcopy(rec)  # the drop-in's kernels save nothing: the whole saving is gone from the prediction
+    for r in bad["end_to_end"]:
+        if r["elu"] == "drop-in":
+            r["elu_ms"] = next(n["elu_ms"] for n in bad["end_to_end"] if n["elu"] == "nn.ELU" and all(
+                n[k] == r[k] for k in ("model", "dtype", "mode", "compiled")))
+    e = analysis.end_to_end(bad)
+    m = e[~e["compiled"] & (e["ELU share"] >= analysis.MATTERS)]
+    assert graded_row(bad, "11. ratio - (1 - ELU saving) where ELU >= 5 %, highest").startswith(
+        f"| 11. ratio - (1 - ELU saving) where ELU >= 5 %, highest | {(m['ratio'] - 1).max():.3f} |")
 
 
 @pytest.mark.parametrize("factor, grade", [(1.0, "HELD"), (1.5, "MISSED (higher)"), (0.5, "MISSED (lower)")])
@@ -171,3 +252,30 @@ def test_the_elu_saving_is_the_kernels_device_time_saved_over_the_nn_elu_step(re
         if r["elu"] == "drop-in":
             r["elu_ms"] = 0.0
     assert (analysis.end_to_end(rec)["ELU saving"].to_numpy() > 0).all()
+
+
+def test_paired_steps_alternate_who_goes_first_and_time_each_step_by_its_own_events(monkeypatch):
+    clock, log = [0.0], []
+
+    class Event:  # a CUDA event on a fake device clock: each step advances it by its net's cost
+        def __init__(self, enable_timing):
+            assert enable_timing
+
+        def record(self):
+            self.t = clock[0]
+
+        def elapsed_time(self, end):
+            return end.t - self.t
+
+    monkeypatch.setattr(end_to_end.torch.cuda, "Event", Event)
+    monkeypatch.setattr(end_to_end.torch.cuda, "synchronize", lambda: None)
+
+    def net(name, cost):
+        def step(x, target):
+            log.append(name)
+            clock[0] += cost
+        return step
+
+    times = end_to_end.paired_steps_ms({"nn.ELU": net("a", 2.0), "drop-in": net("b", 1.5)}, None, None, 4)
+    assert log == ["a", "b", "b", "a", "a", "b", "b", "a"]
+    assert times == {"nn.ELU": [2.0] * 4, "drop-in": [1.5] * 4}

@@ -346,9 +346,16 @@ at::Tensor dense(const at::Tensor& x) { return x.is_non_overlapping_and_dense() 
 // A new tensor with a dense x's sizes and strides (empty_like's preserve_format, one dispatcher call fewer).
 at::Tensor like(const at::Tensor& x) { return at::empty_strided(x.sizes(), x.strides(), x.options()); }
 
-// grad and the saved tensor share one dense layout, or both become contiguous.
+// grad and the saved tensor in one dense layout: as they are where they share one; else the saved tensor's (the
+// forward's layout, channels_last included), grad alone copied into it (a broadcast gradient, as a pooling
+// layer's backward gives, or another layout); both contiguous only where the saved tensor is not dense.
 std::pair<at::Tensor, at::Tensor> dense_pair(const at::Tensor& grad, const at::Tensor& saved) {
   if (grad.is_non_overlapping_and_dense() && saved.strides() == grad.strides()) return {grad, saved};
+  if (saved.is_non_overlapping_and_dense()) {
+    at::Tensor g = at::empty_strided(saved.sizes(), saved.strides(), grad.options());
+    g.copy_(grad);
+    return {g, saved};
+  }
   return {grad.contiguous(), saved.contiguous()};
 }
 

@@ -5,6 +5,7 @@ measured ones, never stored."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from elu_study.core import text
@@ -13,6 +14,12 @@ GROUP = ["numel", "requires_grad", "autocast"]
 CONFIG = ["model", "dtype", "mode", "compiled"]
 TIE = 0.02  # within the larger of the run's noise and 2 %: not slower
 MATTERS = 0.05  # where ELU is at least 5 % of the step, the drop-in should be faster (its median paired ratio under 1)
+CI_Z = 1.96  # the median paired ratio's confidence interval: 95 %
+
+
+def timer(record: dict) -> str:
+    """How the record's whole steps were timed: "cuda_events" (each step, in pairs) or "wall_clock" (rounds)."""
+    return "cuda_events" if all(r.get("timer") == "cuda_events" for r in record["end_to_end"]) else "wall_clock"
 
 
 def checks(record: dict) -> pd.DataFrame:
@@ -25,8 +32,17 @@ def accuracy(record: dict) -> pd.DataFrame:
 
 
 def paired(a: list, b: list) -> pd.Series:
-    """a[i] / b[i]: runs taken side by side in one round, so the host's drift between rounds cancels."""
+    """a[i] / b[i]: runs taken side by side (in one round, or one pair of steps), so the drift between them cancels."""
     return pd.Series(a) / pd.Series(b)
+
+
+def median_ci(values: pd.Series, z: float = CI_Z) -> tuple[float, float]:
+    """A distribution-free confidence interval of the median (95 % at z = 1.96): the order statistics at ranks
+    n/2 -+ z sqrt(n)/2 (the binomial's normal approximation), as in Conover's Practical Nonparametric Statistics."""
+    v = np.sort(np.asarray(values, dtype=float))
+    half = z * np.sqrt(len(v)) / 2
+    lo, hi = int(np.floor(len(v) / 2 - half)), int(np.ceil(len(v) / 2 + half)) - 1
+    return float(v[max(lo, 0)]), float(v[min(hi, len(v) - 1)])
 
 
 def host_ratios(record: dict) -> pd.DataFrame:
@@ -47,16 +63,18 @@ def host(record: dict) -> pd.DataFrame:
 
 
 def end_to_end(record: dict) -> pd.DataFrame:
-    """One row per configuration: both times (medians), the drop-in's ratio (the median of the rounds' paired
-    ratios), the noise (half the p10-p90 spread of those ratios), ELU's share of the eager nn.ELU step, the
-    saving that ELU's kernels alone give (their device time per step, nn.ELU's minus the drop-in's, over the nn.ELU
-    step), whether the drop-in is faster (ratio under 1), and whether it is slower, or faster, beyond the tie (the
-    larger of the noise and 2 %)."""
+    """One row per configuration: both times (medians), the drop-in's ratio (the median of the paired steps'
+    ratios) with its 95 % confidence interval (``median_ci``), the noise (half the p10-p90 spread of those ratios),
+    ELU's share of the eager nn.ELU step, the saving that ELU's kernels alone give (their device time per step,
+    nn.ELU's minus the drop-in's, over the nn.ELU step), whether the drop-in is faster (ratio under 1), faster
+    beyond doubt (the interval under 1), and whether it is slower, or faster, beyond the tie (the larger of the
+    noise and 2 %)."""
     wide = pd.DataFrame(record["end_to_end"]).pivot_table(index=CONFIG, columns="elu",
                                                           values=["ms", "elu_ms", "ms_runs"], aggfunc="first")
     ratios = [paired(d, n) for d, n in zip(wide[("ms_runs", "drop-in")], wide[("ms_runs", "nn.ELU")])]
     out = pd.DataFrame({"nn.ELU ms": wide[("ms", "nn.ELU")], "drop-in ms": wide[("ms", "drop-in")]})
     out["ratio"] = [r.median() for r in ratios]
+    out["CI low"], out["CI high"] = zip(*(median_ci(r) for r in ratios))  # the ratio's 95 % interval
     out["noise"] = [(r.quantile(0.9) - r.quantile(0.1)) / 2 for r in ratios]
     # ELU's share from the eager nn.ELU step of the same model, dtype and mode: compiled, ELU sits inside fused
     # kernels whose whole time would count.
@@ -67,6 +85,7 @@ def end_to_end(record: dict) -> pd.DataFrame:
     tie = out["noise"].clip(lower=TIE)
     out["slower"] = out["ratio"] - 1 > tie
     out["faster"] = out["ratio"] < 1
+    out["faster beyond doubt"] = out["CI high"] < 1
     out["faster beyond tie"] = 1 - out["ratio"] > tie  # symmetric to slower
     return out
 
@@ -83,6 +102,7 @@ def bars(record: dict) -> dict[str, tuple[int, int]]:
         matters = e[~e["compiled"] & (e["ELU share"] >= MATTERS)]
         out["no_slower"] = (int((~e["slower"]).sum()), len(e))
         out["faster"] = (int(matters["faster"].sum()), len(matters))
+        out["faster_beyond_doubt"] = (int(matters["faster beyond doubt"].sum()), len(matters))
     if record.get("checks"):
         c = checks(record)["passed"]
         out["checks"] = (int(c.sum()), len(c))
@@ -95,8 +115,8 @@ def predictions(record: dict) -> dict:
     r = host_ratios(record).set_index([*GROUP, "route"])["ratio"].unstack("route")
     no_grad = h[~h["requires_grad"]]
     eager, compiled = e[~e["compiled"]], e[e["compiled"]]
-    bf16 = eager[(eager["dtype"] != "float32") & (eager["ELU share"] >= MATTERS)]
     matters = eager[eager["ELU share"] >= MATTERS]
+    bf16 = matters[matters["dtype"] != "float32"]
     f32 = eager[eager["dtype"] == "float32"]
     return {"ulp_default": acc.loc["1", "elu_study.ELU"], "ulp_f_elu": acc.loc["1", "F.elu"],
             "checks_failed": int((~checks(record)["passed"]).sum()), "host": h["ELU / nn.ELU"].tolist(),
@@ -104,10 +124,14 @@ def predictions(record: dict) -> dict:
                                          .idxmin(axis=1) != "binding").sum()),
             "ops": (r["torch.ops"] / r["elu_study.ELU"]).tolist(),  # both over nn.ELU in the same round
             "bf16_not_faster": int((~bf16["faster beyond tie"]).sum()),
-            "saving": matters["ELU saving"].tolist(), "matters_ratio": matters["ratio"].tolist(),
             "f32_slower": int(f32["slower"].sum()),
             "f32": f32["ratio"].tolist(), "compiled": compiled["ratio"].tolist(),
-            "small": eager[eager["model"].str.startswith("MLP 4x256")]["ratio"].tolist()}
+            "small": eager[eager["model"].str.startswith("MLP 4x256")]["ratio"].tolist(),
+            # round 2, the paired steps (notebook 11's second block of predictions)
+            "timer": timer(record),
+            "resnet_noise": eager[eager["model"].str.contains("ResNet")]["noise"].tolist(),
+            "explained": (matters["ratio"] - (1 - matters["ELU saving"])).tolist(),
+            "beyond_doubt": int(matters["faster beyond doubt"].sum())}
 
 
 def graded(record: dict) -> text.Text:
@@ -142,7 +166,7 @@ def host_figure(record: dict):
 
 
 def end_to_end_figure(record: dict):
-    """Drop-in time over nn.ELU's per configuration (the median of the paired rounds; whiskers half their
+    """Drop-in time over nn.ELU's per configuration (the median of the paired runs; whiskers half their
     p10-p90), eager and compiled side by side; the shaded band is the tie's floor, the colour ELU's share of
     the eager nn.ELU step."""
     e = end_to_end(record)

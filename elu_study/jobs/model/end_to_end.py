@@ -1,18 +1,19 @@
 """Whole steps of four models with ELU, nn.ELU against the drop-in (``end_to_end``), with ELU's share of each step.
 
 ELU MLPs of three widths and timm's ResNet-18 with ELU in channels_last; a training or an inference step, float32
-or bfloat16 autocast, eager or compiled. A row's time: wall clock per step over ``k`` steps, the median of
-``ROUNDS`` rounds in which the two nets alternate (who goes first alternates too, so that neither always follows
-the other); ELU's share: its kernels' device time in one profiled step.
+or bfloat16 autocast, eager or compiled. A row's times: ``PAIRS`` pairs of steps, one step of each net per pair
+(who goes first alternates, so that neither always follows the other), each step timed by CUDA events on the
+current stream: what the device sees from the step's first launch to its last kernel's end, host gaps included.
+Side by side within milliseconds, a pair shares the GPU's clocks, whose drift over a run's seconds (the power cap)
+cancels in the pair's ratio; 40 ms rounds of wall clock (the earlier method) held as few as three steps of
+ResNet-18, their paired ratios spread over 10 %. ELU's share: its kernels' device time in one profiled step.
 """
 
 from __future__ import annotations
 
 import copy
 import gc
-import math
 import re
-import time
 from typing import NamedTuple
 
 import numpy as np
@@ -22,7 +23,8 @@ from tqdm import tqdm  # text bars: tqdm.auto warns on stderr in a notebook with
 
 from elu_study.pytorch.nn import swap_elu
 
-ROUNDS, ROUND_MS, WARMUP_STEPS = 30, 40.0, 5
+PAIRS, WARMUP_PAIRS, WARMUP_STEPS = 200, 10, 5
+TIMER = "cuda_events"  # a row's "timer": each run (here one step) timed by CUDA events; before: "wall_clock"
 ELU_KERNEL = re.compile(r"elu|step6|step7", re.IGNORECASE)  # aten's elu kernels, the study's, fused Triton ones
 CNN_CLASSES = 10
 
@@ -76,18 +78,10 @@ def stepper(net: nn.Module, mode: str, autocast: bool, compiled: bool):
     return train if mode == "train" else infer
 
 
-def wall_ms(step, x, target, steps: int) -> float:
-    """Wall clock per step over ``steps`` steps and one synchronization, the garbage collector off (as timeit)."""
+def warm_up(step, x, target, steps: int) -> None:
+    for _ in range(steps):
+        step(x, target)
     torch.cuda.synchronize()
-    gc.disable()
-    try:
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step(x, target)
-        torch.cuda.synchronize()
-        return (time.perf_counter() - t0) * 1e3 / steps
-    finally:
-        gc.enable()
 
 
 def elu_device_ms(step, x, target) -> float:
@@ -99,27 +93,46 @@ def elu_device_ms(step, x, target) -> float:
     return sum(e.device_time_total for e in prof.key_averages() if ELU_KERNEL.search(e.key)) / 1e3
 
 
+def paired_steps_ms(steps: dict, x, target, pairs: int) -> dict[str, list[float]]:
+    """Each net's step times (ms) over ``pairs`` pairs, one step of each per pair, who goes first alternating:
+    CUDA events recorded around every step on the current stream, read after one synchronization at the end (the
+    host runs ahead as in training), the garbage collector off."""
+    names = list(steps)
+    marks = {e: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(pairs)]
+             for e in names}
+    torch.cuda.synchronize()
+    gc.disable()
+    try:
+        for i in range(pairs):
+            for e in (names if i % 2 == 0 else names[::-1]):
+                start, end = marks[e][i]
+                start.record()
+                steps[e](x, target)
+                end.record()
+        torch.cuda.synchronize()
+    finally:
+        gc.enable()
+    return {e: [start.elapsed_time(end) for start, end in marks[e]] for e in names}
+
+
 def config_rows(model: Model, mode: str, autocast: bool, compiled: bool) -> list[dict]:
-    """The two rows (nn.ELU, drop-in) of one configuration, timed in alternating rounds."""
+    """The two rows (nn.ELU, drop-in) of one configuration, timed in alternating pairs of steps."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     torch.manual_seed(0)
     base = build(model)
     x, target = batch(model, gen)
     steps = {e: stepper(net, mode, autocast, compiled) for e, net in (("nn.ELU", base),
                                                                      ("drop-in", swap_elu(copy.deepcopy(base))))}
-    for s in steps.values():
-        wall_ms(s, x, target, WARMUP_STEPS)
-    k = max(2, math.ceil(ROUND_MS / wall_ms(steps["nn.ELU"], x, target, 2)))
-    for s in steps.values():  # one untimed round each: allocator, cuDNN and caches settled
-        wall_ms(s, x, target, k)
-    times = {e: [] for e in steps}
-    for i in range(ROUNDS):
-        for e in (list(steps) if i % 2 == 0 else list(steps)[::-1]):
-            times[e].append(wall_ms(steps[e], x, target, k))
+    for s in steps.values():  # compiles, allocator, cuDNN's choices and caches settled
+        warm_up(s, x, target, WARMUP_STEPS)
+    paired_steps_ms(steps, x, target, WARMUP_PAIRS)
+    times = paired_steps_ms(steps, x, target, PAIRS)
     return [{"model": model.name, "dtype": "bfloat16 autocast" if autocast else "float32", "mode": mode,
              "compiled": compiled, "elu": e, "ms": float(np.median(times[e])),
-             "noise_ms": float(np.quantile(times[e], 0.9) - np.quantile(times[e], 0.1)), "ms_runs": times[e],
-             "steps_per_run": k, "elu_ms": elu_device_ms(s, x, target)} for e, s in steps.items()]
+             "noise_ms": float(np.quantile(times[e], 0.9) - np.quantile(times[e], 0.1)),
+             "ms_runs": [round(t, 4) for t in times[e]], "steps_per_run": 1, "timer": TIMER,
+             "elu_ms": elu_device_ms(s, x, target)}
+            for e, s in steps.items()]
 
 
 def measure_end_to_end(compiled: bool) -> list[dict]:
