@@ -69,7 +69,10 @@ def test_sweep_entries_take_every_step_and_peer_and_skip_ablations():
     steps = [e.name for e in ENTRIES.values() if e.kind == "step" and not e.mode]
     assert steps and set(steps) <= set(names)  # a step added to the study is swept without an edit here
     assert set(plan.BASELINE_NAMES) <= set(names) and len(names) == len(set(names))
-    assert not any(ENTRIES[n].kind in ("ablation", "attempt") for n in names)
+    assert not any(ENTRIES[n].kind in ("ablation", "attempt") for n in names if n in ENTRIES)
+    # the module a model holds and its drop-in, called as a model calls them
+    assert [e.name for e in plan.sweep_entries() if e.kind == "module"] == ["nn.ELU", "elu_study.ELU"]
+    assert [e.name for e in plan.sweep_entries(["elu_study.ELU", "copy_"])] == ["elu_study.ELU", "copy_"]
 
 
 def test_planned_run_fits_its_budget():
@@ -175,6 +178,27 @@ def test_predictions_are_graded_against_the_record(rec):
     assert f"| {1.5 * x:.3f} | HELD |" in notebook.grade(rec, preds, written="then")
 
 
+def history_row(first: int, main: int, cub_ms: float, copy_ms: float, grid: int | None) -> dict:
+    timing = lambda ms: {"median_ms": ms, "p10_ms": ms, "p90_ms": ms, "round_medians_ms": [ms]}
+    return {"first_numel": first, "main_numel": main, "passed": True, "cub_ms": timing(cub_ms),
+            "copy_ms": timing(copy_ms), "launch": grid and {"grid": grid, "block": 256}}
+
+
+def test_cubs_first_call_rows_are_graded_and_wait_without_them(rec):
+    preds = [(5, "first_call_tile", 256, (256, 256)), (5, "first_call_x_copy", 256, (1.5, 3.0)),
+             (5, "first_call_x_copy", "main", (0.98, 1.02)), (5, "first_call_tile", "main", (1536, 3072))]
+    waiting = notebook.grade(rec, preds, written="then").splitlines()[2:6]
+    assert all(r.endswith("| - | waiting: this record has no first-call processes |") for r in waiting)
+    main = 4096 * 393216
+    rec["cub_history"] = [history_row(256, main, 6.3, 3.0, main // 256), history_row(main, main, 3.03, 3.0, None)]
+    rows = notebook.grade(rec, preds, written="then").splitlines()[2:6]
+    assert rows[0].endswith("| 256 | HELD |") and rows[1].endswith(f"| {6.3 / 3.0:.3f} | HELD |")
+    assert rows[2].endswith(f"| {3.03 / 3.0:.3f} | HELD |") and rows[3].endswith("waiting: this record has no "
+                                                                                  "first-call processes |")
+    rec["cub_history"][0]["launch"]["grid"] = main // 128  # a smaller tile kept: the tile row now misses
+    assert notebook.grade(rec, preds, written="then").splitlines()[2].endswith("| 128 | MISSED (below) |")
+
+
 def test_entry_table_quotes_the_record_and_follows_it(rec):
     def row(table, entry):
         return next(r for r in table.splitlines() if r.startswith(f"| {entry} |")).split(" | ")
@@ -261,13 +285,14 @@ gpu = pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="
 
 @gpu
 def test_tiny_sweep_writes_a_well_formed_record(tmp_path):
-    entries = "2_float4,cub_transform,triton,F.elu,torch.compile(F.elu),copy_,read_only,write_only"
-    assert sizes.main(["--max-exp", "13", "--entries", entries, "--results-dir", str(tmp_path), "--no-readme"]) == 0
+    entries = "2_float4,cub_transform,triton,F.elu,torch.compile(F.elu),nn.ELU,elu_study.ELU,copy_,read_only,write_only"
+    assert sizes.main(["--max-exp", "13", "--entries", entries, "--results-dir", str(tmp_path), "--no-readme",
+                       "--no-history"]) == 0
     import torch
 
     rec = record.load(torch.cuda.get_device_name(), "sizes", tmp_path)
     assert rec["sizes"] == [1024, 2048, 4096, 4097, 8192]
-    assert len(rec["points"]) == 8 * 5 and not rec["errors"]
+    assert len(rec["points"]) == 10 * 5 and not rec["errors"]
     for p in rec["points"]:
         assert (p["check"] is None) == (p["entry"] in ("copy_", "read_only", "write_only"))
         if p["check"]:
@@ -279,3 +304,14 @@ def test_tiny_sweep_writes_a_well_formed_record(tmp_path):
     assert rec["floors"]["8192"]["stream_cold_ms"] > 0
     assert rec["l2_bytes"] > 0 and rec["provenance"]["gpu"] == torch.cuda.get_device_name()
     assert (tmp_path / f"{record.record_path(rec['provenance']['gpu'], 'sizes').stem}-time.png").exists()
+
+
+@gpu
+def test_cubs_first_call_fixes_its_tile_for_the_process():
+    from elu_study.jobs.sizes import history
+
+    small, main = history.measure_history((256, None))
+    assert small["passed"] and main["passed"] and small["main_numel"] == main["main_numel"] == main["first_numel"]
+    # the tile it kept (elements per block) is at most the first call's length, and smaller than a main-first one's
+    tile = {k: r["main_numel"] / r["launch"]["grid"] for k, r in (("small", small), ("main", main))}
+    assert tile["small"] <= 256 < tile["main"]

@@ -371,8 +371,7 @@ void elu_inplace_aten(at::Tensor& x, double alpha) { at::elu_(x, alpha); }
 
 at::Tensor elu_backward_aten(const at::Tensor& grad, const at::Tensor& saved, double alpha, bool is_result) {
   check_shapes(grad, saved, is_result);
-  const auto [g, s] = dense_pair(grad, saved);
-  return at::elu_backward(g, alpha, 1, 1, is_result, s);
+  return at::elu_backward(grad, alpha, 1, 1, is_result, saved);  // TensorIterator takes any strides
 }
 
 at::Tensor elu_cuda(const at::Tensor& x, double alpha) {

@@ -4,8 +4,9 @@
 ablations) at every length of ``plan()`` (how: ``measure``), then writes results/<gpu>-sizes.json, its two figures
 and the README's sizes block; without a GPU it prints the recorded run. Planned to fit in 4 minutes on an H200.
 
-Modules: ``plan``, ``measure`` (the GPU part), ``analysis`` (the record read back), ``figures``, ``readme`` (the
-numbers the words quote; the README block), ``notebook`` (notebook 09's view); words: templates/sizes/*.md.j2.
+Modules: ``plan``, ``measure`` (the GPU part), ``history`` (CUB's first call, in fresh processes), ``analysis``
+(the record read back), ``figures``, ``readme`` (the numbers the words quote; the README block), ``notebook``
+(notebook 09's view); words: templates/sizes/*.md.j2.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from elu_study.core.build import build_all
 from elu_study.core.entries import builds
 from elu_study.core.paths import RESULTS_DIR
 from elu_study.core.record import REFERENCE_GPU, load, record_path, save, slug, write_block
-from elu_study.jobs.sizes import measure, plan
+from elu_study.jobs.sizes import history, measure, plan
 from elu_study.jobs.sizes.analysis import FORMATS, frame
 from elu_study.jobs.sizes.figures import write_figures
 from elu_study.jobs.sizes.notebook import entry_table, findings
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entries", default=None, help="entry names, comma-separated (default: all)")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="record and figures go here")
     parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    parser.add_argument("--no-history", action="store_true", help="skip CUB's first-call processes (history)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():  # the reference GPU's recorded sweep, printed (2 if there is none)
         record = load(REFERENCE_GPU, "sizes", args.results_dir, required=False)
@@ -74,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         build_all(jobs)  # also from a process that has used CUDA already (a test session)
     started = time.time()
     record = measure.measure(entries, sizes)
+    if history.ENTRY in {e.name for e in entries} and not args.no_history:
+        record["cub_history"] = history.measure_history()  # fresh processes, after the sweep
     record["wall_s"] = round(time.time() - started, 1)
     path = save(record, "sizes", args.results_dir)
     written = [path, *write_report(record["provenance"]["gpu"], not args.no_readme, args.results_dir)]

@@ -105,3 +105,24 @@ def host_median_us(record: dict, entry: str, sizes) -> float:
     """Median over lengths of an entry's host time per call, µs."""
     values = [us(record, entry, n, "host") for n in sizes if ok(point(record, entry, n))]
     return float(np.median(values)) if values else float("nan")
+
+
+def first_call(record: dict, first: int | str) -> dict | None:
+    """The ``cub_history`` row whose process made CUB's first call on ``first`` elements ("main": the main length);
+    None where the record has no such row (a record measured before the history was)."""
+    for row in record.get("cub_history", []):
+        if row["first_numel"] == (row["main_numel"] if first == "main" else first):
+            return row
+    return None
+
+
+def first_call_x_copy(record: dict, first: int | str) -> float | None:
+    """CUB's median time at the main length over copy_'s in the same process, after a first call on ``first``."""
+    row = first_call(record, first)
+    return row and row["cub_ms"]["median_ms"] / row["copy_ms"]["median_ms"]
+
+
+def first_call_tile(record: dict, first: int | str) -> float | None:
+    """The elements per block CUB launched at the main length (its tile) after a first call on ``first``."""
+    row = first_call(record, first)
+    return row and row["launch"] and row["main_numel"] / row["launch"]["grid"]

@@ -18,12 +18,13 @@ X_COPY_FROM = 64 * 2**20  # the bandwidth figure's linear x copy_ panel starts h
 
 
 def _style(record: dict) -> dict:
-    """A colour and line style per entry: steps in blues, peers in purples, baselines in greys/greens."""
+    """A colour and line style per entry: steps in blues, peers in purples, baselines in greys/greens, the modules
+    dash-dotted (nn.ELU black, the drop-in red)."""
     steps, peers = ([e["name"] for e in record["entries"] if e["kind"] == k] for k in ("step", "peer"))
     styles = {n: {"color": c, "ls": "-"} for n, c in zip(steps, plt.cm.Blues(np.linspace(0.35, 1.0, len(steps))))}
     styles |= {n: {"color": ("tab:purple", "tab:pink", "tab:brown")[i % 3], "ls": "--"} for i, n in enumerate(peers)}
     fixed = {"F.elu": ("black", "-"), "torch.compile(F.elu)": ("tab:gray", "--"), "F.elu_": ("dimgray", ":"),
-             "copy_": ("tab:green", "--")}
+             "copy_": ("tab:green", "--"), "nn.ELU": ("black", "-."), "elu_study.ELU": ("tab:red", "-.")}
     return styles | {n: {"color": c, "ls": ls} for n, (c, ls) in fixed.items()}
 
 

@@ -14,6 +14,7 @@ brackets time the GPU spent waiting for the host (at a few µs per kernel the ho
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -24,10 +25,11 @@ from tqdm import tqdm
 from elu_study.core import text
 from elu_study.core.check import ATOL, INPUT_SCALE, RTOL
 from elu_study.core.entries import ALPHA
-from elu_study.core.hardware import gpu_spec, provenance
+from elu_study.core.hardware import SHAPE, gpu_spec, provenance
 from elu_study.core.harness import elu_fn, quiet, timed_call
 from elu_study.core.timing import sleep_cycles_per_ms, summarize
 from elu_study.jobs.sizes import plan
+from elu_study.pytorch.nn import ELU
 from elu_study.jobs.sizes.analysis import derive
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, CHECK_CHUNK, FLUSH_BYTES, HOST_REPEATS, MIN_RUNS, runs
 
@@ -138,6 +140,27 @@ def time_point(call, n: int, gpu: Gpu) -> dict:
             "sleep_retries": {"cold": cold_retries, "warm": warm_retries}, "host_loops_gpu_busy": host_busy}
 
 
+@functools.cache
+def module(name: str) -> torch.nn.Module:
+    """One instance per process of a swept module (plan.MODULES), at the study's alpha."""
+    return {"nn.ELU": lambda: torch.nn.ELU(ALPHA), "elu_study.ELU": lambda: ELU(ALPHA)}[name]()
+
+
+def checker(entry):
+    """(x, alpha, out) -> out for a checked entry; a module computes at its own alpha, the study's."""
+    if entry.kind == "module":
+        return lambda x, alpha, out: out.copy_(module(entry.name)(x))
+    return elu_fn(entry)
+
+
+def call_of(entry, x, y):
+    """The timed call: a module as a model calls it (allocating its output), any other entry as the study times it."""
+    if entry.kind == "module":
+        m = module(entry.name)
+        return lambda: m(x)
+    return timed_call(entry, x, y)
+
+
 def measure_point(entry, n: int, x, ref, y, check_fn, gpu: Gpu, errors: list[str]) -> dict:
     """One (entry, length) point: checked (if the entry computes ELU) and timed; a failure is recorded in it."""
     point = {"entry": entry.name, "kind": entry.kind, "n": n, "bytes": BYTES_PER_ELEMENT * n, "check": None}
@@ -147,7 +170,7 @@ def measure_point(entry, n: int, x, ref, y, check_fn, gpu: Gpu, errors: list[str
             out = check_fn(x, ALPHA, y)
             torch.cuda.synchronize()
             point["check"] = compare(out, ref)
-        call = timed_call(entry, x, y)
+        call = call_of(entry, x, y)
         point.update(time_point(call, n, gpu))
         del call
     except Exception as err:  # noqa: BLE001 - recorded, reported, and the run goes on
@@ -157,10 +180,27 @@ def measure_point(entry, n: int, x, ref, y, check_fn, gpu: Gpu, errors: list[str
     return point
 
 
+def prime(entries) -> None:
+    """Each peer's first call in the process, at the main study's length, as in every other job: CUB keeps the
+    tile it picks on its first call for every later one (``history``), so a sweep that began at 2^10 elements would
+    time it with a tile picked for 2^10."""
+    peers = [e for e in entries if e.kind == "peer" and e.variant and not e.mode]
+    if peers:
+        x = torch.randn(SHAPE[0] * SHAPE[1], device="cuda")
+        y = torch.empty_like(x)
+        for entry in peers:
+            entry.build().elu(x, ALPHA, out=y)
+        torch.cuda.synchronize()
+        del x, y
+        torch.cuda.empty_cache()
+
+
 def sweep(entries, sizes, gpu: Gpu, bar) -> tuple[list[dict], list[str]]:
-    """Every point, length by length (one input per length, seeded by it); and the errors met."""
+    """Every point, length by length (one input per length, seeded by it), each peer primed first; and the errors
+    met."""
+    prime(entries)
     points, errors = [], []
-    check_fns = {e.name: elu_fn(e) for e in entries if e.checked}
+    check_fns = {e.name: checker(e) for e in entries if e.checked}
     for n in sizes:
         gen = torch.Generator(device="cuda").manual_seed(n)
         x = torch.randn(n, device="cuda", generator=gen).mul_(INPUT_SCALE)

@@ -7,7 +7,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from elu_study.core import text
-from elu_study.jobs.sizes.analysis import FORMATS, custom, frame, host_median_us, names, ok, point, small_sizes, us
+from elu_study.jobs.sizes.analysis import (FORMATS, custom, first_call_tile, first_call_x_copy, frame, host_median_us,
+                                           names, ok, point, small_sizes, us)
 from elu_study.jobs.sizes.figures import FIGURES
 from elu_study.jobs.sizes.plan import STREAMS, fmt_n
 from elu_study.jobs.sizes.readme import numbers
@@ -27,15 +28,19 @@ def measured(record: dict, quantity: str, entry: str | None = None) -> float | N
     later = [int(n) for n, g in reg["warm_gain"].items() if int(n) > (reg["l2_fit_max_n"] or 0) and g < 1.1]
     return {"launch_bound_max_n": lambda: reg["launch_bound_max_n"], "l2_warm_end_n": lambda: min(later, default=None),
             "host_ratio": lambda: host_median_us(record, entry, small) / host_median_us(record, ref, small),
-            "x_copy_top": lambda: us(record, entry, top, "cold") / us(record, "copy_", top, "cold")}[quantity]()
+            "x_copy_top": lambda: us(record, entry, top, "cold") / us(record, "copy_", top, "cold"),
+            "first_call_x_copy": lambda: first_call_x_copy(record, entry),  # entry: the first call's length
+            "first_call_tile": lambda: first_call_tile(record, entry)}[quantity]()
 
 
 def grade(record: dict, predictions, written: str) -> text.Text:
     """Predictions ``(number, quantity, entry or None, (low, high))`` graded against the sweep in one table (HELD
-    where the measured value lies in the range), and when they were written."""
+    where the measured value lies in the range), and when they were written. For CUB's first call (``first_call_*``)
+    the entry is that call's length, or "main"."""
     ref = record["regimes"]["reference"]
     rows = [{"number": number, "quantity": quantity, "entry": entry or ref, "lo": lo, "hi": hi,
-             "value": measured(record, quantity, entry), "length": quantity.endswith("_n")}
+             "value": measured(record, quantity, entry), "length": quantity.endswith("_n"),
+             "count": quantity.endswith("_tile"), "history": quantity.startswith("first_call")}
             for number, quantity, entry, (lo, hi) in predictions]
     return text.show("sizes/graded.md.j2", rows=rows, written=written, ref=ref)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from elu_study.core.entries import ENTRIES, resolve
+from elu_study.core.entries import ENTRIES, Entry, resolve
 from elu_study.core.text import fmt_bytes, fmt_n  # noqa: F401 - re-exported: how the sweep writes 2^20 and 8 KiB
 
 MIN_EXP, MAX_EXP = 10, 31
@@ -11,6 +11,11 @@ ODD = (4_097, 1_048_579, 33_554_433)
 DECIMAL = tuple(10**k for k in range(4, 10))
 BYTES_PER_ELEMENT = 8  # 4 read + 4 written: the least an elementwise float32 op moves
 BASELINE_NAMES = ("F.elu", "torch.compile(F.elu)", "F.elu_", "copy_", "read_only", "write_only")
+# The modules a model holds, called as a model calls them (output allocated): nn.ELU, and the drop-in that replaces
+# it, which runs the study's default builds (elu_study.pytorch.ops.DEFAULTS). Swept here, not in the catalogue: they
+# belong to the PyTorch face, which the core's entries do not import.
+MODULES = (Entry("nn.ELU", "module", "torch.nn.ELU(alpha): the module a model holds (F.elu inside)"),
+           Entry("elu_study.ELU", "module", "the drop-in, elu_study.ELU(alpha): the study's default build per dtype"))
 STREAMS = ("read_only", "write_only")  # shown as their sum (the measured floor), not as lines of their own
 MODES = ("cold", "warm", "host")
 
@@ -35,12 +40,13 @@ def plan(max_exp: int = MAX_EXP, min_exp: int = MIN_EXP, extra: bool = True) -> 
 
 
 def sweep_entries(names=None) -> list:
-    """Every entry of kind "step" (so a step added later is swept too), the peers, and the baselines."""
+    """Every entry of kind "step" (so a step added later is swept too), the peers, the modules and the baselines."""
+    modules = {e.name: e for e in MODULES}
     if names:
-        return resolve(names)
+        return [modules.get(n) or resolve([n])[0] for n in names]
     steps = [e for e in ENTRIES.values() if e.kind == "step" and not e.mode]
     peers = [e for e in ENTRIES.values() if e.kind == "peer"]
-    return [*steps, *peers, *(ENTRIES[n] for n in BASELINE_NAMES if n in ENTRIES)]
+    return [*steps, *peers, *MODULES, *(ENTRIES[n] for n in BASELINE_NAMES if n in ENTRIES)]
 
 
 def model_ms(n: int) -> float:
