@@ -374,7 +374,9 @@ def test_front_quotes_the_records():
              if c["threads"] == t and c["vectors"] == 1 and not c["hints"] and not c["grid_stride"]]
     assert "/".join(f"{v:.3f}x" for v in shots) in front_text
     copies = [record.row(record.load(record.REFERENCE_GPU), "copy_")["timing"]["median_ms"],
+              record.row(beyond, "copy_")["timing"]["median_ms"],
               launch["references"]["copy_"]["timing"]["median_ms"],
+              *(p["copy_"]["median_ms"] for p in beyond.get("processes", [])),
               *(p["copy_"]["median_ms"] for p in beyond.get("confirmation", {}).get("processes", []))]
     assert f"{min(copies):.3f}-" in front_text and f"-{max(copies):.3f} ms" in front_text
     counters = record.load(record.REFERENCE_GPU, "ncu")

@@ -187,6 +187,7 @@ def history_row(first: int, main: int, cub_ms: float, copy_ms: float, grid: int 
 def test_cubs_first_call_rows_are_graded_and_wait_without_them(rec):
     preds = [(5, "first_call_tile", 256, (256, 256)), (5, "first_call_x_copy", 256, (1.5, 3.0)),
              (5, "first_call_x_copy", "main", (0.98, 1.02)), (5, "first_call_tile", "main", (1536, 3072))]
+    del rec["cub_history"]  # a record measured before the first-call processes
     waiting = notebook.grade(rec, preds, written="then").splitlines()[2:6]
     assert all(r.endswith("| - | waiting: this record has no first-call processes |") for r in waiting)
     main = 4096 * 393216
@@ -315,3 +316,22 @@ def test_cubs_first_call_fixes_its_tile_for_the_process():
     # the tile it kept (elements per block) is at most the first call's length, and smaller than a main-first one's
     tile = {k: r["main_numel"] / r["launch"]["grid"] for k, r in (("small", small), ("main", main))}
     assert tile["small"] <= 256 < tile["main"]
+
+
+def test_first_call_table_and_figure_follow_the_record(rec):
+    rows = rec["cub_history"]
+    assert rows, "the committed sweep holds CUB's first-call processes"
+    main = [r for r in rows if r["first_numel"] == r["main_numel"]]
+    assert len(main) == 1 and all(r["passed"] for r in rows)
+    table = notebook.first_calls(rec)
+    for r in rows:
+        tile = r["main_numel"] / r["launch"]["grid"]
+        ratio = r["cub_ms"]["median_ms"] / r["copy_ms"]["median_ms"]
+        assert f"| {tile:,.0f} | {tile / r['launch']['block']:.0f} |" in table and f"| {ratio:.3f} |" in table
+    fig = figures.first_call_figure(rec)
+    bars = sorted(p.get_height() for p in fig.axes[0].patches)
+    assert bars == pytest.approx(sorted(r["cub_ms"]["median_ms"] / r["copy_ms"]["median_ms"] for r in rows))
+    rows[0]["launch"]["grid"] //= 2  # twice the tile: the table prints it
+    assert f"| {rows[0]['main_numel'] / rows[0]['launch']['grid']:,.0f} |" in notebook.first_calls(rec)
+    del rec["cub_history"]
+    assert "has no first-call processes" in notebook.first_calls(rec)

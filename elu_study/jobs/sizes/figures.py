@@ -152,6 +152,40 @@ def time_figure(record: dict):
     return fig
 
 
+def first_call_figure(record: dict):
+    """CUB's time at the main length over copy_'s in the same process, one bar per length of CUB's first call in
+    that process (p10-p90 of CUB's runs over copy_'s median as whiskers), each labelled with the tile CUB kept."""
+    rows = record.get("cub_history", [])
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    if not rows:
+        ax.text(0.5, 0.5, "this record has no first-call processes", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    main = [r for r in rows if r["first_numel"] == r["main_numel"]]
+    rows = [r for r in rows if r not in main] + main  # the main length last: what every job does
+    labels = [f"{r['first_numel']:,}" if r not in main else f"{r['main_numel']:,}\n(the main length)" for r in rows]
+    roof = np.array([r["copy_ms"]["median_ms"] for r in rows])
+    med, p10, p90 = (np.array([r["cub_ms"][k] for r in rows]) / roof for k in ("median_ms", "p10_ms", "p90_ms"))
+    x = np.arange(len(rows))
+    ax.bar(x, med, color=["tab:purple" if r not in main else "tab:green" for r in rows], width=0.6)
+    ax.errorbar(x, med, yerr=[med - p10, p90 - med], fmt="none", ecolor="black", capsize=4, lw=1)
+    for i, r in enumerate(rows):
+        tile = f"tile {r['main_numel'] / r['launch']['grid']:,.0f}" if r["launch"] else "tile not recorded"
+        ax.annotate(f"{med[i]:.3f}x\n{tile}", (i, p90[i]), textcoords="offset points", xytext=(0, 4), ha="center",
+                    fontsize=9)
+    ax.axhline(1.0, color="tab:green", ls="--", lw=1, label="copy_ (same process)")
+    ax.set_xticks(x, labels)
+    ax.set_xlabel("length of CUB's first call in the process (elements)")
+    ax.set_ylabel("CUB time / copy_'s at the main length\n(median, p10-p90)")
+    ax.set_ylim(0.9, float(p90.max()) * 1.18)
+    ax.set_title(f"cub::DeviceTransform keeps the tile its first call picks ({record['provenance']['gpu']}, float32)",
+                 fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 FIGURES = {"bandwidth": bandwidth_figure, "time": time_figure}
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 from elu_study.core import text
 from elu_study.jobs.sizes.analysis import (FORMATS, custom, first_call_tile, first_call_x_copy, frame, host_median_us,
                                            names, ok, point, small_sizes, us)
-from elu_study.jobs.sizes.figures import FIGURES
+from elu_study.jobs.sizes.figures import FIGURES, first_call_figure
 from elu_study.jobs.sizes.plan import STREAMS, fmt_n
 from elu_study.jobs.sizes.readme import numbers
 
@@ -81,4 +81,18 @@ def entry_table(record: dict) -> text.Text:
 
 def findings(record: dict) -> text.Text:
     """The sweep's findings, one idea per bullet, every number from the record (a cell's value)."""
-    return text.show("sizes/findings.md.j2", **numbers(record))
+    return text.show("sizes/findings.md.j2", graphs=record.get("torch_compile_graphs"), **numbers(record))
+
+
+def first_calls(record: dict) -> text.Text:
+    """CUB's first-call processes, one row each: the first call's length, the tile CUB then launched at the main
+    length (elements per block, and per thread), CUB's and copy_'s times there and their ratio."""
+    rows = sorted(record.get("cub_history", []), key=lambda r: (r["first_numel"] == r["main_numel"], r["first_numel"]))
+    return text.show("sizes/first_calls.md.j2", rows=rows)
+
+
+def first_call_plot(record: dict):
+    """The first-call processes as a figure (closed, so that it is shown once, as the cell's value)."""
+    fig = first_call_figure(record)
+    plt.close(fig)
+    return fig
