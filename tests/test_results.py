@@ -200,7 +200,7 @@ def test_the_readme_block_is_the_caption_and_checks_of_the_record(study_record, 
     runs = sorted(r["timing"]["runs"] for r in study_record["rows"])
     assert f"Median of {runs[0]}-{runs[-1]} CUDA-event-timed runs" in caption(study_record)
     checked = sum(1 for r in study_record["rows"] if r["kind"] in ("step", "baseline", "peer") and r["check"])
-    assert f"All {checked} entries that compute ELU pass" in block
+    assert f"All {checked} ELU-computing steps, baselines and peers (float32) pass" in block
 
 
 def test_a_slower_record_moves_every_number_of_the_readme_block(study_record, counters):

@@ -186,7 +186,8 @@ def test_the_budget_is_issue_slots_in_copys_time_per_element(rec):
                                 for s in r["timing"]["nvml"] if s["samples"])
         copy_ms = median(rec, f"copy_ {dtype}")
         per = sms * 4 * 32 * mhz * 1e6 * copy_ms * 1e-3 / numel
-        assert f"{mhz:.0f} MHz (NVML, while timed) x {copy_ms:.3f} ms (`copy_`) / {numel:,} elements" in text
+        clock = f"{mhz:.0f} MHz (NVML while timed: the median over all the dtype's rows, not `copy_`'s own clock)"
+        assert f"{clock} x {copy_ms:.3f} ms (`copy_`) / {numel:,} elements" in text
         assert f"elements = **{per:.1f}** thread instructions per element" in text
         used = analysis.budget_frame(rec)["used %"].to_dict()
         k = next(c for c in rec["counters"]["rows"] if c["name"] == f"7_sixteen_bits {dtype}")

@@ -72,7 +72,9 @@ CELLS = {
     "bounds": lambda r: {"df": a.both(r, a.bounds_table, collapse=False)},
     "same_as": lambda r: {"groups": a.same_as(r), "n": r["method"]["n_inputs"], "alphas": list(r["runs"])},
     "reference": lambda r: {"refs": {alpha: run["reference"] for alpha, run in r["runs"].items()}},
-    "conclusions": a.findings,
+    # The findings, and the formulas that flush denormals: their carried bound has the model's flush-to-zero term.
+    "conclusions": lambda r: {**a.findings(r), "flushing": a.code(f["name"] for f in r["formulas"]
+                                                                    if f.get("flushes_denormals"))},
 }
 
 

@@ -16,6 +16,7 @@ from elu_study.jobs.model import analysis as model_analysis
 from elu_study.jobs.sixteen import analysis as sixteen
 from elu_study.jobs.sixteen.predictions import GOALS
 from elu_study.jobs.study.findings import CLOSE_CALLS
+from elu_study.jobs.study.launches import launch as launch_of
 from elu_study.jobs.study.report import FRONT_FIGURE
 
 BLOCK, FINDINGS = "front", "findings"  # the first screen, and the findings below its first heading
@@ -51,7 +52,9 @@ def study_numbers(study: dict, counters: dict | None, launch: dict | None) -> di
             "sweep": {t: one_shot[t] for t in (256, 512, 1024) if t in one_shot},
             "fast_math_pct": 100 * abs(x["2_float4"] - x["4_fast_math"]),
             "figure": record.readme_link(record.figure_path(study["provenance"]["gpu"], FRONT_FIGURE)),
-            "seed_blocks": seed, "wave_blocks": wave, "seed_waves": seed / wave}
+            "seed_blocks": seed, "wave_blocks": wave, "seed_waves": seed / wave,
+            "wave_threads": launch_of("3_grid_stride_1_waves", sms, numel).threads,
+            "launch_commit": launch["provenance"]["commit"] if launch else None}
 
 
 def fastest(beyond: dict) -> dict:
@@ -149,7 +152,9 @@ def noise_numbers(recs: dict) -> dict:
         copies += [p["copy_"]["median_ms"] for p in runs]
     if recs["launch"]:
         copies.append(recs["launch"]["references"]["copy_"]["timing"]["median_ms"])
-    return {"within": within, "copies": copies, "felu": [row(r, "F.elu")["x_copy"] for r in timed]}
+    return {"within": within, "copies": copies, "felu": [row(r, "F.elu")["x_copy"] for r in timed],
+            "close_calls": list(dict.fromkeys(name for job, name in CLOSE_CALLS
+                                              if recs.get(job) and name in {r["name"] for r in recs[job]["rows"]}))}
 
 
 def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
@@ -166,7 +171,7 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
 
 def records_line(gpu: str, recs: dict) -> dict:
     """Each record's file and commit(s), and the main record's commit: the findings say which differ."""
-    return {"main_commit": recs["study"]["provenance"]["commit"],
+    return {"main_commit": recs["study"]["provenance"]["commit"], "main_record": record.record_path(gpu, "study").name,
             "records": {record.record_path(gpu, job).name: record.commits_of(r) for job, r in recs.items() if r}}
 
 

@@ -185,7 +185,9 @@ def counters_figure(counters: dict, names):
         for yi, v in zip(y, vals):
             ax.text(v, yi + (1 - k) * h, f" {v:.1f}", va="center", fontsize=7)
     ax.set_yticks(y, [r["name"] for r in rows])
-    ax.set(xlim=(0, 115), xlabel=label("counters_x"), title="Hardware counters per kernel")
+    commit = counters.get("provenance", {}).get("commit")
+    title = "Hardware counters per kernel" + (f" (profiled at commit {commit})" if commit else "")
+    ax.set(xlim=(0, 115), xlabel=label("counters_x"), title=title)
     return _finish(ax, loc="lower right")
 
 
