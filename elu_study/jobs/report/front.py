@@ -143,8 +143,8 @@ def launch_numbers(launch: dict) -> dict:
 def noise_numbers(recs: dict) -> dict:
     """The round-to-round spread of the close calls in their own run (% of copy_), and copy_ (ms) and F.elu
     (x copy_) across every record that times the full shape."""
-    within = [100 * noise(recs[job], name, "copy_") for job, name in CLOSE_CALLS
-              if recs.get(job) and name in {r["name"] for r in recs[job]["rows"]}]
+    held = [(job, name) for job, name in CLOSE_CALLS if recs.get(job) and name in {r["name"] for r in recs[job]["rows"]}]
+    within = [100 * noise(recs[job], name, "copy_") for job, name in held]
     timed = [r for r in (recs["study"], recs["beyond"]) if r]
     copies = [row(r, "copy_")["timing"]["median_ms"] for r in timed]
     if b := recs["beyond"]:
@@ -153,8 +153,7 @@ def noise_numbers(recs: dict) -> dict:
     if recs["launch"]:
         copies.append(recs["launch"]["references"]["copy_"]["timing"]["median_ms"])
     return {"within": within, "copies": copies, "felu": [row(r, "F.elu")["x_copy"] for r in timed],
-            "close_calls": list(dict.fromkeys(name for job, name in CLOSE_CALLS
-                                              if recs.get(job) and name in {r["name"] for r in recs[job]["rows"]}))}
+            "close_calls": list(dict.fromkeys(name for _, name in held))}
 
 
 def numbers(gpu: str = record.REFERENCE_GPU) -> dict:

@@ -9,7 +9,7 @@ import pandas as pd
 from elu_study.core import text
 from elu_study.jobs.sizes.analysis import (FORMATS, custom, first_call_tile, first_call_x_copy, frame, host_median_us,
                                            names, ok, point, small_sizes, us)
-from elu_study.jobs.sizes.figures import FIGURES, first_call_figure
+from elu_study.jobs.sizes.figures import FIGURES, first_call_figure, first_call_rows
 from elu_study.jobs.sizes.plan import STREAMS, fmt_n
 from elu_study.jobs.sizes.readme import numbers
 
@@ -87,7 +87,8 @@ def findings(record: dict) -> text.Text:
 def first_calls(record: dict) -> text.Text:
     """CUB's first-call processes, one row each: the first call's length, the tile CUB then launched at the main
     length (elements per block, and per thread), CUB's and copy_'s times there and their ratio."""
-    rows = sorted(record.get("cub_history", []), key=lambda r: (r["first_numel"] == r["main_numel"], r["first_numel"]))
+    rows = [{**r, "tile": first_call_tile(record, first), "x_copy": first_call_x_copy(record, first)}
+            for r, first in first_call_rows(record)]
     return text.show("sizes/first_calls.md.j2", rows=rows)
 
 
