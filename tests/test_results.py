@@ -214,6 +214,14 @@ def test_a_slower_record_moves_every_number_of_the_readme_block(study_record, co
     assert "Correctness checks FAILED for `2_float4`." in study_report.readme_block(failed, counters)
 
 
+def test_the_noise_finding_names_each_close_call_once(study_record, counters):
+    # step 6 is timed in the main run and in its own record: one name, however many records hold it
+    line = findings.spread(study_record, counters)
+    names = re.findall(r"`([^`]+)`", line.split(" spread ")[0])
+    assert names and len(names) == len(set(names)), line
+    assert names == list(dict.fromkeys(n for _, n in findings.CLOSE_CALLS)), line
+
+
 def test_each_finding_quotes_the_record_and_follows_it(study_record, counters):
     copy_ms = record.row(study_record, "copy_")["timing"]["median_ms"]
     roof = findings.roof(study_record, counters)
