@@ -254,8 +254,9 @@ def test_the_child_loads_a_build_without_compiling():
     assert entry["dtypes"] == {"elu": ["float32"], "elu_backward": ["float32"]}  # step 1 has no 16-bit path
     code = ("import sys; from elu_study.jobs.sanitize.child import load_library; "
             "from elu_study.core.ops import registered_ops; print(registered_ops(load_library(sys.argv[1], sys.argv[2])))")
+    path = os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))  # keep the caller's too
     done = subprocess.run([sys.executable, "-c", code, entry["module"], entry["library"]], capture_output=True,
-                          text=True, cwd=REPO_ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+                          text=True, cwd=REPO_ROOT, timeout=300, env={**os.environ, "PYTHONPATH": path})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['elu', 'elu_backward']"
 
@@ -274,12 +275,13 @@ def _sanitizer_or_skip() -> str:
 
 @pytest.mark.gpu
 @pytest.mark.sanitize
-def test_compute_sanitizer_finds_no_errors_in_any_kernel(fuzz_settings, record_property):
-    """memcheck, racecheck, initcheck and synccheck over every fuzzed build: 0 errors, every result right."""
+def test_compute_sanitizer_finds_no_errors_in_any_kernel(fuzz_settings, record_property, tmp_path):
+    """memcheck, racecheck, initcheck and synccheck over every fuzzed build: 0 errors, every result right. Its record
+    goes to a temporary folder: the fuzzed builds are fewer than the sanitize job's, whose committed record stays."""
     _sanitizer_or_skip()
     rep = sanitize.run(which=fuzz_settings.builds, progress=False)
     record_property(SANITIZE_PROPERTY, runs.brief(rep))
-    path = record.save(rep, "sanitize")
+    path = record.save(rep, "sanitize", tmp_path)
     print(runs.describe(rep), f"\nwrote {path}")
     assert rep["passed"], runs.describe(rep)
     assert set(rep["tools"]) == set(runner.TOOLS)
