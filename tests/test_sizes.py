@@ -6,6 +6,7 @@ shown to follow the record: a number changed in memory (a deep copy) changes the
 import copy
 import re
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +83,26 @@ def test_planned_run_fits_its_budget():
 
 
 # -- the record read back ------------------------------------------------------------------------
+
+
+def test_a_sweep_over_fewer_lengths_writes_a_record_its_own_schema_reads(rec, tmp_path):
+    """`--max-exp 13` (the GPU test's tiny sweep) keeps the lengths up to 2^13: its record, derived and saved, loads
+    again; the schema still refuses a gain keyed by something other than a length, or that is not a number."""
+    kept = [n for n in rec["sizes"] if n <= 2**13]
+    part = {k: v for k, v in rec.items() if k not in ("floors", "regimes")}
+    part["sizes"], part["points"] = kept, [p for p in rec["points"] if p["n"] in kept]
+    for p in part["points"]:
+        for k in ("cold_tbps", "warm_tbps"):
+            p.pop(k, None)
+    fresh = analysis.derive(part)
+    assert sorted(map(int, fresh["regimes"]["warm_gain"])) == kept
+    record.save(fresh, "sizes", tmp_path)
+    assert record.load(GPU_NAME, "sizes", tmp_path)["regimes"]["warm_gain"].keys() == fresh["regimes"]["warm_gain"].keys()
+    for key, value in (("2^10", 1.0), (str(kept[0]), "fast")):
+        broken = copy.deepcopy(fresh)
+        broken["regimes"]["warm_gain"][key] = value
+        with pytest.raises(record.RecordError, match="warm_gain"):
+            record.load(GPU_NAME, "sizes", Path(record.save(broken, "sizes", tmp_path / key)).parent)
 
 
 def test_derive_recomputes_the_records_derived_numbers(rec):
