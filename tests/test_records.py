@@ -141,3 +141,23 @@ def test_the_check_notices_a_notebook_that_hides_mixed_commits():
     record.SHOWN.clear()
     with pytest.raises(AssertionError, match="empty"):
         check_names_its_records(str(record.shown()))
+
+
+def test_the_tests_stage_runs_one_file_per_worker_under_one_seed_per_run(monkeypatch):
+    """The suite's workers (pytest-xdist) share the run's hypothesis seed, given on the command line so that the
+    record's rerun_with repeats it; each run draws its own."""
+    calls = []
+    monkeypatch.setattr(records.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(records.torch.cuda, "get_device_name", lambda *a: record.REFERENCE_GPU)
+    monkeypatch.setattr(records.hardware, "code_commit", lambda: "abcdef0")  # before subprocess.run is replaced
+    monkeypatch.setattr(records.subprocess, "run",
+                        lambda argv, **kw: calls.append(argv) or subprocess.CompletedProcess(argv, 0))
+    assert records.main(["tests", "--force"]) == 0
+    assert records.main(["tests", "--force"]) == 0
+    seeds = []
+    for argv in calls:
+        assert argv[1:3] == ["-m", "pytest"]
+        assert re.search(r" -n [1-9]\d* --dist loadfile ", " ".join(argv) + " ")
+        (seed,) = (int(a.removeprefix("--hypothesis-seed=")) for a in argv if a.startswith("--hypothesis-seed="))
+        seeds.append(seed)
+    assert len(calls) == 2 and seeds[0] != seeds[1]
