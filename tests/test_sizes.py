@@ -6,7 +6,6 @@ shown to follow the record: a number changed in memory (a deep copy) changes the
 import copy
 import re
 import statistics
-from pathlib import Path
 
 import pytest
 
@@ -91,9 +90,6 @@ def test_a_sweep_over_fewer_lengths_writes_a_record_its_own_schema_reads(rec, tm
     kept = [n for n in rec["sizes"] if n <= 2**13]
     part = {k: v for k, v in rec.items() if k not in ("floors", "regimes")}
     part["sizes"], part["points"] = kept, [p for p in rec["points"] if p["n"] in kept]
-    for p in part["points"]:
-        for k in ("cold_tbps", "warm_tbps"):
-            p.pop(k, None)
     fresh = analysis.derive(part)
     assert sorted(map(int, fresh["regimes"]["warm_gain"])) == kept
     record.save(fresh, "sizes", tmp_path)
@@ -102,7 +98,7 @@ def test_a_sweep_over_fewer_lengths_writes_a_record_its_own_schema_reads(rec, tm
         broken = copy.deepcopy(fresh)
         broken["regimes"]["warm_gain"][key] = value
         with pytest.raises(record.RecordError, match="warm_gain"):
-            record.load(GPU_NAME, "sizes", Path(record.save(broken, "sizes", tmp_path / key)).parent)
+            record.load(GPU_NAME, "sizes", record.save(broken, "sizes", tmp_path / key).parent)
 
 
 def test_derive_recomputes_the_records_derived_numbers(rec):

@@ -34,6 +34,11 @@ class Stage:
     command: tuple[str, ...]
     job: str | None  # the record it writes (None: it writes none, e.g. the builds)
     stamp: tuple[str, ...] = ("provenance", "commit")  # the path to the commit inside that record
+    seed_option: str | None = None  # an option given a fresh random seed per run (one for all of pytest's workers)
+
+    def argv(self) -> tuple[str, ...]:
+        """The command to run now: ``command``, plus a fresh seed where the stage takes one."""
+        return self.command + ((f"{self.seed_option}={secrets.randbelow(2**32)}",) if self.seed_option else ())
 
     def commit(self, gpu: str, results_dir: Path | None = None) -> str | None:
         """The commit this stage's record was measured at on ``gpu`` (None: no record, or no stamp)."""
@@ -59,10 +64,10 @@ STAGES = (
     Stage("sizes", ELU + ("sizes",), "sizes"),
     Stage("launch", ELU + ("launch",), "launch"),
     Stage("sanitize", ELU + ("sanitize",), "sanitize"),
-    # One test file per worker (pytest-xdist): the suite took about 5 minutes on the H200 this way, over 25 in one
-    # process; run() gives all workers one hypothesis seed, which the record keeps (its fuzz.rerun_with).
+    # One test file per worker (pytest-xdist): one process could not run the suite within a session's device time
+    # (the record's duration_s is the parallel run's); all workers share one hypothesis seed, kept in fuzz.rerun_with.
     Stage("tests", ("pytest", "-q", "-p", "no:cacheprovider", "--durations=15", "-n", "3", "--dist", "loadfile"),
-          "tests"),
+          "tests", seed_option="--hypothesis-seed"),
 )
 BY_NAME = {s.name: s for s in STAGES}
 
@@ -124,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         if not runs:
             continue
         start = time.monotonic()
-        command = stage.command + ((f"--hypothesis-seed={secrets.randbelow(2**32)}",) if stage.name == "tests" else ())
+        command = stage.argv()
         print(f"\n=== {stage.name}: python -m {' '.join(command)}", flush=True)
         status = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, check=False).returncode
         print(f"=== {stage.name}: exit {status} after {time.monotonic() - start:.0f} s", flush=True)
