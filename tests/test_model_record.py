@@ -254,10 +254,11 @@ def test_the_elu_saving_is_the_kernels_device_time_saved_over_the_nn_elu_step(re
     assert (analysis.end_to_end(rec)["ELU saving"].to_numpy() > 0).all()
 
 
-def test_paired_steps_alternate_who_goes_first_and_time_each_step_by_its_own_events(monkeypatch):
+def _fake_device(monkeypatch):
+    """CUDA events on a fake device clock that each step advances by its net's cost; the steps' order in a log."""
     clock, log = [0.0], []
 
-    class Event:  # a CUDA event on a fake device clock: each step advances it by its net's cost
+    class Event:
         def __init__(self, enable_timing):
             assert enable_timing
 
@@ -276,6 +277,23 @@ def test_paired_steps_alternate_who_goes_first_and_time_each_step_by_its_own_eve
             clock[0] += cost
         return step
 
-    times = end_to_end.paired_steps_ms({"nn.ELU": net("a", 2.0), "drop-in": net("b", 1.5)}, None, None, 4)
+    return net, log
+
+
+def test_paired_runs_alternate_who_goes_first_and_time_each_run_by_its_own_events(monkeypatch):
+    net, log = _fake_device(monkeypatch)
+    times = end_to_end.paired_steps_ms({"nn.ELU": net("a", 2.0), "drop-in": net("b", 1.5)}, None, None, 4, 1)
     assert log == ["a", "b", "b", "a", "a", "b", "b", "a"]
     assert times == {"nn.ELU": [2.0] * 4, "drop-in": [1.5] * 4}
+    log.clear()  # runs of 3 steps: each net's 3 steps together, the time per step
+    times = end_to_end.paired_steps_ms({"nn.ELU": net("a", 2.0), "drop-in": net("b", 1.5)}, None, None, 2, 3)
+    assert log == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
+    assert times == {"nn.ELU": [2.0] * 2, "drop-in": [1.5] * 2}
+
+
+def test_a_run_lasts_at_least_run_ms_in_whole_steps_of_the_slower_net(monkeypatch):
+    net, _ = _fake_device(monkeypatch)
+    run = end_to_end.RUN_MS
+    assert end_to_end.steps_per_run({"nn.ELU": net("a", run / 10), "drop-in": net("b", run / 8)}, None, None) == 8
+    assert end_to_end.steps_per_run({"nn.ELU": net("a", run / 7.5), "drop-in": net("b", run / 9)}, None, None) == 8
+    assert end_to_end.steps_per_run({"nn.ELU": net("a", 3 * run), "drop-in": net("b", 2 * run)}, None, None) == 1

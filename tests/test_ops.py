@@ -269,6 +269,33 @@ def test_in_place_writes_the_input_bumps_its_version_and_keeps_autograd(defaults
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_in_place_with_a_gradient_is_a_node_as_atens_with_its_checks(defaults, device):
+    """The in-place call's node is the operator's own (EluResultBackwardNode, as aten's EluBackward1): it saves the
+    result, so writing that tensor again is caught at backward; a leaf that requires grad is refused before
+    anything is written, with aten's message; a view's base gets the gradient through it, as with F.elu."""
+    a = torch.randn(4, 6, device=device, requires_grad=True)
+    y = ELU(0.5, inplace=True)(a * 1.0)
+    assert y.grad_fn.name() == "elu_study::EluBackward (in place)"
+    y.mul_(2)  # the saved result, written again
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    leaf = torch.randn(4, 6, device=device, requires_grad=True)
+    before = leaf.detach().clone()
+    for elu in (ELU(0.5, inplace=True), nn.ELU(0.5, inplace=True)):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+            elu(leaf)
+    torch.testing.assert_close(leaf.detach(), before, rtol=0, atol=0)
+    grads = []
+    for elu in (ELU(0.5, inplace=True), nn.ELU(0.5, inplace=True)):
+        b = a.detach().clone().requires_grad_()
+        base = b * 1.0
+        elu(base[:, 1:4])  # a view written in place: its base's history goes through it
+        (base * torch.arange(24.0, device=device).view(4, 6)).sum().backward()
+        grads.append(b.grad)
+    torch.testing.assert_close(grads[0], grads[1], **({"rtol": 0, "atol": 0} if device == "cpu" else {}))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_bad_inputs_name_the_problem_leave_the_input_and_the_next_call_works(defaults, device):
     x = torch.randn(5, 3, device=device)
     before = x.clone()

@@ -16,12 +16,13 @@
 #include <ATen/ops/elu.h>
 #include <ATen/ops/elu_backward.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/empty_strided_cuda_dispatch.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/autograd.h>
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/VariableTypeUtils.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
@@ -343,8 +344,11 @@ const c10::TypedOperatorHandle<Signature>& delegate(const char* name) {
 // The layout rule: x itself if dense and non-overlapping (its strides kept), else a contiguous copy.
 at::Tensor dense(const at::Tensor& x) { return x.is_non_overlapping_and_dense() ? x : x.contiguous(); }
 
-// A new tensor with a dense x's sizes and strides (empty_like's preserve_format, one dispatcher call fewer).
-at::Tensor like(const at::Tensor& x) { return at::empty_strided(x.sizes(), x.strides(), x.options()); }
+// A new CUDA tensor with a dense x's sizes and strides (empty_like's preserve_format). at::cuda::empty_strided is
+// ATen's CUDA kernel of empty_strided entered directly (its generated per-backend function), as aten's own CUDA
+// kernels allocate their outputs: inside a CUDA kernel the dispatcher has nothing left to choose, and a second
+// pass through it (its profiler hook included) cost the drop-in's calls host time that nn.ELU's do not spend.
+at::Tensor like(const at::Tensor& x) { return at::cuda::empty_strided(x.sizes(), x.strides(), x.options()); }
 
 // grad and the saved tensor in one dense layout: as they are where they share one; else the saved tensor's (the
 // forward's layout, channels_last included), grad alone copied into it (a broadcast gradient, as a pooling
@@ -352,7 +356,7 @@ at::Tensor like(const at::Tensor& x) { return at::empty_strided(x.sizes(), x.str
 std::pair<at::Tensor, at::Tensor> dense_pair(const at::Tensor& grad, const at::Tensor& saved) {
   if (grad.is_non_overlapping_and_dense() && saved.strides() == grad.strides()) return {grad, saved};
   if (saved.is_non_overlapping_and_dense()) {
-    at::Tensor g = at::empty_strided(saved.sizes(), saved.strides(), grad.options());
+    at::Tensor g = at::cuda::empty_strided(saved.sizes(), saved.strides(), grad.options());
     g.copy_(grad);
     return {g, saved};
   }
@@ -497,22 +501,25 @@ struct EluBackwardFunction : public torch::autograd::Function<EluBackwardFunctio
   }
 };
 
-// In place with a gradient: the kernel writes x, autograd keeps the result (x itself, as aten's elu_ keeps its
-// result, so alpha >= 0) and rebases x's history onto this node (mark_dirty).
-struct EluInPlaceFunction : public torch::autograd::Function<EluInPlaceFunction> {
-  static at::Tensor forward(AutogradContext* ctx, at::Tensor x, double alpha) {
-    {
-      at::AutoDispatchBelowADInplaceOrView below;
-      elu_inplace_op().call(x, alpha);
-    }
-    ctx->mark_dirty({x});
-    ctx->saved_data["alpha"] = alpha;
-    ctx->save_for_backward({x});
-    return x;
+// In place with a gradient: the node of aten's elu_ (VariableType's EluBackward1), written as PyTorch's generated
+// kernels write it, as EluBackwardNode is: the result saved (x itself after the kernel wrote it, so alpha >= 0),
+// alpha a member, x's history rebased onto it. An autograd::Function (mark_dirty) did the same at more host cost
+// per call than nn.ELU(inplace=True), the activation timm's ResNets use.
+struct EluResultBackwardNode : public torch::autograd::Node {
+  torch::autograd::SavedVariable result_;
+  double alpha = 1.0;
+  std::string name() const override { return ELU_STR(ELU_OP_NAMESPACE) "::EluBackward (in place)"; }
+  void release_variables() override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    result_.reset_data();
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor result = ctx->get_saved_variables()[0];
-    return {elu_backward_op().call(grads[0], result, ctx->saved_data["alpha"].toDouble(), true), at::Tensor()};
+  variable_list apply(variable_list&& grads) override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    variable_list out(1);
+    if (grads[0].defined() && task_should_compute_output(0)) {
+      out[0] = elu_backward_op().call(grads[0], result_.unpack(getptr()), alpha, true);
+    }
+    return out;
   }
 };
 
@@ -545,33 +552,45 @@ at::Tensor elu_autograd(c10::DispatchKeySet ks, const at::Tensor& x, double alph
   return y;
 }
 
-void elu_inplace_autograd(at::Tensor& x, double alpha) {
+void elu_inplace_autograd(c10::DispatchKeySet ks, at::Tensor& x, double alpha) {
   if (has_tangent(x)) {
     at::elu_(x, alpha);
     return;
   }
-  if (!needs_grad(x)) {
-    {
-      at::AutoDispatchBelowADInplaceOrView below;
-      elu_inplace_op().call(x, alpha);
-    }
-    x.unsafeGetTensorImpl()->bump_version();  // written below autograd: say so, as an in-place aten op does
-    return;
+  const bool grad = needs_grad(x);
+  if (grad) {
+    TORCH_CHECK(alpha >= 0.0, "In-place elu backward calculation is triggered with a negative slope which is not "
+                "supported. This is caused by calling in-place forward function with a negative slope, please call "
+                "out-of-place version instead.");
   }
-  TORCH_CHECK(alpha >= 0.0, "In-place elu backward calculation is triggered with a negative slope which is not "
-              "supported. This is caused by calling in-place forward function with a negative slope, please call "
-              "out-of-place version instead.");
-  EluInPlaceFunction::apply(x, alpha);
+  // As VariableType's elu_: refuse a leaf that requires grad (or a view of one) before anything is written.
+  torch::autograd::check_inplace(x, grad);
+  decltype(make_node<EluResultBackwardNode>()) node;
+  if (grad) {
+    node = make_node<EluResultBackwardNode>();
+    node->set_next_edges(torch::autograd::collect_next_edges(x));
+    node->alpha = alpha;
+  }
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    elu_inplace_op().redispatch(ks & c10::after_ADInplaceOrView_keyset, x, alpha);
+  }
+  torch::autograd::increment_version(x);  // written below autograd: say so, as an in-place aten op does
+  if (node) {
+    torch::autograd::rebase_history(x, node);  // a view's base gets the CopySlices node, as for aten's elu_
+    node->result_ = torch::autograd::SavedVariable(x, /*is_output=*/true, x.is_view());
+  }
 }
 
-at::Tensor elu_backward_autograd(const at::Tensor& grad, const at::Tensor& saved, double alpha, bool is_result) {
+at::Tensor elu_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad, const at::Tensor& saved, double alpha,
+                                 bool is_result) {
   if (has_tangent(grad) || has_tangent(saved)) {
     check_shapes(grad, saved, is_result);
     return at::elu_backward(grad, alpha, 1, 1, is_result, saved);
   }
-  if (!needs_grad(grad) && !needs_grad(saved)) {
+  if (!needs_grad(grad) && !needs_grad(saved)) {  // every backward pass without create_graph: below autograd
     at::AutoDispatchBelowADInplaceOrView below;
-    return elu_backward_op().call(grad, saved, alpha, is_result);
+    return elu_backward_op().redispatch(ks & c10::after_ADInplaceOrView_keyset, grad, saved, alpha, is_result);
   }
   return EluBackwardFunction::apply(grad, saved, alpha, is_result);
 }

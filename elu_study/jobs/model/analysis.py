@@ -22,6 +22,13 @@ def timer(record: dict) -> str:
     return "cuda_events" if all(r.get("timer") == "cuda_events" for r in record["end_to_end"]) else "wall_clock"
 
 
+def runs_of_steps(record: dict) -> bool:
+    """Whether the record's whole steps were timed in runs of several steps, with each step's device time beside
+    them (round 3 of notebook 11's predictions): ``steps_per_run`` above 1 somewhere and ``device_ms`` everywhere."""
+    rows = record["end_to_end"]
+    return any(r["steps_per_run"] > 1 for r in rows) and all("device_ms" in r for r in rows)
+
+
 def checks(record: dict) -> pd.DataFrame:
     return pd.DataFrame([{"check": k, "passed": v["passed"]} for k, v in record["checks"].items()])
 
@@ -131,7 +138,18 @@ def predictions(record: dict) -> dict:
             "timer": timer(record),
             "resnet_noise": eager[eager["model"].str.contains("ResNet")]["noise"].tolist(),
             "explained": (matters["ratio"] - (1 - matters["ELU saving"])).tolist(),
-            "beyond_doubt": int(matters["faster beyond doubt"].sum())}
+            "beyond_doubt": int(matters["faster beyond doubt"].sum()),
+            # round 3, runs of several steps (notebook 11's third block of predictions)
+            "runs_of_steps": runs_of_steps(record), "matters": len(matters),
+            "resnet_train": eager[eager["model"].str.contains("ResNet") & (eager["mode"] == "train")]["ratio"].tolist(),
+            "small_device_share": device_share(record, "MLP 4x256") + device_share(record, "MLP 4x2048")}
+
+
+def device_share(record: dict, model: str) -> list[float]:
+    """The device's share of each eager step of ``model`` (a name's prefix), both nets: the device time of one
+    profiled step (``device_ms``) over the step's time. Well under 1: the host paces the step."""
+    return [r["device_ms"] / r["ms"] for r in record["end_to_end"]
+            if r["model"].startswith(model) and not r["compiled"] and "device_ms" in r]
 
 
 def graded(record: dict) -> text.Text:

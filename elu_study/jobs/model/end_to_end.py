@@ -1,13 +1,16 @@
 """Whole steps of four models with ELU, nn.ELU against the drop-in (``end_to_end``), with ELU's share of each step.
 
 ELU MLPs of three widths and timm's ResNet-18 with ELU in channels_last; a training or an inference step, float32
-or bfloat16 autocast, eager or compiled. A row's times: ``PAIRS`` pairs of steps, one step of each net per pair
-(who goes first alternates, so that neither always follows the other), each step timed by CUDA events on the
-current stream: what the device sees from the step's first launch to its last kernel's end, host gaps included.
-Side by side within milliseconds, a pair shares the GPU's clocks, whose drift over a run's seconds (the power cap)
-cancels in the pair's ratio; 40 ms rounds of wall clock (the earlier method) held as few as three steps of
-ResNet-18, their paired ratios spread several percent (the model record of 645cd84). ELU's share: its kernels'
-device time in one profiled step.
+or bfloat16 autocast, eager or compiled. A row's times: ``PAIRS`` pairs of runs, one run of each net per pair (who
+goes first alternates, so that neither always follows the other), each run ``steps_per_run`` steps back to back
+timed by CUDA events on the current stream: what the device sees from the run's first launch to its last kernel's
+end, host gaps included, over the steps. A configuration's runs last at least ``RUN_MS`` (one step where a step
+takes longer): one step of the small MLPs (0.2 to 0.5 ms) spread its paired ratios by 10 % and
+more (the model record of dd6e3b1, one step per run), more than the few percent the drop-in's host time can move
+them. Side by side within milliseconds, a pair shares the GPU's clocks, whose drift over a run's seconds (the
+power cap) cancels in the pair's ratio. ELU's share: its kernels' device time in one profiled step; beside it the
+device time of everything the step ran on the device and its count, which say whether the device or the host paces
+a step and whether the drop-in adds work.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from tqdm import tqdm  # text bars: tqdm.auto warns on stderr in a notebook with
 
 from elu_study.pytorch.nn import swap_elu
 
-PAIRS, WARMUP_PAIRS, WARMUP_STEPS = 200, 10, 5
-TIMER = "cuda_events"  # a row's "timer": each run (here one step) timed by CUDA events; before: "wall_clock"
+PAIRS, WARMUP_PAIRS, WARMUP_STEPS = 60, 3, 5
+RUN_MS = 25.0  # a timed run's length at least: as many whole steps as that takes (one step where it takes longer)
+TIMER = "cuda_events"  # a row's "timer": each run timed by CUDA events; before: "wall_clock"
 ELU_KERNEL = re.compile(r"elu|step6|step7", re.IGNORECASE)  # aten's elu kernels, the study's, fused Triton ones
 CNN_CLASSES = 10
 
@@ -85,19 +89,28 @@ def warm_up(step, x, target, steps: int) -> None:
     torch.cuda.synchronize()
 
 
-def elu_device_ms(step, x, target) -> float:
-    """Device time of ELU's kernels in one profiled step."""
+def profiled_step(step, x, target) -> dict:
+    """One profiled step's device time (ms): ELU's kernels (``elu_ms``) and everything the device ran, kernels,
+    copies and fills (``device_ms``, in ``device_events`` events)."""
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         step(x, target)
         torch.cuda.synchronize()
-    return sum(e.device_time_total for e in prof.key_averages() if ELU_KERNEL.search(e.key)) / 1e3
+    device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return {"elu_ms": sum(e.device_time_total for e in device if ELU_KERNEL.search(e.name)) / 1e3,
+            "device_ms": sum(e.device_time_total for e in device) / 1e3, "device_events": len(device)}
 
 
-def paired_steps_ms(steps: dict, x, target, pairs: int) -> dict[str, list[float]]:
-    """Each net's step times (ms) over ``pairs`` pairs, one step of each per pair, who goes first alternating:
-    CUDA events recorded around every step on the current stream, read after one synchronization at the end (the
-    host runs ahead as in training), the garbage collector off."""
+def steps_per_run(steps: dict, x, target) -> int:
+    """How many whole steps make a run of at least RUN_MS: from the slower net's step, timed over a few."""
+    step_ms = max(np.median(v) for v in paired_steps_ms(steps, x, target, 3, WARMUP_STEPS).values())
+    return max(1, int(np.ceil(RUN_MS / step_ms)))
+
+
+def paired_steps_ms(steps: dict, x, target, pairs: int, per_run: int) -> dict[str, list[float]]:
+    """Each net's time per step (ms) over ``pairs`` pairs of runs of ``per_run`` steps, one run of each net per
+    pair, who goes first alternating: CUDA events recorded around every run on the current stream, read after one
+    synchronization at the end (the host runs ahead as in training), the garbage collector off."""
     names = list(steps)
     marks = {e: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(pairs)]
              for e in names}
@@ -108,16 +121,17 @@ def paired_steps_ms(steps: dict, x, target, pairs: int) -> dict[str, list[float]
             for e in (names if i % 2 == 0 else names[::-1]):
                 start, end = marks[e][i]
                 start.record()
-                steps[e](x, target)
+                for _ in range(per_run):
+                    steps[e](x, target)
                 end.record()
         torch.cuda.synchronize()
     finally:
         gc.enable()
-    return {e: [start.elapsed_time(end) for start, end in marks[e]] for e in names}
+    return {e: [start.elapsed_time(end) / per_run for start, end in marks[e]] for e in names}
 
 
 def config_rows(model: Model, mode: str, autocast: bool, compiled: bool) -> list[dict]:
-    """The two rows (nn.ELU, drop-in) of one configuration, timed in alternating pairs of steps."""
+    """The two rows (nn.ELU, drop-in) of one configuration, timed in alternating pairs of runs."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     torch.manual_seed(0)
     base = build(model)
@@ -126,13 +140,14 @@ def config_rows(model: Model, mode: str, autocast: bool, compiled: bool) -> list
                                                                      ("drop-in", swap_elu(copy.deepcopy(base))))}
     for s in steps.values():  # compiles, allocator, cuDNN's choices and caches settled
         warm_up(s, x, target, WARMUP_STEPS)
-    paired_steps_ms(steps, x, target, WARMUP_PAIRS)
-    times = paired_steps_ms(steps, x, target, PAIRS)
+    per_run = steps_per_run(steps, x, target)
+    paired_steps_ms(steps, x, target, WARMUP_PAIRS, per_run)
+    times = paired_steps_ms(steps, x, target, PAIRS, per_run)
     return [{"model": model.name, "dtype": "bfloat16 autocast" if autocast else "float32", "mode": mode,
              "compiled": compiled, "elu": e, "ms": float(np.median(times[e])),
              "noise_ms": float(np.quantile(times[e], 0.9) - np.quantile(times[e], 0.1)),
-             "ms_runs": [round(t, 4) for t in times[e]], "steps_per_run": 1, "timer": TIMER,
-             "elu_ms": elu_device_ms(s, x, target)}
+             "ms_runs": [round(t, 4) for t in times[e]], "steps_per_run": per_run, "timer": TIMER,
+             **profiled_step(s, x, target)}
             for e, s in steps.items()]
 
 
