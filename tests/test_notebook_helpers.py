@@ -308,9 +308,30 @@ def test_a_slower_default_is_beaten_by_the_attempts_and_round_2_says_so(beyond_r
     own = set(record.row(moved, step6.STEP6_AS_FLAGS)["flags"])  # step 6's defaults, as flags
     for r in faster:
         change = " ".join(f for f in r["flags"] if f not in own)
-        assert f"`{r['name']}` ({r['x_copy']:.3f}x, flags from step 6: `{change}`)" in text
+        assert f"`{r['name']}` ({r['x_copy']:.3f}x, `{change}`)" in text
+    assert "each with the flags by which it differs from step 6:" in text
     cancelling = [r["name"] for r in faster if "-DELU6_OP=Expf" in r["flags"]]
-    assert cancelling and all(f"`{n}`" in text.split("Of these, ")[1].split(" compute")[0] for n in cancelling)
+    assert cancelling
+    if len(cancelling) == len(faster):
+        assert "All compute `expf(x) - 1`" in text
+    else:
+        assert all(f"`{n}`" in text.split("Of these, ")[1].split(" compute")[0] for n in cancelling)
+
+
+def test_the_attempts_that_cancel_are_named_unless_all_do(beyond_record):
+    moved = copy.deepcopy(beyond_record)
+    record.row(moved, "6_beyond_copy")["x_copy"] *= 1.5
+    faster = step6.faster_than_step6(moved)
+    for r in faster:  # every one computing expf - 1: one sentence for all
+        r_flags = record.row(moved, r["name"])["flags"]
+        if "-DELU6_OP=Expf" not in r_flags:
+            r_flags.append("-DELU6_OP=Expf")
+    assert "All compute `expf(x) - 1`" in step6.beat_defaults(moved)
+    keep = faster[0]["name"]  # one that does not: the others named
+    record.row(moved, keep)["flags"][:] = [f for f in record.row(moved, keep)["flags"] if f != "-DELU6_OP=Expf"]
+    text = step6.beat_defaults(moved)
+    named = text.split("Of these, ")[1].split(" compute")[0]
+    assert f"`{keep}`" not in named and all(f"`{r['name']}`" in named for r in faster[1:])
     best = min((record.row(beyond_record, n) for n in step6.round2_names(beyond_record)), key=lambda r: r["x_copy"])
     assert step6.round2_verdict(beyond_record).startswith(f"Fastest of round 2 and step 6: `{best['name']}` at "
                                                           f"{best['x_copy']:.3f}x")
