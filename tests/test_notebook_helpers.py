@@ -304,11 +304,11 @@ def test_a_slower_default_is_beaten_by_the_attempts_and_round_2_says_so(beyond_r
     six["x_copy"] *= 1.5
     text = step6.beat_defaults(moved)
     faster = step6.faster_than_step6(moved)
-    assert len(faster) > 1 and text.startswith(f"{len(faster)} attempts beat step 6's defaults ({six['x_copy']:.3f}x)")
+    assert len(faster) > 1 and text.startswith(f"{len(faster)} attempts beat step 6's defaults ({six['x_copy']:.4f}x)")
     own = set(record.row(moved, step6.STEP6_AS_FLAGS)["flags"])  # step 6's defaults, as flags
     for r in faster:
         change = " ".join(f for f in r["flags"] if f not in own)
-        assert f"`{r['name']}` ({r['x_copy']:.3f}x, `{change}`)" in text
+        assert f"`{r['name']}` ({r['x_copy']:.4f}x, `{change}`)" in text
     assert "each with the flags by which it differs from step 6:" in text
     cancelling = [r["name"] for r in faster if "-DELU6_OP=Expf" in r["flags"]]
     assert cancelling
@@ -397,3 +397,10 @@ def test_outputs_stay_short(stem):
                 continue  # the provenance table every notebook ends with (tests/test_records.py reads it)
             total += len("".join(text))
     assert total <= MAX_TEXT_OUTPUT, f"{stem} prints {total} characters"
+
+
+def test_a_range_narrower_than_the_shown_digits_keeps_its_two_ends_apart(study):
+    """Notebook 04's 'within step 2's noise' spans less than 0.001x copy_: its ends are shown to 4 decimals."""
+    frame = study.grade_frame(Prediction("2_float4", (1.00262, 1.00308), "now"),
+                              Prediction("2_float4", (1.0, 1.05), "now"))
+    assert list(frame["predicted"]) == ["1.0026 to 1.0031 x copy_", "1.000 to 1.050 x copy_"]

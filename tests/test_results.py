@@ -463,7 +463,7 @@ def test_the_backwards_predictions_are_graded_on_the_median_of_the_fresh_process
     assert df.loc["elu_backward", "verdict"] == "HELD"
     rec["backward"]["processes"] = [{n: {"x_roof": hi + 0.02} for n in backward.NAMES}] * 3
     assert backward.frame(rec).loc["elu_backward", "verdict"] == "MISSED (slower)"
-    assert backward.aim_line(rec).endswith("at worst over 4 runs. The aim (0.98x) is reached in 0 of them.")
+    assert backward.aim_line(rec).endswith("at worst over 4 runs. The aim (0.98x) is reached in none of them.")
     rec["backward"]["processes"] = [{n: {"x_roof": backward.AIM - 0.001} for n in backward.NAMES}] * 3
     main_run = record.row(rec, "elu_backward")["x_roof"] <= backward.AIM
     assert backward.aim_line(rec).endswith(f"is reached in {3 + main_run} of them.")

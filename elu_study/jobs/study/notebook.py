@@ -160,7 +160,8 @@ class Study:
         for p in predictions:
             (lo, hi), value, t = p.bounds, self.row(p.entry)[p.metric], self.row(p.entry)["timing"]
             if p.metric == "x_copy":  # the timing's p10 and p90 in the same unit (a slower call: a higher x copy_)
-                spread, unit, bound = [value * t[q] / t["median_ms"] for q in ("p10_ms", "p90_ms")], "x copy_", ".3f"
+                spread, unit = [value * t[q] / t["median_ms"] for q in ("p10_ms", "p90_ms")], "x copy_"
+                bound = ".3f" if f"{lo:.3f}" != f"{hi:.3f}" else ".4f"  # a narrow range keeps its two ends apart
                 graded = verdict(value, p.bounds)
             else:  # % of peak: a slower call has a lower share
                 spread, unit, bound = [value * t["median_ms"] / t[q] for q in ("p90_ms", "p10_ms")], "% of peak", ".3g"
