@@ -366,3 +366,23 @@ def test_notebooks_run_without_toolkit(tmp_path):
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
     assert "passed" in output
+
+
+def test_the_notebooks_job_runs_several_at_once_and_keeps_a_failed_one_as_it_was(tmp_path, capsys):
+    """python -m elu_study notebooks: every notebook executed in place, in parallel; one whose cell raises is named
+    and left as it was, and the others still get their outputs."""
+    nbformat = pytest.importorskip("nbformat")
+    from elu_study.jobs import notebooks  # noqa: PLC0415 - needs nbclient, the test extra's
+
+    paths = []
+    for name, source in (("a", "print(6 * 7)"), ("b", "raise ValueError('planted')"), ("c", "print('c' * 3)")):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+        paths.append(tmp_path / f"{name}.ipynb")
+    before = paths[1].read_text()
+    assert notebooks.main([*map(str, paths), "--jobs", "2"]) == 1
+    outputs = {p.stem: nbformat.read(p, as_version=4).cells[0].outputs for p in paths}
+    assert outputs["a"][0]["text"] == "42\n" and outputs["c"][0]["text"] == "ccc\n"
+    assert paths[1].read_text() == before and not outputs["b"]
+    assert "FAILED b.ipynb: " in capsys.readouterr().err

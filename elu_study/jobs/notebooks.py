@@ -1,12 +1,15 @@
 """Execute the study's notebooks in place, so that their committed outputs are a real run.
 
-``python -m elu_study notebooks [NOTEBOOK ...]`` (default: all of notebooks/, in order).
+``python -m elu_study notebooks [NOTEBOOK ...] [--jobs N]`` (default: all of notebooks/, four at a time).
 Run it on the GPU whose numbers the notebooks should carry.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import nbformat  # the notebooks job's own dependencies: jupyter's, installed with the test extra
@@ -23,18 +26,32 @@ def execute(path: Path, timeout_s: int = 1800) -> None:
     nbformat.write(nb, path)
 
 
+def _execute(path: Path) -> str | None:
+    """Execute one notebook; its failure as a line (None: it ran). A worker process's task."""
+    try:
+        execute(path)
+    except Exception as err:  # noqa: BLE001 - any failure of one notebook is reported, the rest still run
+        return f"FAILED {path.name}: {type(err).__name__}: {str(err)[-2000:]}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Execute each notebook; one that fails is reported and left as it was, and the others still run."""
-    paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])] or sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+    """Execute each notebook, several at once (each in its own kernel); one that fails is reported and left as it
+    was, and the others still run."""
+    parser = argparse.ArgumentParser(prog="python -m elu_study notebooks", description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: all of notebooks/)")
+    parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="notebooks at once")
+    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
+    paths = args.paths or sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
     failed = []
-    for path in tqdm(paths, desc="executing notebooks", unit="notebook"):
-        try:
-            execute(path)
-        except Exception as err:  # noqa: BLE001 - any failure of one notebook is reported, the rest still run
-            failed.append(path.name)
-            print(f"FAILED {path.name}: {type(err).__name__}: {str(err)[-2000:]}", file=sys.stderr)
+    with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(paths)))) as pool:
+        futures = {pool.submit(_execute, path): path for path in paths}
+        for future in tqdm(as_completed(futures), total=len(paths), desc="executing notebooks", unit="notebook"):
+            if (line := future.result()) is not None:
+                failed.append(futures[future].name)
+                print(line, file=sys.stderr)
     if failed:
-        print(f"{len(failed)} of {len(paths)} notebooks failed: {', '.join(failed)}", file=sys.stderr)
+        print(f"{len(failed)} of {len(paths)} notebooks failed: {', '.join(sorted(failed))}", file=sys.stderr)
     return 1 if failed else 0
 
 
