@@ -297,3 +297,20 @@ def test_a_run_lasts_at_least_run_ms_in_whole_steps_of_the_slower_net(monkeypatc
     assert end_to_end.steps_per_run({"nn.ELU": net("a", run / 10), "drop-in": net("b", run / 8)}, None, None) == 8
     assert end_to_end.steps_per_run({"nn.ELU": net("a", run / 7.5), "drop-in": net("b", run / 9)}, None, None) == 8
     assert end_to_end.steps_per_run({"nn.ELU": net("a", 3 * run), "drop-in": net("b", 2 * run)}, None, None) == 1
+
+
+def test_round_4_waits_for_resnet_at_the_batch_it_trains_at(record):
+    """Predictions 17-23 grade ResNet-18 at end_to_end.CNN_BATCH only; with it, 18 reads the float32 training ratio."""
+    small = copy.deepcopy(record)
+    for r in small["end_to_end"]:
+        r["model"] = re.sub(r"ResNet-18 with ELU, batch \d+", "ResNet-18 with ELU, batch 64", r["model"])
+    assert analysis.cnn_batch(small) == 64 and "| 17. " not in str(analysis.graded(small))
+    assert "Predictions 17 to 23 are of ResNet-18 at batch 256; this record ran it at batch 64" in str(
+        analysis.graded(small))
+    big = copy.deepcopy(small)
+    for r in big["end_to_end"]:
+        r["model"] = r["model"].replace("batch 64 at", f"batch {end_to_end.CNN_BATCH} at")
+    e = analysis.end_to_end(big)
+    want = e[e["model"].str.contains("ResNet") & ~e["compiled"] & (e["mode"] == "train") & (e["dtype"] == "float32")]
+    row = graded_row(big, "18. eager ResNet-18 float32 training drop-in / nn.ELU")
+    assert row.startswith(f"| 18. eager ResNet-18 float32 training drop-in / nn.ELU | {want['ratio'].item():.3f} |")

@@ -4,6 +4,8 @@ measured ones, never stored."""
 
 from __future__ import annotations
 
+import re
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -142,7 +144,19 @@ def predictions(record: dict) -> dict:
             # round 3, runs of several steps (notebook 11's third block of predictions)
             "runs_of_steps": runs_of_steps(record), "matters": len(matters),
             "resnet_train": eager[eager["model"].str.contains("ResNet") & (eager["mode"] == "train")]["ratio"].tolist(),
-            "small_device_share": device_share(record, "MLP 4x256") + device_share(record, "MLP 4x2048")}
+            "small_device_share": device_share(record, "MLP 4x256") + device_share(record, "MLP 4x2048"),
+            # round 4, ResNet-18 at the batch it trains at (notebook 11's fourth block of predictions)
+            "cnn_batch": cnn_batch(record), "resnet_device_share": device_share(record, "timm ResNet-18"),
+            "resnet_train_by_dtype": {d: eager[eager["model"].str.contains("ResNet") & (eager["mode"] == "train")
+                                                & (eager["dtype"] == d)]["ratio"].tolist() for d in eager["dtype"].unique()},
+            "faster": int(matters["faster"].sum())}
+
+
+def cnn_batch(record: dict) -> int | None:
+    """The batch the record's ResNet-18 steps ran at, read from the model's name (None: no ResNet row)."""
+    names = {r["model"] for r in record["end_to_end"] if "ResNet" in r["model"]}
+    found = {int(m.group(1)) for n in names if (m := re.search(r"batch (\d+)", n))}
+    return found.pop() if len(found) == 1 else None
 
 
 def device_share(record: dict, model: str) -> list[float]:
