@@ -270,7 +270,7 @@ def test_in_place_writes_the_input_bumps_its_version_and_keeps_autograd(defaults
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_in_place_with_a_gradient_is_a_node_as_atens_with_its_checks(defaults, device):
-    """The in-place call's node is the operator's own (EluResultBackwardNode, as aten's EluBackward1): it saves the
+    """The in-place call's node is the operator's own (EluBackwardNode with is_result, as aten's EluBackward1): it saves the
     result, so writing that tensor again is caught at backward; a leaf that requires grad is refused before
     anything is written, with aten's message; a view's base gets the gradient through it, as with F.elu."""
     a = torch.randn(4, 6, device=device, requires_grad=True)

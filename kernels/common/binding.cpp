@@ -450,23 +450,29 @@ bool in_transform() {
 }
 bool has_tangent(const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined() || in_transform(); }
 
-// ELU's backward node, written as PyTorch's generated autograd kernels write theirs (VariableType's
-// EluBackward0): the input saved, alpha a member, one output. It costs less per call than an
-// autograd::Function (no context map, no generic output wrapping), so that a call with requires_grad costs
-// no more on the host than nn.ELU's. Its backward is the elu_backward op, itself differentiable.
+// ELU's backward node, written as PyTorch's generated autograd kernels write theirs (VariableType's EluBackward0
+// and, in place, EluBackward1): the saved tensor, alpha and is_result members, one output. Out of place it saves
+// the input; in place the result (x itself after the kernel wrote it, so alpha >= 0), x's history rebased onto
+// the node. It costs less per call than an autograd::Function (no context map, no generic output wrapping; with
+// mark_dirty in place, more host time per call than nn.ELU(inplace=True), the activation timm's ResNets use), so
+// that a call with requires_grad costs no more on the host than nn.ELU's. Its backward is the elu_backward op,
+// itself differentiable.
 struct EluBackwardNode : public torch::autograd::Node {
-  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable saved_;
   double alpha = 1.0;
-  std::string name() const override { return ELU_STR(ELU_OP_NAMESPACE) "::EluBackward"; }
+  bool is_result = false;
+  std::string name() const override {
+    return is_result ? ELU_STR(ELU_OP_NAMESPACE) "::EluBackward (in place)" : ELU_STR(ELU_OP_NAMESPACE) "::EluBackward";
+  }
   void release_variables() override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    self_.reset_data();
+    saved_.reset_data();
   }
   variable_list apply(variable_list&& grads) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     variable_list out(1);
     if (grads[0].defined() && task_should_compute_output(0)) {
-      out[0] = elu_backward_op().call(grads[0], self_.unpack(getptr()), alpha, false);
+      out[0] = elu_backward_op().call(grads[0], saved_.unpack(getptr()), alpha, is_result);
     }
     return out;
   }
@@ -501,28 +507,6 @@ struct EluBackwardFunction : public torch::autograd::Function<EluBackwardFunctio
   }
 };
 
-// In place with a gradient: the node of aten's elu_ (VariableType's EluBackward1), written as PyTorch's generated
-// kernels write it, as EluBackwardNode is: the result saved (x itself after the kernel wrote it, so alpha >= 0),
-// alpha a member, x's history rebased onto it. An autograd::Function (mark_dirty) did the same at more host cost
-// per call than nn.ELU(inplace=True), the activation timm's ResNets use.
-struct EluResultBackwardNode : public torch::autograd::Node {
-  torch::autograd::SavedVariable result_;
-  double alpha = 1.0;
-  std::string name() const override { return ELU_STR(ELU_OP_NAMESPACE) "::EluBackward (in place)"; }
-  void release_variables() override {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    result_.reset_data();
-  }
-  variable_list apply(variable_list&& grads) override {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    variable_list out(1);
-    if (grads[0].defined() && task_should_compute_output(0)) {
-      out[0] = elu_backward_op().call(grads[0], result_.unpack(getptr()), alpha, true);
-    }
-    return out;
-  }
-};
-
 // A new node as PyTorch's own kernels make one: torch 2.11 holds nodes by std::shared_ptr (freed by deleteNode,
 // which unwinds long graphs without recursion), later releases by c10::intrusive_ptr.
 template <class T>
@@ -542,7 +526,7 @@ at::Tensor elu_autograd(c10::DispatchKeySet ks, const at::Tensor& x, double alph
     node = make_node<EluBackwardNode>();
     node->set_next_edges(torch::autograd::collect_next_edges(x));
     node->alpha = alpha;
-    node->self_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
+    node->saved_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
   }
   at::Tensor y = [&] {
     at::AutoDispatchBelowADInplaceOrView guard;
@@ -565,11 +549,12 @@ void elu_inplace_autograd(c10::DispatchKeySet ks, at::Tensor& x, double alpha) {
   }
   // As VariableType's elu_: refuse a leaf that requires grad (or a view of one) before anything is written.
   torch::autograd::check_inplace(x, grad);
-  decltype(make_node<EluResultBackwardNode>()) node;
+  decltype(make_node<EluBackwardNode>()) node;
   if (grad) {
-    node = make_node<EluResultBackwardNode>();
+    node = make_node<EluBackwardNode>();
     node->set_next_edges(torch::autograd::collect_next_edges(x));
     node->alpha = alpha;
+    node->is_result = true;
   }
   {
     at::AutoDispatchBelowADInplaceOrView below;
@@ -578,7 +563,7 @@ void elu_inplace_autograd(c10::DispatchKeySet ks, at::Tensor& x, double alpha) {
   torch::autograd::increment_version(x);  // written below autograd: say so, as an in-place aten op does
   if (node) {
     torch::autograd::rebase_history(x, node);  // a view's base gets the CopySlices node, as for aten's elu_
-    node->result_ = torch::autograd::SavedVariable(x, /*is_output=*/true, x.is_view());
+    node->saved_ = torch::autograd::SavedVariable(x, /*is_output=*/true, x.is_view());
   }
 }
 
