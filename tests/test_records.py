@@ -43,6 +43,39 @@ def test_a_stage_whose_record_holds_this_commit_is_skipped_and_every_other_runs(
     assert list(plan) == [s.name for s in records.STAGES]  # in STAGES order
 
 
+def test_the_readme_and_notebooks_are_made_again_before_the_suite_and_only_for_it(results):
+    """The suite checks the README and the notebooks against the records: a run that measures any record and then
+    the tests makes both again in between; one that leaves the tests current does not, nor does a run of one job."""
+    commit = json.loads(record.record_path(job="study", results_dir=results).read_text())["provenance"]["commit"]
+    for job, stamp in (("tests", ("provenance", "commit")), ("model", None)):
+        path = record.record_path(job=job, results_dir=results)
+        if stamp:
+            restamp(path, commit, *stamp)
+        else:
+            rec = json.loads(path.read_text())
+            for part in rec["parts"].values():
+                part["commit"] = commit
+            path.write_text(json.dumps(rec))
+    for path in results.glob("*.json"):  # every record at this commit but the sixteen record
+        rec = json.loads(path.read_text())
+        if "provenance" in rec and rec["provenance"].get("commit"):
+            rec["provenance"]["commit"] = commit
+        if "backward" in rec:
+            rec["backward"]["provenance"]["commit"] = commit
+        path.write_text(json.dumps(rec))
+    restamp(record.record_path(job="sixteen", results_dir=results), "0000000", "provenance", "commit")
+    plan = runs(results, commit)
+    assert plan["sixteen"] and plan["build"] and not plan["tests"]
+    assert not plan["report"] and not plan["notebooks"]  # the tests are current: nothing to check them against
+    restamp(record.record_path(job="tests", results_dir=results), "0000000", "provenance", "commit")
+    plan = runs(results, commit)
+    assert plan["report"] and plan["notebooks"] and plan["tests"]
+    order = [s.name for s in records.STAGES]
+    assert order.index("sanitize") < order.index("report") < order.index("notebooks") < order.index("tests")
+    assert set(runs(results, commit, names=["tests"])) == {"build", "report", "notebooks", "tests"}
+    assert set(runs(results, commit, names=["launch"])) == {"build", "launch"}
+
+
 def test_the_backward_stage_reads_its_own_stamp_and_the_model_stage_every_part(results):
     main = record.record_path(job="study", results_dir=results)
     commit = json.loads(main.read_text())["provenance"]["commit"]
@@ -154,6 +187,9 @@ def test_the_tests_stage_runs_one_file_per_worker_under_one_seed_per_run(monkeyp
                         lambda argv, **kw: calls.append(argv) or subprocess.CompletedProcess(argv, 0))
     assert records.main(["tests", "--force"]) == 0
     assert records.main(["tests", "--force"]) == 0
+    steps = [argv[2:4] for argv in calls]  # each run: the builds, the README, the notebooks, then the suite
+    assert steps == [["elu_study", "records"], ["elu_study", "report"], ["elu_study", "notebooks"], ["pytest", "-q"]] * 2
+    calls = [argv for argv in calls if argv[2] == "pytest"]
     seeds = []
     for argv in calls:
         assert argv[1:3] == ["-m", "pytest"]

@@ -4,7 +4,8 @@ Each stage is a job of ``python -m elu_study`` (or the test suite), run in a fre
 process that ran other builds and tensor sizes does not time the next job (a peer's time depends on its process's
 history, notebook 09). A stage whose record already carries this commit (``hardware.code_commit``) is skipped, so a
 run that ran out of time resumes where it stopped: run it again. ``--plan`` prints what would run; ``--pack`` writes
-the records, notebooks and README into an archive after every stage, so that nothing measured is lost.
+the records, notebooks and README into an archive after every stage, so that nothing measured is lost. Before the
+test suite runs, the README and the notebooks are made again from the records (they are what the suite checks).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Stage:
     job: str | None  # the record it writes (None: it writes none, e.g. the builds)
     stamp: tuple[str, ...] = ("provenance", "commit")  # the path to the commit inside that record
     seed_option: str | None = None  # an option given a fresh random seed per run (one for all of pytest's workers)
+    serves: tuple[str, ...] | None = None  # a stage without a record: the stages it prepares (None: every one)
 
     def argv(self) -> tuple[str, ...]:
         """The command to run now: ``command``, plus a fresh seed where the stage takes one."""
@@ -64,6 +66,10 @@ STAGES = (
     Stage("sizes", ELU + ("sizes",), "sizes"),
     Stage("launch", ELU + ("launch",), "launch"),
     Stage("sanitize", ELU + ("sanitize",), "sanitize"),
+    # The suite compares the README and the notebooks' outputs with what the records give (nbval, the report's
+    # byte-for-byte test): regenerated from the records just measured before it runs, not left at the last ones.
+    Stage("report", ELU + ("report",), None, serves=("tests",)),
+    Stage("notebooks", ELU + ("notebooks",), None, serves=("tests",)),
     # One test file per worker (pytest-xdist): one process could not run the suite within a session's device time
     # (the record's duration_s is the parallel run's); all workers share one hypothesis seed, kept in fuzz.rerun_with.
     Stage("tests", ("pytest", "-q", "-p", "no:cacheprovider", "--durations=15", "-n", "3", "--dist", "loadfile"),
@@ -74,13 +80,21 @@ BY_NAME = {s.name: s for s in STAGES}
 
 def plan(gpu: str, commit: str | None, names=None, force: bool = False,
          results_dir: Path | None = None) -> list[tuple[Stage, str | None, bool]]:
-    """(stage, the commit its record holds, whether it runs) for the stages asked for, in STAGES order."""
+    """(stage, the commit its record holds, whether it runs) for the stages asked for, in STAGES order. A stage
+    that writes no record (the builds, the README, the notebooks) comes with the stages it serves and runs where
+    one of them does."""
     wanted = set(names or BY_NAME)
+    held = {s.name: s.commit(gpu, results_dir) for s in STAGES if s.job}
+    due = {n for n in wanted if BY_NAME[n].job and (force or held[n] is None or held[n] != commit)}
     rows = []
     for stage in STAGES:
-        if stage.name in wanted:
-            held = stage.commit(gpu, results_dir)
-            rows.append((stage, held, force or stage.job is None or held is None or held != commit))
+        if stage.job:
+            if stage.name in wanted:
+                rows.append((stage, held[stage.name], stage.name in due))
+            continue
+        serves = set(stage.serves) if stage.serves else set(held)
+        if stage.name in wanted or serves & wanted:
+            rows.append((stage, None, force or bool(serves & due)))
     return rows
 
 
