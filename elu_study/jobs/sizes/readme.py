@@ -14,7 +14,7 @@ from elu_study.jobs.sizes.analysis import custom, host_median_us, names, ok, poi
 from elu_study.jobs.sizes.figures import FIGURES
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT
 
-ALLOCATES = ("F.elu", "torch.compile(F.elu)")  # their timed call allocates its output (harness.timed_call)
+ALLOCATES = ("F.elu", "torch.compile(F.elu)", "nn.ELU", "elu_study.ELU")  # their timed call allocates its output
 MODEL_ROUTES = ("binding", "F.elu", "elu_study.ELU")  # notebook 11's host routes, each call allocating
 
 

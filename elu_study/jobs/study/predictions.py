@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from elu_study.core.record import noise, row
 
 FIRST_RUN = "before the first H200 run (commit 71b657e, notebooks committed unexecuted)"
-AFTER_FIRST_RUN = "now, from the arithmetic above, after the first run"
+AFTER_FIRST_RUN = "in notebook 01, from its arithmetic, after the first run"
 
 
 @dataclass(frozen=True)
