@@ -50,7 +50,6 @@ def study_numbers(study: dict, counters: dict | None, launch: dict | None) -> di
             "c": {r["name"]: r for r in counters["rows"]} if counters else None,
             "counters_commit": counters["provenance"]["commit"] if counters else None,
             "sweep": {t: one_shot[t] for t in (256, 512, 1024) if t in one_shot},
-            "fast_math_pct": 100 * abs(x["2_float4"] - x["4_fast_math"]),
             "figure": record.readme_link(record.figure_path(study["provenance"]["gpu"], FRONT_FIGURE)),
             "seed_blocks": seed, "wave_blocks": wave, "seed_waves": seed / wave,
             "wave_threads": launch_of("3_grid_stride_1_waves", sms, numel).threads,
@@ -141,8 +140,8 @@ def launch_numbers(launch: dict) -> dict:
 
 
 def noise_numbers(recs: dict) -> dict:
-    """The round-to-round spread of the close calls in their own run (% of copy_), and copy_ (ms) and F.elu
-    (x copy_) across every record that times the full shape."""
+    """The round-to-round spread of the close calls in their own run (% of copy_), by record, and copy_ (ms)
+    across every record that times the full shape."""
     held = [(job, name) for job, name in CLOSE_CALLS if recs.get(job) and name in {r["name"] for r in recs[job]["rows"]}]
     within = [100 * noise(recs[job], name, "copy_") for job, name in held]
     timed = [r for r in (recs["study"], recs["beyond"]) if r]
@@ -152,8 +151,8 @@ def noise_numbers(recs: dict) -> dict:
         copies += [p["copy_"]["median_ms"] for p in runs]
     if recs["launch"]:
         copies.append(recs["launch"]["references"]["copy_"]["timing"]["median_ms"])
-    return {"within": within, "copies": copies, "felu": [row(r, "F.elu")["x_copy"] for r in timed],
-            "close_calls": list(dict.fromkeys(name for _, name in held))}
+    return {"within": within, "copies": copies,
+            "close_calls": {job: [name for j, name in held if j == job] for job in ("study", "beyond")}}
 
 
 def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
