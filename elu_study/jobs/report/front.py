@@ -135,7 +135,8 @@ def launch_numbers(launch: dict) -> dict:
     one = {(c["threads"], c["vectors"], c["hints"]): c for c in launch["cells"] if not c["grid_stride"]}
     pairs = [(c, one[(t, v, True)]) for (t, v, h), c in one.items() if not h and (t, v, True) in one]
     slower = sum(d["x_copy"] - c["x_copy"] > max(c["noise_ms"], d["noise_ms"]) / launch["roof_ms"] for c, d in pairs)
-    return {"best": launch["best"], "cells": len(launch["cells"]), "slower": slower, "pairs": len(pairs),
+    return {"best": launch["best"], "shapes": sum(not c["hints"] for c in launch["cells"]), "slower": slower,
+            "pairs": len(pairs),
             "figure": record.readme_link(record.figure_path(launch["provenance"]["gpu"], "launch"))}
 
 
