@@ -3,7 +3,7 @@
 #   bash scripts/h200_record.sh study profile accuracy   # the measurements
 #   bash scripts/h200_record.sh notebooks tests          # notebooks executed and checked, GPU tests
 #   bash scripts/h200_record.sh build optests model:checks,host,eager notebook:11_in_a_model
-#   bash scripts/h200_record.sh records          # every record at one commit, resumable (python -m elu_study records)
+#   bash scripts/h200_record.sh records          # every due record (its inputs changed), resumable (python -m elu_study records)
 # Stages: build (every kernel build of every job, in parallel), study (results/<gpu>.json, figures, README block), profile (results/<gpu>-ncu.json),
 # accuracy (results/<gpu>-accuracy.json), sanitize (results/<gpu>-sanitize.json), notebooks
 # (executed in place, then re-run by nbval), tests (the whole suite, GPU tests and fuzzing
@@ -19,7 +19,6 @@ if [ -d .whl ] && ! python3 -c "import nbval, ipykernel" 2>/dev/null; then  # a 
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   python3 -m ipykernel install --user >/dev/null
 fi
-export ELU_STUDY_COMMIT=${ELU_STUDY_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 status=0
 log() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 for stage in "$@"; do

@@ -1,6 +1,5 @@
-"""The one-commit re-record (python -m elu_study records): which stages it runs, read from the records' stamps."""
+"""The re-record (python -m elu_study records): which records are due, read from their fingerprints."""
 
-import fnmatch
 import json
 import re
 import shutil
@@ -8,7 +7,7 @@ import subprocess
 
 import pytest
 
-from elu_study.core import hardware, record
+from elu_study.core import build, fingerprint, record
 from elu_study.jobs import records
 
 
@@ -19,107 +18,147 @@ def results(tmp_path):
     return tmp_path
 
 
-def restamp(path, commit, *keys):
+def fingerprint_of(path, *at):
     rec = json.loads(path.read_text())
-    node = rec
-    for k in keys[:-1]:
-        node = node[k]
-    node[keys[-1]] = commit
-    path.write_text(json.dumps(rec))
+    for key in at:
+        rec = rec[key]
+    return rec["fingerprint"]
 
 
-def runs(results, commit, **kw):
-    return {s.name: run for s, _, run in records.plan(record.REFERENCE_GPU, commit, results_dir=results, **kw)}
+def set_fingerprint(path, value, *at):
+    record.set_part(path, (*at, "fingerprint"), value)
 
 
-def test_a_stage_whose_record_holds_this_commit_is_skipped_and_every_other_runs(results):
+def make_current(results, name):
+    """Fingerprint a stage's record as this tree gives it (its builds as they were), e.g. the tests record, whose
+    inputs (tests/) change with every edit of the tests."""
+    stage = records.BY_NAME[name]
+    path = record.record_path(job=stage.job, results_dir=results)
+    held = fingerprint_of(path, *stage.at)
+    now = fingerprint.fingerprint(stage.roots, stage.files, [], held["toolchain"])
+    set_fingerprint(path, {**now, "builds": held["builds"]}, *stage.at)
+
+
+def runs(results, tools=None, **kw):
+    return {s.name: run for s, _, run in records.plan(record.REFERENCE_GPU, tools, results_dir=results, **kw)}
+
+
+def why(results, tools=None, **kw):
+    return {s.name: reasons for s, reasons, _ in records.plan(record.REFERENCE_GPU, tools, results_dir=results, **kw)}
+
+
+def test_every_committed_record_holds_a_fingerprint_of_its_stage():
+    for stage in records.STAGES:
+        if stage.job:
+            exists, held = stage.held(record.REFERENCE_GPU)
+            assert exists and held and set(held) >= {"code", "catalogue", "builds", "toolchain"}, stage.name
+            assert held["toolchain"]["gpu"] and held["toolchain"]["torch"], stage.name
+
+
+def test_a_record_whose_inputs_changed_is_due_and_says_which(results):
     main = record.record_path(job="study", results_dir=results)
-    commit = json.loads(main.read_text())["provenance"]["commit"]
-    restamp(record.record_path(job="sixteen", results_dir=results), "0000000", "provenance", "commit")
-    plan = runs(results, commit)
-    assert plan["study"] is False and plan["sixteen"] is True
-    assert plan["build"] is True  # it writes no record: always runs (a cached build costs nothing)
-    assert all(runs(results, commit, force=True).values())
+    held = fingerprint_of(main)
+    set_fingerprint(main, {**held, "builds": {**held["builds"], "2_float4": "0" * 16}})
+    sixteen = record.record_path(job="sixteen", results_dir=results)
+    changed = fingerprint_of(sixteen)
+    module = next(iter(changed["code"]))
+    set_fingerprint(sixteen, {**changed, "code": {**changed["code"], module: "0" * 16}})
+    make_current(results, "backward")
+    make_current(results, "launch")
+    reasons = why(results)
+    assert reasons["study"] == ["build 2_float4"] and reasons["sixteen"] == [f"code {module} (changed)"]
+    assert reasons["backward"] == [] and reasons["launch"] == []  # the study record's other part is current
+    plan = runs(results)
+    assert plan["study"] and plan["sixteen"] and not plan["launch"] and plan["build"]
+    assert all(runs(results, force=True).values())
     assert list(plan) == [s.name for s in records.STAGES]  # in STAGES order
+
+
+def test_the_toolchain_is_compared_where_a_gpu_runs_the_plan(results):
+    make_current(results, "launch")
+    tools = fingerprint_of(record.record_path(job="launch", results_dir=results))["toolchain"]
+    assert why(results, tools)["launch"] == []
+    reasons = why(results, {**tools, "torch": "9.9.9"})
+    assert reasons["launch"] == [f"toolchain torch {tools['torch']} -> 9.9.9"] and all(
+        r for name, r in reasons.items() if records.BY_NAME[name].job)
 
 
 def test_the_readme_and_notebooks_are_made_again_before_the_suite_and_only_for_it(results):
     """The suite checks the README and the notebooks against the records: a run that measures any record and then
     the tests makes both again in between; one that leaves the tests current does not, nor does a run of one job."""
-    commit = json.loads(record.record_path(job="study", results_dir=results).read_text())["provenance"]["commit"]
-    for job, stamp in (("tests", ("provenance", "commit")), ("model", None)):
-        path = record.record_path(job=job, results_dir=results)
-        if stamp:
-            restamp(path, commit, *stamp)
-        else:
-            rec = json.loads(path.read_text())
-            for part in rec["parts"].values():
-                part["commit"] = commit
-            path.write_text(json.dumps(rec))
-    for path in results.glob("*.json"):  # every record at this commit but the sixteen record
-        rec = json.loads(path.read_text())
-        if "provenance" in rec and rec["provenance"].get("commit"):
-            rec["provenance"]["commit"] = commit
-        if "backward" in rec:
-            rec["backward"]["provenance"]["commit"] = commit
-        path.write_text(json.dumps(rec))
-    restamp(record.record_path(job="sixteen", results_dir=results), "0000000", "provenance", "commit")
-    plan = runs(results, commit)
+    for stage in records.STAGES:
+        if stage.job:
+            make_current(results, stage.name)
+    sixteen = record.record_path(job="sixteen", results_dir=results)
+    set_fingerprint(sixteen, None)
+    plan = runs(results)
     assert plan["sixteen"] and plan["build"] and not plan["tests"]
     assert not plan["report"] and not plan["notebooks"]  # the tests are current: nothing to check them against
-    restamp(record.record_path(job="tests", results_dir=results), "0000000", "provenance", "commit")
-    plan = runs(results, commit)
+    set_fingerprint(record.record_path(job="tests", results_dir=results), None)
+    plan = runs(results)
     assert plan["report"] and plan["notebooks"] and plan["tests"]
     order = [s.name for s in records.STAGES]
     assert order.index("sanitize") < order.index("report") < order.index("notebooks") < order.index("tests")
-    assert set(runs(results, commit, names=["tests"])) == {"build", "report", "notebooks", "tests"}
-    assert set(runs(results, commit, names=["launch"])) == {"build", "launch"}
+    assert set(runs(results, names=["tests"])) == {"build", "report", "notebooks", "tests"}
+    assert set(runs(results, names=["launch"])) == {"build", "launch"}
 
 
-def test_the_backward_stage_reads_its_own_stamp_and_the_model_stage_every_part(results):
+def test_the_backward_stage_reads_its_own_part(results):
     main = record.record_path(job="study", results_dir=results)
-    commit = json.loads(main.read_text())["provenance"]["commit"]
-    restamp(main, "1111111", "backward", "provenance", "commit")
-    assert runs(results, commit)["backward"] is True and runs(results, commit)["study"] is False
-    model = record.record_path(job="model", results_dir=results)
-    rec = json.loads(model.read_text())
-    for part in rec["parts"].values():
-        part["commit"] = "2222222"
-    model.write_text(json.dumps(rec))
-    assert runs(results, "2222222")["model"] is False
-    rec["parts"]["host"]["commit"] = "3333333"  # one part of another commit: the record is not of one commit
-    model.write_text(json.dumps(rec))
-    assert runs(results, "2222222")["model"] is True
+    set_fingerprint(main, None, "backward")
+    make_current(results, "study")
+    reasons = why(results)
+    assert reasons["backward"] == ["no fingerprint"] and reasons["study"] == []
 
 
 def test_a_missing_record_runs_and_an_unknown_stage_is_refused(results, capsys):
     record.record_path(job="launch", results_dir=results).unlink()
-    assert runs(results, "4444444")["launch"] is True
+    assert why(results)["launch"] == ["no record"] and runs(results)["launch"] is True
     with pytest.raises(SystemExit):
         records.main(["nonsense"])
     assert "unknown stages" in capsys.readouterr().err
 
 
-def test_records_are_stamped_with_the_commit_of_the_measuring_code_not_of_later_prose(monkeypatch):
-    """Every file changed since the stamp's commit is presentation (templates, figures, notebook helpers, the
-    report) or outside the measuring code (records, notebooks, tests, README); the stamp's commit itself changed
-    measuring code."""
-    monkeypatch.delenv("ELU_STUDY_COMMIT", raising=False)
-    root = record.RESULTS_DIR.parent
-    git = shutil.which("git")
-    stamp = hardware.code_commit()
-    if not git or not stamp:
-        pytest.skip("no git history here")
+def test_a_stage_that_ran_is_fingerprinted_from_its_build_log(results, tmp_path, monkeypatch):
+    """After a stage, its record holds the builds its processes logged and this machine's toolchain: it is
+    current for that toolchain, and an edit of a logged build's kernel makes it due."""
+    log = tmp_path / "builds.jsonl"
+    log.write_text(json.dumps({"variant": "2_float4", "flags": [], "cpp_flags": []}) + "\n" +
+                   json.dumps({"variant": "2_float4", "flags": [], "cpp_flags": []}) + "\n")
+    tools = {"gpu": "NVIDIA H200", "driver": "1", "cuda_runtime": "13.0", "torch": "2.11.0+cu130"}
+    stage = records.BY_NAME["launch"]
+    records.stamp(stage, record.REFERENCE_GPU, log, tools, results)
+    held = fingerprint_of(record.record_path(job="launch", results_dir=results))
+    assert held["builds"] == {"2_float4": fingerprint.build_digest("2_float4")} and held["toolchain"] == tools
+    assert stage.due(record.REFERENCE_GPU, tools, results) == []
+    monkeypatch.setattr(fingerprint, "build_digest", lambda v, f=(), c=(): "changed")
+    assert stage.due(record.REFERENCE_GPU, tools, results) == ["build 2_float4"]
 
-    def files(*args):
-        return subprocess.run([git, "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.split()
 
-    def measuring(path):
-        inside = any(path == p or path.startswith(p + "/") for p in ("kernels", "elu_study", "scripts", "pyproject.toml"))
-        return inside and not any(fnmatch.fnmatch(path, p) or path.startswith(p + "/") for p in hardware.PRESENTATION)
-
-    assert not [f for f in files("diff", "--name-only", stamp, "HEAD") if measuring(f)]
-    assert [f for f in files("show", "--name-only", "--format=", stamp) if measuring(f)]
+def test_the_tests_stage_runs_one_file_per_worker_under_one_seed_per_run(monkeypatch):
+    """The suite's workers (pytest-xdist) share the run's hypothesis seed, given on the command line so that the
+    record's rerun_with repeats it; each run draws its own; every process of a stage logs its builds to one file."""
+    calls = []
+    monkeypatch.setattr(records.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(records.torch.cuda, "get_device_name", lambda *a: record.REFERENCE_GPU)
+    monkeypatch.setattr(records.hardware, "provenance", lambda: {"gpu": "NVIDIA H200", "torch": "x"})
+    monkeypatch.setattr(records, "stamp", lambda *a: None)
+    monkeypatch.setattr(records.subprocess, "run",
+                        lambda argv, **kw: calls.append((argv, kw["env"])) or subprocess.CompletedProcess(argv, 0))
+    assert records.main(["tests", "--force"]) == 0
+    assert records.main(["tests", "--force"]) == 0
+    steps = [argv[2:4] for argv, _ in calls]  # each run: the builds, the README, the notebooks, then the suite
+    assert steps == [["elu_study", "records"], ["elu_study", "report"], ["elu_study", "notebooks"], ["pytest", "-q"]] * 2
+    assert all(env[build.BUILD_LOG_ENV].endswith("builds.jsonl") for _, env in calls)
+    seeds = []
+    for argv, _ in calls:
+        if argv[2] != "pytest":
+            continue
+        assert argv[1:3] == ["-m", "pytest"]
+        assert re.search(r" -n [1-9]\d* --dist loadfile ", " ".join(argv) + " ")
+        (seed,) = (int(a.removeprefix("--hypothesis-seed=")) for a in argv if a.startswith("--hypothesis-seed="))
+        seeds.append(seed)
+    assert len(seeds) == 2 and seeds[0] != seeds[1]
 
 
 # -- every notebook names the records it shows, and says when they are of different commits --------------------
@@ -174,26 +213,3 @@ def test_the_check_notices_a_notebook_that_hides_mixed_commits():
     record.SHOWN.clear()
     with pytest.raises(AssertionError, match="empty"):
         check_names_its_records(str(record.shown()))
-
-
-def test_the_tests_stage_runs_one_file_per_worker_under_one_seed_per_run(monkeypatch):
-    """The suite's workers (pytest-xdist) share the run's hypothesis seed, given on the command line so that the
-    record's rerun_with repeats it; each run draws its own."""
-    calls = []
-    monkeypatch.setattr(records.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(records.torch.cuda, "get_device_name", lambda *a: record.REFERENCE_GPU)
-    monkeypatch.setattr(records.hardware, "code_commit", lambda: "abcdef0")  # before subprocess.run is replaced
-    monkeypatch.setattr(records.subprocess, "run",
-                        lambda argv, **kw: calls.append(argv) or subprocess.CompletedProcess(argv, 0))
-    assert records.main(["tests", "--force"]) == 0
-    assert records.main(["tests", "--force"]) == 0
-    steps = [argv[2:4] for argv in calls]  # each run: the builds, the README, the notebooks, then the suite
-    assert steps == [["elu_study", "records"], ["elu_study", "report"], ["elu_study", "notebooks"], ["pytest", "-q"]] * 2
-    calls = [argv for argv in calls if argv[2] == "pytest"]
-    seeds = []
-    for argv in calls:
-        assert argv[1:3] == ["-m", "pytest"]
-        assert re.search(r" -n [1-9]\d* --dist loadfile ", " ".join(argv) + " ")
-        (seed,) = (int(a.removeprefix("--hypothesis-seed=")) for a in argv if a.startswith("--hypothesis-seed="))
-        seeds.append(seed)
-    assert len(calls) == 2 and seeds[0] != seeds[1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import logging
 import multiprocessing
 import os
@@ -26,6 +27,7 @@ COMMON_DIR = KERNELS_DIR / "common"
 # Appended to every build's CUDA source: module.elu_backward (hashed by extension_name with the rest of common/).
 BACKWARD_SOURCE = COMMON_DIR / "backward.cu"
 BASE_CUDA_CFLAGS = ("-O3", "-lineinfo")
+BUILD_LOG_ENV = "ELU_STUDY_BUILD_LOG"  # a file every build a run loads is appended to (core.fingerprint)
 _FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.MULTILINE)
 _NAMESPACE_FLAG = "-DELU_OP_NAMESPACE="
 _BINDING_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*binding\s*=\s*(.*)$", re.MULTILINE)
@@ -139,23 +141,41 @@ def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[
     return _load(build_spec(name_or_path, extra_cuda_cflags, extra_cflags), verbose)
 
 
+def load_arguments(spec: BuildSpec) -> dict:
+    """What ``load_inline`` receives for a build, but its name and verbosity: sources, flags and include paths."""
+    return {
+        "cpp_sources": (COMMON_DIR / "binding.cpp").read_text(),
+        "extra_cflags": ["-O2", *(f"-DELU_BINDING_{w.upper().replace('-', '_')}"
+                                  for w in binding_features(spec.cuda_source())),
+                         *spec.cpp_flags,
+                         *([] if any(f.startswith(_NAMESPACE_FLAG) for f in spec.cpp_flags)
+                           else [f"{_NAMESPACE_FLAG}{spec.op_namespace()}"])],
+        # Every build gets the shared backward pass (load_inline joins the list into one .cu file).
+        "cuda_sources": [spec.cuda_source(), BACKWARD_SOURCE.read_text()],
+        "extra_cuda_cflags": list(spec.cuda_flags),
+        "extra_include_paths": [str(KERNELS_DIR), str(spec.source_path.parent)],
+    }
+
+
 @functools.lru_cache(maxsize=None)
 def _load(spec: BuildSpec, verbose: bool = False):
-    module = _cpp_extension().load_inline(
-        name=spec.extension_name(),
-        cpp_sources=(COMMON_DIR / "binding.cpp").read_text(),
-        extra_cflags=["-O2", *(f"-DELU_BINDING_{w.upper().replace('-', '_')}" for w in binding_features(spec.cuda_source())),
-                      *spec.cpp_flags,
-                      *([] if any(f.startswith(_NAMESPACE_FLAG) for f in spec.cpp_flags)
-                        else [f"{_NAMESPACE_FLAG}{spec.op_namespace()}"])],
-        # Every build gets the shared backward pass (load_inline joins the list into one .cu file).
-        cuda_sources=[spec.cuda_source(), BACKWARD_SOURCE.read_text()],
-        extra_cuda_cflags=list(spec.cuda_flags),
-        extra_include_paths=[str(KERNELS_DIR), str(spec.source_path.parent)],
-        verbose=verbose,
-    )
+    module = _cpp_extension().load_inline(name=spec.extension_name(), **load_arguments(spec), verbose=verbose)
     module.spec = spec
+    note_build(spec)
     return module
+
+
+def note_build(spec: BuildSpec) -> None:
+    """Append a build this process loaded to the run's build log, where one is set (``$ELU_STUDY_BUILD_LOG``, read
+    by elu_study.core.fingerprint). Only files under kernels/: a file written elsewhere (a test's own kernel) is an
+    input of the code that wrote it."""
+    log = os.environ.get(BUILD_LOG_ENV)
+    if not log or not spec.source_path.is_relative_to(KERNELS_DIR):
+        return
+    variant = spec.source_path.relative_to(KERNELS_DIR).with_suffix("").as_posix()
+    extra = list(spec.cuda_flags[len(BASE_CUDA_CFLAGS) + len(file_flags(spec.cuda_source())):])
+    with open(log, "a") as f:  # one short append a line: the processes of one run share the file
+        f.write(json.dumps({"variant": variant, "flags": extra, "cpp_flags": list(spec.cpp_flags)}) + "\n")
 
 
 def built_library(module) -> Path:

@@ -96,6 +96,16 @@ def save(record: dict, job: str = "study", results_dir: Path | None = None, path
     return path
 
 
+def set_part(path: Path, keys: tuple[str, ...], value) -> None:
+    """Set one value inside a written record (e.g. its fingerprint), the rest of the file as it was."""
+    rec = json.loads(Path(path).read_text())
+    node = rec
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    Path(path).write_text(dumps(rec) + "\n")
+
+
 @functools.cache
 def _validator(job: str):
     """The job's declared schema (elu_study/schemas/<job>.schema.json), compiled once."""

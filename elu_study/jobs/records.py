@@ -1,27 +1,32 @@
-"""Every committed record measured again at one commit (GPU): ``python -m elu_study records``.
+"""Every record that is due measured again (GPU): ``python -m elu_study records``.
 
-Each stage is a job of ``python -m elu_study`` (or the test suite), run in a fresh process, in ``STAGES`` order: a
-process that ran other builds and tensor sizes does not time the next job (a peer's time depends on its process's
-history, notebook 09). A stage whose record already carries this commit (``hardware.code_commit``) is skipped, so a
-run that ran out of time resumes where it stopped: run it again. ``--plan`` prints what would run; ``--pack`` writes
-the records, notebooks and README into an archive after every stage, so that nothing measured is lost. Before the
-test suite runs, the README and the notebooks are made again from the records (they are what the suite checks).
+A record is due when an input that determines it changed since it was measured: its fingerprint
+(``elu_study.core.fingerprint``: the measuring code its job runs, the catalogue, the kernel builds its processes
+loaded, the toolchain) differs from what this tree and this machine give. Each due stage is a job of ``python -m
+elu_study`` (or the test suite), run in a fresh process, in ``STAGES`` order: a process that ran other builds and
+tensor sizes does not time the next job (a peer's time depends on its process's history, notebook 09). After a stage
+succeeds, its record is fingerprinted, so a run that ran out of time resumes where it stopped: run it again.
+``--plan`` prints each record, ``current`` or ``due`` and why; ``--pack`` writes the records, notebooks and README
+into an archive after every stage, so that nothing measured is lost. Before the test suite runs, the README and the
+notebooks are made again from the records (they are what the suite checks).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from elu_study.core import hardware, record
+from elu_study.core import build, fingerprint, hardware, record
 from elu_study.core.paths import README, RESULTS_DIR
 
 ROOT = RESULTS_DIR.parent
@@ -29,35 +34,52 @@ ROOT = RESULTS_DIR.parent
 
 @dataclass(frozen=True)
 class Stage:
-    """One measurement: its command (after ``python -m``) and where its commit stamp is read."""
+    """One measurement: its command (after ``python -m``), the record it writes and where its fingerprint sits."""
 
     name: str
     command: tuple[str, ...]
     job: str | None  # the record it writes (None: it writes none, e.g. the builds)
-    stamp: tuple[str, ...] = ("provenance", "commit")  # the path to the commit inside that record
+    at: tuple[str, ...] = ()  # the part of the record it measures (its fingerprint sits there): () the whole
     seed_option: str | None = None  # an option given a fresh random seed per run (one for all of pytest's workers)
     serves: tuple[str, ...] | None = None  # a stage without a record: the stages it prepares (None: every one)
+    files: tuple[str, ...] = ()  # inputs beyond the job's modules: globs under the repository (the tests' files)
 
     def argv(self) -> tuple[str, ...]:
         """The command to run now: ``command``, plus a fresh seed where the stage takes one."""
         return self.command + ((f"{self.seed_option}={secrets.randbelow(2**32)}",) if self.seed_option else ())
 
-    def commit(self, gpu: str, results_dir: Path | None = None) -> str | None:
-        """The commit this stage's record was measured at on ``gpu`` (None: no record, or no stamp)."""
-        rec = record.load(gpu, self.job, results_dir, required=False) if self.job else None
-        if rec is not None and self.job == "model":  # every part of the model record must be at one commit
-            commits = {p.get("commit") for p in rec.get("parts", {}).values()}
-            return commits.pop() if len(commits) == 1 else None
-        for key in self.stamp:
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The modules whose imports make up the stage's measuring code: its job's module (every module for the
+        test suite, which imports them all)."""
+        if self.command[0] == "elu_study":
+            return (f"elu_study.jobs.{self.command[1]}",)
+        return fingerprint.all_modules()
+
+    def part(self, rec: dict | None) -> dict | None:
+        for key in self.at:
             rec = rec.get(key) if isinstance(rec, dict) else None
-        return rec
+        return rec if isinstance(rec, dict) else None
+
+    def held(self, gpu: str, results_dir: Path | None = None) -> tuple[bool, dict | None]:
+        """(whether its record exists, the fingerprint it holds for this stage or None)."""
+        rec = record.load(gpu, self.job, results_dir, required=False) if self.job else None
+        part = self.part(rec)
+        return rec is not None and part is not None, (part or {}).get("fingerprint")
+
+    def due(self, gpu: str, tools: dict | None, results_dir: Path | None = None) -> list[str]:
+        """Why its record must be measured again (empty: it is current)."""
+        exists, held = self.held(gpu, results_dir)
+        if not exists:
+            return ["no record"]
+        return fingerprint.changes(held, self.roots, self.files, tools)
 
 
 ELU = ("elu_study",)
 STAGES = (
     Stage("build", (*ELU, "records", "--build-only"), None),
     Stage("study", ELU + ("study",), "study"),
-    Stage("backward", ELU + ("study", "--confirm-backward", "3"), "study", ("backward", "provenance", "commit")),
+    Stage("backward", ELU + ("study", "--confirm-backward", "3"), "study", ("backward",)),
     Stage("accuracy", ELU + ("accuracy",), "accuracy"),
     Stage("sixteen", ELU + ("sixteen",), "sixteen"),
     Stage("beyond", ELU + ("beyond",), "beyond"),
@@ -73,29 +95,36 @@ STAGES = (
     # One test file per worker (pytest-xdist): one process could not run the suite within a session's device time
     # (the record's duration_s is the parallel run's); all workers share one hypothesis seed, kept in fuzz.rerun_with.
     Stage("tests", ("pytest", "-q", "-p", "no:cacheprovider", "--durations=15", "-n", "3", "--dist", "loadfile"),
-          "tests", seed_option="--hypothesis-seed"),
+          "tests", seed_option="--hypothesis-seed", files=("tests/*.py", "tests/data/*")),
 )
 BY_NAME = {s.name: s for s in STAGES}
 
 
-def plan(gpu: str, commit: str | None, names=None, force: bool = False,
-         results_dir: Path | None = None) -> list[tuple[Stage, str | None, bool]]:
-    """(stage, the commit its record holds, whether it runs) for the stages asked for, in STAGES order. A stage
-    that writes no record (the builds, the README, the notebooks) comes with the stages it serves and runs where
-    one of them does."""
+def plan(gpu: str, tools: dict | None, names=None, force: bool = False,
+         results_dir: Path | None = None) -> list[tuple[Stage, list[str], bool]]:
+    """(stage, why it is due (empty: current), whether it runs) for the stages asked for, in STAGES order. ``tools``:
+    this machine's toolchain, None where there is no GPU to compare. A stage that writes no record (the builds, the
+    README, the notebooks) comes with the stages it serves and runs where one of them does."""
     wanted = set(names or BY_NAME)
-    held = {s.name: s.commit(gpu, results_dir) for s in STAGES if s.job}
-    due = {n for n in wanted if BY_NAME[n].job and (force or held[n] is None or held[n] != commit)}
+    why = {s.name: s.due(gpu, tools, results_dir) for s in STAGES if s.job}
+    due = {n for n in wanted if BY_NAME[n].job and (force or why[n])}
     rows = []
     for stage in STAGES:
         if stage.job:
             if stage.name in wanted:
-                rows.append((stage, held[stage.name], stage.name in due))
+                rows.append((stage, why[stage.name], stage.name in due))
             continue
-        serves = set(stage.serves) if stage.serves else set(held)
+        serves = set(stage.serves) if stage.serves else set(why)
         if stage.name in wanted or serves & wanted:
-            rows.append((stage, None, force or bool(serves & due)))
+            rows.append((stage, [], force or bool(serves & due)))
     return rows
+
+
+def stamp(stage: Stage, gpu: str, log: Path, tools: dict, results_dir: Path | None = None) -> None:
+    """Write the fingerprint of a stage that just ran into its record: its code, the builds its processes logged,
+    this machine's toolchain."""
+    taken = fingerprint.fingerprint(stage.roots, stage.files, fingerprint.logged_builds(log), tools)
+    record.set_part(record.record_path(gpu, stage.job, results_dir), (*stage.at, "fingerprint"), taken)
 
 
 def build_all_defaults() -> None:
@@ -118,7 +147,7 @@ def pack(archive: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elu_study records", description=__doc__.splitlines()[0])
     parser.add_argument("stages", nargs="*", help=f"of {', '.join(BY_NAME)} (default: all, in this order)")
-    parser.add_argument("--plan", action="store_true", help="print each stage's recorded commit and what would run")
+    parser.add_argument("--plan", action="store_true", help="print each record, current or due (and why)")
     parser.add_argument("--force", action="store_true", help="run the stages even where their record is current")
     parser.add_argument("--pack", type=Path, help="after every stage, write the records etc. into this .tar.gz")
     parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the build stage's process
@@ -128,15 +157,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if unknown := set(args.stages) - set(BY_NAME):
         parser.error(f"unknown stages {sorted(unknown)}; stages: {', '.join(BY_NAME)}")
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else record.REFERENCE_GPU
-    commit = hardware.code_commit()
-    rows = plan(gpu, commit, args.stages, args.force)
-    print(f"records of {gpu} at commit {commit}:")
-    for stage, held, runs in rows:
-        print(f"  {stage.name:<9} {'runs' if runs else 'current':<8} (its record: {held or 'none'})")
+    here = torch.cuda.is_available()
+    gpu = torch.cuda.get_device_name() if here else record.REFERENCE_GPU
+    tools = fingerprint.toolchain(hardware.provenance()) if here else None
+    rows = plan(gpu, tools, args.stages, args.force)
+    print(f"records of {gpu}" + ("" if here else " (no GPU here: the toolchain is not compared)") + ":")
+    for stage, why, runs in rows:
+        state = ("due" if why else "runs") if runs else "current"
+        print(f"  {stage.name:<9} {state:<8}" + (f" {'; '.join(why)}" if why else ""))
     if args.plan:
         return 0
-    if not torch.cuda.is_available():
+    if not here:
         parser.exit(2, "elu-study records: needs a CUDA GPU (--plan shows what would run)\n")
     failed = []
     for stage, _, runs in rows:
@@ -145,7 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         start = time.monotonic()
         command = stage.argv()
         print(f"\n=== {stage.name}: python -m {' '.join(command)}", flush=True)
-        status = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, check=False).returncode
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp, "builds.jsonl")
+            env = {**os.environ, build.BUILD_LOG_ENV: str(log)}
+            status = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, check=False, env=env).returncode
+            if status == 0 and stage.job:
+                stamp(stage, gpu, log, tools)
         print(f"=== {stage.name}: exit {status} after {time.monotonic() - start:.0f} s", flush=True)
         if status:
             failed.append(stage.name)

@@ -1,0 +1,97 @@
+"""A record's fingerprint (elu_study.core.fingerprint): what changes it and what does not."""
+
+import json
+import shutil
+
+from elu_study.core import build, fingerprint
+from elu_study.core.paths import REPO_ROOT
+
+
+def test_code_digest_ignores_docstrings_comments_and_layout_but_not_code():
+    base = '"""Module."""\nimport os\n\n\ndef f(x):\n    """Doc."""\n    return x + 1  # one\n'
+    same = '"""Other words."""\nimport os\n# a comment\n\ndef f(x):\n    return x + 1\n'
+    assert fingerprint.code_digest(base) == fingerprint.code_digest(same)
+    assert fingerprint.code_digest(base) != fingerprint.code_digest(base.replace("x + 1", "x + 2"))
+    assert fingerprint.code_digest(base) != fingerprint.code_digest(base.replace('"""Doc."""', 'print("Doc.")'))
+
+
+def package(tmp_path):
+    """A copy of the package and its catalogue, to edit."""
+    shutil.copytree(REPO_ROOT / "elu_study", tmp_path / "elu_study")
+    return tmp_path
+
+
+def test_a_job_s_code_is_its_measuring_imports_not_its_presentation(tmp_path):
+    root = package(tmp_path)
+    modules = fingerprint.measuring_modules(("elu_study.jobs.launch",), root)
+    assert "elu_study.jobs.launch.measure" in modules and "elu_study.core.timing" in modules
+    assert "elu_study.jobs.launch.figures" not in modules and "elu_study.core.record" not in modules
+    assert not any(m.startswith("elu_study.jobs.study") for m in modules)  # another job's code
+    before = fingerprint.code_inputs(("elu_study.jobs.launch",), root=root)
+    (root / "elu_study/jobs/launch/figures.py").write_text("raise SystemExit\n")
+    template = next((root / "elu_study/templates").rglob("*.j2"))
+    template.write_text("changed")
+    measure = root / "elu_study/jobs/launch/measure.py"
+    measure.write_text(measure.read_text().replace('"""', '"""Reworded. ', 1) + "\n# a comment\n")
+    assert fingerprint.code_inputs(("elu_study.jobs.launch",), root=root) == before
+    measure.write_text(measure.read_text() + "\nEXTRA = 1\n")
+    after = fingerprint.code_inputs(("elu_study.jobs.launch",), root=root)
+    assert {k for k in after if after[k] != before.get(k)} == {"elu_study.jobs.launch.measure"}
+
+
+def test_a_lazy_import_inside_a_function_is_an_input(tmp_path):
+    root = package(tmp_path)
+    measure = root / "elu_study/jobs/launch/measure.py"
+    measure.write_text(measure.read_text() + "\n\ndef later():\n    from elu_study.jobs.sizes import plan\n")
+    assert "elu_study.jobs.sizes.plan" in fingerprint.measuring_modules(("elu_study.jobs.launch",), root)
+
+
+def test_the_catalogue_counts_as_data_without_descriptions(tmp_path):
+    root = package(tmp_path)
+    catalogue = root / fingerprint.CATALOGUE
+    before = fingerprint.catalogue_digest(root)
+    text = catalogue.read_text()
+    catalogue.write_text("# a new comment\n" + text.replace('what = "PyTorch\'s ELU', 'what = "Reworded: ELU', 1))
+    assert fingerprint.catalogue_digest(root) == before
+    catalogue.write_text(text.replace('flags = ["-DELU_FLOAT4_OP=Copy"]', 'flags = ["-DELU_FLOAT4_OP=Expf"]', 1))
+    assert fingerprint.catalogue_digest(root) != before
+
+
+def test_a_build_digest_follows_its_source_headers_and_flags_not_its_comments(tmp_path):
+    kernel = tmp_path / "mine.cu"
+    text = (build.KERNELS_DIR / "2_float4.cu").read_text()
+    kernel.write_text(text)
+    before = fingerprint.build_digest(str(kernel))
+    kernel.write_text("// a new comment\n" + text.replace("\n", "  \n") + "\n/* and another */\n")
+    assert fingerprint.build_digest(str(kernel)) == before
+    assert fingerprint.build_digest(str(kernel), ["-DMY_KNOB=2"]) != before
+    kernel.write_text(text + "\nstatic int extra;\n")
+    assert fingerprint.build_digest(str(kernel)) != before
+    assert fingerprint.build_digest("no/such/kernel") == "missing"
+
+
+def test_headers_are_followed_through_includes(tmp_path):
+    (tmp_path / "a.cuh").write_text('#include "b.cuh"\nint a;\n')
+    (tmp_path / "b.cuh").write_text("int b;\n")
+    first = fingerprint.included(['#include "a.cuh"\n#include <vector>\n'], [tmp_path])
+    assert set(first) == {"a.cuh", "b.cuh"}
+    (tmp_path / "b.cuh").write_text("int b2;\n")
+    assert fingerprint.included(['#include "a.cuh"\n'], [tmp_path])["b.cuh"] != first["b.cuh"]
+
+
+def test_builds_are_logged_once_each_and_only_under_kernels(tmp_path, monkeypatch):
+    log = tmp_path / "builds.jsonl"
+    monkeypatch.setenv(build.BUILD_LOG_ENV, str(log))
+    build.note_build(build.build_spec("3_grid_stride", ["-DELU_GRID_WAVES=2"]))
+    build.note_build(build.build_spec("3_grid_stride", ["-DELU_GRID_WAVES=2"]))
+    build.note_build(build.build_spec("peers/cub_transform"))
+    mine = tmp_path / "mine.cu"
+    mine.write_text("// mine\n")
+    build.note_build(build.build_spec(str(mine)))
+    assert len(log.read_text().splitlines()) == 3
+    assert fingerprint.logged_builds(log) == [
+        {"variant": "3_grid_stride", "flags": ["-DELU_GRID_WAVES=2"], "cpp_flags": []},
+        {"variant": "peers/cub_transform", "flags": [], "cpp_flags": []}]
+    key = fingerprint.build_key("6_beyond_copy", ["-DX=1"], ["-DELU_OP_NAMESPACE=elu_study"])
+    assert fingerprint.parse_build_key(key) == ("6_beyond_copy", ["-DX=1"], ["-DELU_OP_NAMESPACE=elu_study"])
+    assert json.dumps(fingerprint.build_inputs(fingerprint.logged_builds(log)))  # digests without a compiler
