@@ -1,11 +1,15 @@
 """Build a kernel file (a ``.cu`` defining ``launch_elu``) into a module with ``cpp_extension.load_inline``.
 
-``kernels/common/binding.cpp`` gives every variant ``module.elu(x, alpha=1.0, out=None)`` and a dispatcher
-operator, ``torch.ops.<module.op_namespace>.elu`` (elu_study.pytorch.ops is its Python side)."""
+Two extensions: the binding (``kernels/common/binding.cpp``: argument checks, the dispatcher operator, autograd),
+compiled once per torch and CUDA version and shared by every build; and each build, its kernel file alone (with
+``common/backward.cu`` and the table of its launch functions, ``common/table.cu``), no torch header in it. Loading
+a build registers its table with the binding, which gives it ``module.elu(x, alpha=1.0, out=None)`` and a
+dispatcher operator, ``torch.ops.<module.op_namespace>.elu`` (elu_study.pytorch.ops is its Python side)."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import hashlib
 import json
@@ -14,6 +18,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import types
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +31,9 @@ from elu_study.core.paths import KERNELS_DIR
 COMMON_DIR = KERNELS_DIR / "common"
 # Appended to every build's CUDA source: module.elu_backward (hashed by extension_name with the rest of common/).
 BACKWARD_SOURCE = COMMON_DIR / "backward.cu"
+TABLE_SOURCE = COMMON_DIR / "table.cu"  # put before it: the build's launch functions, for the binding
+BINDING_SOURCE = COMMON_DIR / "binding.cpp"  # compiled once, shared by every build
+_DELEGATE_FLAG = "-DELU_DELEGATE16="
 BASE_CUDA_CFLAGS = ("-O3", "-lineinfo")
 BUILD_LOG_ENV = "ELU_STUDY_BUILD_LOG"  # a file every build a run loads is appended to (core.fingerprint)
 _FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.MULTILINE)
@@ -100,7 +108,9 @@ class BuildSpec:
 
     source_path: Path
     cuda_flags: tuple[str, ...]
-    cpp_flags: tuple[str, ...] = ()  # binding.cpp's, e.g. -DELU_OP_NAMESPACE=... (the operator's namespace)
+    # How the binding registers it: -DELU_OP_NAMESPACE=ns (torch.ops.<ns>, else the extension's name) and
+    # -DELU_DELEGATE16=ns (16-bit tensors computed by the build registered as torch.ops.<ns>).
+    cpp_flags: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -112,7 +122,8 @@ class BuildSpec:
     def extension_name(self) -> str:
         digest = hashlib.sha256()
         # Headers are #included, so load_inline's own check would miss edits to them.
-        for part in (self.cuda_source(), *(p.read_text() for p in sorted(COMMON_DIR.iterdir()) if p.is_file()),
+        for part in (self.cuda_source(), *(p.read_text() for p in sorted(COMMON_DIR.iterdir())
+                                           if p.is_file() and p != BINDING_SOURCE),
                      " ".join(self.cuda_flags), " ".join(self.cpp_flags), os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
                      torch.__version__):
             digest.update(part.encode())
@@ -124,10 +135,21 @@ class BuildSpec:
         given = [f.removeprefix(_NAMESPACE_FLAG) for f in self.cpp_flags if f.startswith(_NAMESPACE_FLAG)]
         return given[-1] if given else self.extension_name()
 
+    def delegate16(self) -> str:
+        """The namespace whose build computes this build's 16-bit tensors ("": none)."""
+        given = [f.removeprefix(_DELEGATE_FLAG) for f in self.cpp_flags if f.startswith(_DELEGATE_FLAG)]
+        return given[-1] if given else ""
+
 
 def build_spec(name_or_path: str | os.PathLike, extra_cuda_cflags: list[str] | tuple[str, ...] | None = None,
                extra_cflags: list[str] | tuple[str, ...] | None = None) -> BuildSpec:
     path = resolve_variant(name_or_path)
+    for what, given in (("extra_cuda_cflags", extra_cuda_cflags), ("extra_cflags", extra_cflags)):
+        if isinstance(given, (str, bytes)):
+            raise TypeError(f"{what} must be a list of flags, e.g. [{given!r}], not a string")
+    if unknown := [f for f in extra_cflags or () if not f.startswith((_NAMESPACE_FLAG, _DELEGATE_FLAG))]:
+        raise ValueError(f"extra_cflags takes {_NAMESPACE_FLAG}<ns> and {_DELEGATE_FLAG}<ns> only (the binding is "
+                         f"compiled once for every build); got {unknown}")
     flags = (*BASE_CUDA_CFLAGS, *file_flags(path.read_text()), *(extra_cuda_cflags or ()))
     return BuildSpec(path, tuple(flags), tuple(extra_cflags or ()))
 
@@ -141,25 +163,76 @@ def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[
     return _load(build_spec(name_or_path, extra_cuda_cflags, extra_cflags), verbose)
 
 
+def _shown_as(path: Path) -> str:
+    """A source's name in compiler messages: kernels/... for the study's files, the full path for a user's."""
+    return path.relative_to(KERNELS_DIR.parent).as_posix() if path.is_relative_to(KERNELS_DIR.parent) else str(path)
+
+
 def load_arguments(spec: BuildSpec) -> dict:
-    """What ``load_inline`` receives for a build, but its name and verbosity: sources, flags and include paths."""
+    """What ``load_inline`` receives for a build, but its name and verbosity: its kernel file with the backward
+    pass and the table of its launch functions (no torch header: ``no_implicit_headers``), flags, include paths.
+    ``#line`` makes compiler messages name the kernel file and its own line numbers."""
+    features = [f"-DELU_BINDING_{w.upper().replace('-', '_')}" for w in binding_features(spec.cuda_source())]
     return {
-        "cpp_sources": (COMMON_DIR / "binding.cpp").read_text(),
-        "extra_cflags": ["-O2", *(f"-DELU_BINDING_{w.upper().replace('-', '_')}"
-                                  for w in binding_features(spec.cuda_source())),
-                         *spec.cpp_flags,
-                         *([] if any(f.startswith(_NAMESPACE_FLAG) for f in spec.cpp_flags)
-                           else [f"{_NAMESPACE_FLAG}{spec.op_namespace()}"])],
-        # Every build gets the shared backward pass (load_inline joins the list into one .cu file).
-        "cuda_sources": [spec.cuda_source(), BACKWARD_SOURCE.read_text()],
-        "extra_cuda_cflags": list(spec.cuda_flags),
+        "cpp_sources": "",  # no host code of its own: the shared binding registers it
+        "cuda_sources": [f'#line 1 "{_shown_as(TABLE_SOURCE)}"\n{TABLE_SOURCE.read_text()}',
+                         f'#line 1 "{_shown_as(spec.source_path)}"\n{spec.cuda_source()}',
+                         f'#line 1 "{_shown_as(BACKWARD_SOURCE)}"\n{BACKWARD_SOURCE.read_text()}'],
+        "extra_cuda_cflags": [*spec.cuda_flags, *features],
         "extra_include_paths": [str(KERNELS_DIR), str(spec.source_path.parent)],
+        "extra_ldflags": ["-Wl,--no-undefined"],  # a missing launch function fails here, not at load time
+        "no_implicit_headers": True,
+        "is_python_module": False,
     }
+
+
+@functools.cache
+def binding():
+    """The shared binding (``kernels/common/binding.cpp``), compiled once per torch version and binding source."""
+    source = BINDING_SOURCE.read_text()
+    digest = hashlib.sha256((source + (COMMON_DIR / "table.h").read_text() + torch.__version__).encode())
+    return _cpp_extension().load_inline(name=f"elu_binding_{digest.hexdigest()[:12]}", cpp_sources=source,
+                                        extra_cflags=["-O2"], extra_include_paths=[str(KERNELS_DIR)], with_cuda=True)
+
+
+class BuildError(RuntimeError):
+    """A kernel file that does not compile or link: the compiler's errors, naming the file and its lines."""
+
+
+_UNDEFINED = re.compile(r"undefined reference to `(\w+)\(([^)]*)\)'")
+
+
+def explain(spec: BuildSpec, log: str) -> str:
+    """The lines of a failed build's log that say what is wrong (the compiler's errors with their context, the
+    launch functions the file does not define), without the compiler's command lines."""
+    lines = log.splitlines()
+    noise = (" -o ", "ninja", "error detected in the compilation", "collect2", "FAILED")
+    keep = [i for i, line in enumerate(lines) if re.search(r"\berror\b|undefined reference", line)
+            and not any(n in line for n in noise)]
+    shown = [line for i in keep for line in lines[i:i + 3] if line.strip()]
+    for name, args in dict(_UNDEFINED.findall(log)).items():
+        shown.append(f"{spec.source_path.name} does not define void {name}({args}): every build defines launch_elu "
+                     "(see kernels/common/table.h for each launch function and what it receives)")
+    return f"{_shown_as(spec.source_path)} did not build:\n" + "\n".join(dict.fromkeys(shown) or lines[-20:])
+
+
+@functools.lru_cache(maxsize=None)
+def _compile(spec: BuildSpec, verbose: bool = False) -> Path:
+    """The build's shared library, compiled (or found in the disk cache) and loaded into this process."""
+    try:
+        return Path(_cpp_extension().load_inline(name=spec.extension_name(), **load_arguments(spec), verbose=verbose))
+    except RuntimeError as err:
+        raise BuildError(explain(spec, str(err))) from None
 
 
 @functools.lru_cache(maxsize=None)
 def _load(spec: BuildSpec, verbose: bool = False):
-    module = _cpp_extension().load_inline(name=spec.extension_name(), **load_arguments(spec), verbose=verbose)
+    library = _compile(spec, verbose)
+    table = ctypes.CDLL(str(library)).elu_kernel_table
+    table.restype = ctypes.c_void_p
+    module = types.ModuleType(spec.extension_name(), f"the build of {spec.source_path.name}")
+    module.__file__ = str(library)
+    module.__dict__.update(binding().register_variant(spec.op_namespace(), table(), spec.delegate16()))
     module.spec = spec
     note_build(spec)
     return module
@@ -200,15 +273,18 @@ def find_cuda_tool(tool: str) -> str:
 
 
 def build_in_subprocess(job: tuple) -> str:
-    """One build of ``build_all``: (variant, nvcc flags) or (variant, nvcc flags, binding.cpp flags)."""
+    """One build of ``build_all``: (variant, nvcc flags) or (variant, nvcc flags, binding flags); compiled only
+    (the process that uses it registers it)."""
     name, flags, *cpp = job
-    return compile_variant(name, extra_cuda_cflags=list(flags), extra_cflags=list(cpp[0]) if cpp else None).__name__
+    configure_toolchain()
+    return str(_compile(build_spec(name, list(flags), list(cpp[0]) if cpp else None)))
 
 
 def build_all(jobs: list[tuple], workers: int | None = None) -> None:
     """Compile several (variant, extra flags) builds side by side, each in its own process, for the disk cache.
     A process that has used CUDA already builds in spawned workers (a fork could not initialize CUDA again)."""
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 2))
+    binding()  # once, before the builds that share it
     context = multiprocessing.get_context("spawn") if torch.cuda.is_initialized() else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         list(tqdm(pool.map(build_in_subprocess, jobs), total=len(jobs), desc="compiling", unit="variant"))

@@ -1,4 +1,6 @@
-// The two faces of every build, compiled once per build by elu_study.compile_variant beside its .cu file:
+// The two faces of every build, compiled once per torch and CUDA version and shared by every build
+// (elu_study.core.build): a build exports its launch functions in one table (common/table.h), and
+// register_variant(namespace, table, delegate16) gives it, at run time:
 //
 // - the binding (pybind11): module.elu(x, alpha, out) and module.elu_backward(...), the kernels alone, which
 //   validate the tensors, pick the output and launch on the current PyTorch stream (the study times these);
@@ -6,7 +8,10 @@
 //   CUDA kernel per build, ATen for every input no kernel takes, autograd in C++ (double backward through a
 //   differentiable formula), and module.call_elu / call_elu_, the eager entry points into the dispatcher.
 #include <cmath>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -28,40 +33,25 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
 
-// The operator's namespace: torch.ops.<ELU_OP_NAMESPACE>. elu_study.core.build defines it (the build's
-// extension name, or the name a caller gives, e.g. elu_study for the drop-in's defaults).
-#ifndef ELU_OP_NAMESPACE
-#error "ELU_OP_NAMESPACE must name the operator namespace (elu_study.core.build defines it)"
-#endif
-#define ELU_STR_(s) #s
-#define ELU_STR(s) ELU_STR_(s)
-#define ELU_TORCH_LIBRARY(ns, m) TORCH_LIBRARY(ns, m)
-#define ELU_TORCH_LIBRARY_IMPL(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
+#include "common/table.h"
 
-void launch_elu(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream);
-// Every build also has kernels/common/backward.cu (elu_study.build appends it): grad_in from
-// grad and x (or, with is_result, from y = ELU(x)); all three hold n contiguous floats.
-void launch_elu_backward(const float* g, const float* x_or_y, float* out, int64_t n, float alpha, bool is_result,
-                         cudaStream_t stream);
-#ifdef ELU_BINDING_STORAGE16
-// A kernel file with "// elu-study: binding = storage16" also defines this: x and y
-// hold n contiguous 16-bit floats (bfloat16 if bf16, else float16); math in float32.
-void launch_elu_16(const void* x, void* y, int64_t n, float alpha, bool bf16, cudaStream_t stream);
-#endif
-#ifdef ELU_BINDING_BACKWARD16
-// A kernel file with "// elu-study: binding = ... backward16" also defines this: g, x_or_y and out hold n
-// contiguous 16-bit floats of one dtype (bfloat16 if bf16, else float16); math in float32, one rounding.
-void launch_elu_backward_16(const void* g, const void* x_or_y, void* out, int64_t n, float alpha, bool is_result,
-                            bool bf16, cudaStream_t stream);
-#endif
-#ifdef ELU_BINDING_LAUNCH_SHAPE
-#include <tuple>
-#include <vector>
-// A kernel file with "// elu-study: binding = launch-shape" (kernels/sweeps/launch_shapes.cu) defines
-// these: the launch shape that launch_elu uses is chosen at run time, process-wide (host state).
-void elu_set_launch_shape(int64_t threads, int64_t vectors, bool hints, int64_t blocks_per_sm);
-std::vector<std::tuple<int64_t, int64_t, bool, bool>> elu_launch_shapes();  // (threads, vectors, hints, grid_stride)
-#endif
+using Unary = at::Tensor(const at::Tensor&, double);
+using UnaryInPlace = void(at::Tensor&, double);  // no output: functionalization takes no aliased ones
+using Backward = at::Tensor(const at::Tensor&, const at::Tensor&, double, bool);
+
+// One registered build: its namespace (torch.ops.<ns>), its launch table, its operator handles (looked up once
+// after registration: the dispatcher's handles are stable), the namespace its 16-bit tensors are delegated to
+// (empty: none), and the libraries that keep its registrations alive (for the life of the process).
+struct Variant {
+  std::string ns;
+  const elu::KernelTable* k = nullptr;
+  std::string delegate16;
+  std::optional<c10::TypedOperatorHandle<Unary>> elu, elu_delegate;
+  std::optional<c10::TypedOperatorHandle<UnaryInPlace>> elu_, elu_delegate_;
+  std::optional<c10::TypedOperatorHandle<Backward>> backward, backward_delegate;
+  std::once_flag delegate_once;
+  std::vector<std::unique_ptr<torch::Library>> libraries;
+};
 
 namespace {
 
@@ -93,15 +83,12 @@ void check_float32_cuda(const at::Tensor& t, const char* what) {
 }
 
 // The dtypes elu() takes: float32, and float16/bfloat16 where the kernel file has a 16-bit path.
-void check_input(const at::Tensor& x) {
-#ifdef ELU_BINDING_STORAGE16
+void check_input(const Variant& v, const at::Tensor& x) {
+  if (!v.k->launch_elu_16) return check_float32_cuda(x, "input");
   TORCH_CHECK_VALUE(x.is_cuda(), "elu: input must be a CUDA tensor, got one on ", x.device());
   const auto t = x.scalar_type();
   TORCH_CHECK_TYPE(t == at::kFloat || t == at::kHalf || t == at::kBFloat16,
                    "elu: input must be float32, float16 or bfloat16, got ", t);
-#else
-  check_float32_cuda(x, "input");
-#endif
 }
 
 // float32 as Python spells it; the 16-bit types as c10 does (Half, BFloat16).
@@ -118,41 +105,38 @@ void check_out(const at::Tensor& out, const at::Tensor& x) {
 // The launches, shared by the binding and the operator: x and y (g, x_or_y and out) have one dtype and
 // numel, and each holds its numel elements in one dense run from its data pointer (contiguous, or dense and
 // non-overlapping with equal strides), on the current device. An elementwise kernel then needs no strides.
-void launch_forward(const at::Tensor& x, at::Tensor& y, double alpha) {
+void launch_forward(const Variant& v, const at::Tensor& x, at::Tensor& y, double alpha) {
   if (x.numel() == 0) return;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-#ifdef ELU_BINDING_STORAGE16
-  if (x.scalar_type() != at::kFloat) {
-    launch_elu_16(x.const_data_ptr(), y.mutable_data_ptr(), x.numel(), static_cast<float>(alpha),
-                  x.scalar_type() == at::kBFloat16, stream);
+  if (x.scalar_type() != at::kFloat && v.k->launch_elu_16) {
+    v.k->launch_elu_16(x.const_data_ptr(), y.mutable_data_ptr(), x.numel(), static_cast<float>(alpha),
+                       x.scalar_type() == at::kBFloat16, stream);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
-#endif
-  launch_elu(x.const_data_ptr<float>(), y.mutable_data_ptr<float>(), x.numel(), static_cast<float>(alpha), stream);
+  v.k->launch_elu(x.const_data_ptr<float>(), y.mutable_data_ptr<float>(), x.numel(), static_cast<float>(alpha), stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-void launch_backward(const at::Tensor& g, const at::Tensor& x, at::Tensor& out, double alpha, bool is_result) {
+void launch_backward(const Variant& v, const at::Tensor& g, const at::Tensor& x, at::Tensor& out, double alpha,
+                     bool is_result) {
   if (g.numel() == 0) return;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-#ifdef ELU_BINDING_BACKWARD16
-  if (g.scalar_type() != at::kFloat) {
-    launch_elu_backward_16(g.const_data_ptr(), x.const_data_ptr(), out.mutable_data_ptr(), g.numel(),
-                           static_cast<float>(alpha), is_result, g.scalar_type() == at::kBFloat16, stream);
+  if (g.scalar_type() != at::kFloat && v.k->launch_elu_backward_16) {
+    v.k->launch_elu_backward_16(g.const_data_ptr(), x.const_data_ptr(), out.mutable_data_ptr(), g.numel(),
+                                static_cast<float>(alpha), is_result, g.scalar_type() == at::kBFloat16, stream);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
-#endif
-  launch_elu_backward(g.const_data_ptr<float>(), x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), g.numel(),
+  v.k->launch_elu_backward(g.const_data_ptr<float>(), x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), g.numel(),
                       static_cast<float>(alpha), is_result, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // Every check runs before any state (device guard, copies) exists, so a
 // rejected call leaves nothing behind and the CUDA context untouched.
-at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_arg) {
-  check_input(x);
+at::Tensor elu(const Variant& v, const at::Tensor& x, double alpha, const pybind11::object& out_arg) {
+  check_input(v, x);
   // Numbers enter messages through std::to_string: streaming a double into the
   // error message crashed the process on the H200 image (torch 2.11).
   TORCH_CHECK_VALUE(std::isfinite(alpha), "elu: alpha must be finite, got " + std::to_string(alpha));
@@ -171,24 +155,18 @@ at::Tensor elu(const at::Tensor& x, double alpha, const pybind11::object& out_ar
   // Non-contiguous inputs are copied once into a dense buffer: simple and correct.
   const at::Tensor xc = x.contiguous();
   at::Tensor y = has_out ? out : at::empty_like(xc, at::MemoryFormat::Contiguous);
-  launch_forward(xc, y, alpha);
+  launch_forward(v, xc, y, alpha);
   return y;
 }
 
 // The dtypes elu_backward() takes: float32, and float16/bfloat16 where the kernel file has a 16-bit backward.
-bool backward_dtype_ok(at::ScalarType t) {
-#ifdef ELU_BINDING_BACKWARD16
-  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
-#else
-  return t == at::kFloat;
-#endif
+bool backward_dtype_ok(const Variant& v, at::ScalarType t) {
+  return t == at::kFloat || (v.k->launch_elu_backward_16 && (t == at::kHalf || t == at::kBFloat16));
 }
 
-#ifdef ELU_BINDING_BACKWARD16
-constexpr const char* kBackwardDtypes = "float32, float16 or bfloat16";
-#else
-constexpr const char* kBackwardDtypes = "float32";
-#endif
+const char* backward_dtypes(const Variant& v) {
+  return v.k->launch_elu_backward_16 ? "float32, float16 or bfloat16" : "float32";
+}
 
 void check_backward_out(const at::Tensor& out, const at::Tensor& grad) {
   TORCH_CHECK_VALUE(out.is_cuda(), "elu_backward: out must be a CUDA tensor, got one on ", out.device());
@@ -203,11 +181,11 @@ void check_backward_out(const at::Tensor& out, const at::Tensor& grad) {
 
 // grad_in = grad_output * dELU/dx, as aten elu_backward (scale = input_scale = 1), in the inputs' dtype;
 // the same checks, messages and order as elu(): all before any launch or copy.
-at::Tensor elu_backward(const at::Tensor& grad, const at::Tensor& x, double alpha, bool is_result,
+at::Tensor elu_backward(const Variant& v, const at::Tensor& grad, const at::Tensor& x, double alpha, bool is_result,
                         const pybind11::object& out_arg) {
   const char* xname = is_result ? "result" : "x";
   TORCH_CHECK_VALUE(grad.is_cuda(), "elu_backward: grad_output must be a CUDA tensor, got one on ", grad.device());
-  TORCH_CHECK_TYPE(backward_dtype_ok(grad.scalar_type()), "elu_backward: grad_output must be ", kBackwardDtypes,
+  TORCH_CHECK_TYPE(backward_dtype_ok(v, grad.scalar_type()), "elu_backward: grad_output must be ", backward_dtypes(v),
                    ", got ", grad.scalar_type());
   TORCH_CHECK_VALUE(x.is_cuda(), "elu_backward: ", xname, " must be a CUDA tensor, got one on ", x.device());
   TORCH_CHECK_TYPE(x.scalar_type() == grad.scalar_type(), "elu_backward: ", xname, " must be ", dtype_name(grad),
@@ -234,31 +212,29 @@ at::Tensor elu_backward(const at::Tensor& grad, const at::Tensor& x, double alph
   const at::Tensor gc = grad.contiguous();
   const at::Tensor xc = x.contiguous();
   at::Tensor result = has_out ? out : at::empty_like(gc, at::MemoryFormat::Contiguous);
-  launch_backward(gc, xc, result, alpha, is_result);
+  launch_backward(v, gc, xc, result, alpha, is_result);
   return result;
 }
 
-#ifdef ELU_BINDING_LAUNCH_SHAPE
 // Checked here, before any state changes, so that a shape with no instance raises a ValueError
 // that lists the instances; the kernel file checks again.
-void set_launch_shape(int64_t threads, int64_t vectors, bool hints, int64_t blocks_per_sm) {
+void set_launch_shape(const Variant& v, int64_t threads, int64_t vectors, bool hints, int64_t blocks_per_sm) {
   TORCH_CHECK_VALUE(blocks_per_sm >= 0, "elu: blocks_per_sm must be >= 0 (0: one-shot grid), got " +
                     std::to_string(blocks_per_sm));
   const bool grid_stride = blocks_per_sm > 0;
   std::string known;
-  for (const auto& [t, v, h, g] : elu_launch_shapes()) {
-    if (t == threads && v == vectors && h == hints && g == grid_stride) {
-      elu_set_launch_shape(threads, vectors, hints, blocks_per_sm);
+  for (const auto& [t, n, h, g] : v.k->launch_shapes()) {
+    if (t == threads && n == vectors && h == hints && g == grid_stride) {
+      v.k->set_launch_shape(threads, vectors, hints, blocks_per_sm);
       return;
     }
-    if (g == grid_stride) known += " " + std::to_string(t) + "x" + std::to_string(v) + (h ? "+hints" : "");
+    if (g == grid_stride) known += " " + std::to_string(t) + "x" + std::to_string(n) + (h ? "+hints" : "");
   }
   TORCH_CHECK_VALUE(false, "elu: no launch-shape instance for threads=" + std::to_string(threads) + ", vectors=" +
                     std::to_string(vectors) + ", hints=" + (hints ? "True" : "False") + " " +
                     (grid_stride ? "with a grid-stride loop (blocks_per_sm > 0)" : "in a one-shot grid (blocks_per_sm = 0)") +
                     "; instances (threads x vectors):" + known);
 }
-#endif
 
 // ---------------------------------------------------------------- the operator
 //
@@ -267,8 +243,8 @@ void set_launch_shape(int64_t threads, int64_t vectors, bool hints, int64_t bloc
 //   elu_backward(Tensor grad_output, Tensor self_or_result, float alpha, bool is_result) -> Tensor
 //                                        aten.elu_backward(grad_output, alpha, 1, 1, is_result, self_or_result)
 //
-// Who computes a CUDA tensor: this build's kernel where it takes the dtype; a float16/bfloat16 one, with
-// ELU_DELEGATE16 defined, the operator of the build in that namespace (the drop-in's defaults: step 7);
+// Who computes a CUDA tensor: this build's kernel where it takes the dtype; a float16/bfloat16 one, where the
+// build was registered with a delegate16 namespace, the operator of the build in that namespace (the drop-in's defaults: step 7);
 // anything else (float64, integers, a non-finite alpha) ATen. Every other device: ATen
 // (CompositeExplicitAutograd). Layout, on every route: a dense, non-overlapping input (channels_last
 // included) is computed in its own memory order into an output with its strides; any other is made
@@ -276,70 +252,45 @@ void set_launch_shape(int64_t threads, int64_t vectors, bool hints, int64_t bloc
 
 enum class Route { kKernel, kDelegate, kATen };
 
-using Unary = at::Tensor(const at::Tensor&, double);
-using UnaryInPlace = void(at::Tensor&, double);  // no output: functionalization takes no aliased ones
-using Backward = at::Tensor(const at::Tensor&, const at::Tensor&, double, bool);
-
 template <class Signature>
-c10::TypedOperatorHandle<Signature> find_op(const char* ns, const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow((std::string(ns) + "::" + name).c_str(), "").typed<Signature>();
-}
-
-// This build's ops, looked up once (the dispatcher's handles are stable).
-const c10::TypedOperatorHandle<Unary>& elu_op() {
-  static const auto op = find_op<Unary>(ELU_STR(ELU_OP_NAMESPACE), "elu");
-  return op;
-}
-const c10::TypedOperatorHandle<UnaryInPlace>& elu_inplace_op() {
-  static const auto op = find_op<UnaryInPlace>(ELU_STR(ELU_OP_NAMESPACE), "elu_");
-  return op;
-}
-const c10::TypedOperatorHandle<Backward>& elu_backward_op() {
-  static const auto op = find_op<Backward>(ELU_STR(ELU_OP_NAMESPACE), "elu_backward");
-  return op;
+c10::TypedOperatorHandle<Signature> find_op(const std::string& ns, const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + name).c_str(), "").typed<Signature>();
 }
 
 bool sixteen_bits(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
 
-Route forward_route(const at::Tensor& x, double alpha) {
+Route forward_route(const Variant& v, const at::Tensor& x, double alpha) {
   if (!std::isfinite(alpha)) return Route::kATen;
   const auto t = x.scalar_type();
   if (t == at::kFloat) return Route::kKernel;
   if (!sixteen_bits(t)) return Route::kATen;
-#if defined(ELU_DELEGATE16)
-  return Route::kDelegate;
-#elif defined(ELU_BINDING_STORAGE16)
-  return Route::kKernel;
-#else
-  return Route::kATen;
-#endif
+  if (!v.delegate16.empty()) return Route::kDelegate;
+  return v.k->launch_elu_16 ? Route::kKernel : Route::kATen;
 }
 
-Route backward_route(const at::Tensor& grad, const at::Tensor& saved, double alpha) {
+Route backward_route(const Variant& v, const at::Tensor& grad, const at::Tensor& saved, double alpha) {
   const auto t = grad.scalar_type();
   if (!std::isfinite(alpha) || saved.scalar_type() != t || !saved.is_cuda() || saved.device() != grad.device()) {
     return Route::kATen;
   }
   if (t == at::kFloat) return Route::kKernel;
   if (!sixteen_bits(t)) return Route::kATen;
-#if defined(ELU_DELEGATE16)
-  return Route::kDelegate;
-#elif defined(ELU_BINDING_BACKWARD16)
-  return Route::kKernel;
-#else
-  return Route::kATen;
-#endif
+  if (!v.delegate16.empty()) return Route::kDelegate;
+  return v.k->launch_elu_backward_16 ? Route::kKernel : Route::kATen;
 }
 
-#ifdef ELU_DELEGATE16
-// The build that computes 16-bit tensors, entered at its CUDA kernel (this call is already below autograd).
+// The build that computes 16-bit tensors, entered at its CUDA kernel (this call is already below autograd); its
+// handles are looked up at the first delegated call (it may register after this build).
 const c10::DispatchKeySet kCUDA(c10::DispatchKey::CUDA);
-template <class Signature>
-const c10::TypedOperatorHandle<Signature>& delegate(const char* name) {
-  static const auto op = find_op<Signature>(ELU_STR(ELU_DELEGATE16), name);
-  return op;
+Variant& delegated(const Variant& v) {
+  auto& m = const_cast<Variant&>(v);
+  std::call_once(m.delegate_once, [&m] {
+    m.elu_delegate.emplace(find_op<Unary>(m.delegate16, "elu"));
+    m.elu_delegate_.emplace(find_op<UnaryInPlace>(m.delegate16, "elu_"));
+    m.backward_delegate.emplace(find_op<Backward>(m.delegate16, "elu_backward"));
+  });
+  return m;
 }
-#endif
 
 // The layout rule: x itself if dense and non-overlapping (its strides kept), else a contiguous copy.
 at::Tensor dense(const at::Tensor& x) { return x.is_non_overlapping_and_dense() ? x : x.contiguous(); }
@@ -378,44 +329,40 @@ at::Tensor elu_backward_aten(const at::Tensor& grad, const at::Tensor& saved, do
   return at::elu_backward(grad, alpha, 1, 1, is_result, saved);  // TensorIterator takes any strides
 }
 
-at::Tensor elu_cuda(const at::Tensor& x, double alpha) {
-  switch (forward_route(x, alpha)) {
+at::Tensor elu_cuda(const Variant& v, const at::Tensor& x, double alpha) {
+  switch (forward_route(v, x, alpha)) {
     case Route::kATen: return elu_aten(x, alpha);
-#ifdef ELU_DELEGATE16
-    case Route::kDelegate: return delegate<Unary>("elu").redispatch(kCUDA, x, alpha);
-#endif
+    case Route::kDelegate: return delegated(v).elu_delegate->redispatch(kCUDA, x, alpha);
     default: break;
   }
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor xd = dense(x);
   at::Tensor y = like(xd);
-  launch_forward(xd, y, alpha);
+  launch_forward(v, xd, y, alpha);
   return y;
 }
 
-void elu_inplace_cuda(at::Tensor& x, double alpha) {
-  switch (forward_route(x, alpha)) {
+void elu_inplace_cuda(const Variant& v, at::Tensor& x, double alpha) {
+  switch (forward_route(v, x, alpha)) {
     case Route::kATen: return elu_inplace_aten(x, alpha);
-#ifdef ELU_DELEGATE16
-    case Route::kDelegate: return delegate<UnaryInPlace>("elu_").redispatch(kCUDA, x, alpha);
-#endif
+    case Route::kDelegate: return delegated(v).elu_delegate_->redispatch(kCUDA, x, alpha);
     default: break;
   }
   if (!x.is_non_overlapping_and_dense()) {
-    x.copy_(elu_cuda(x, alpha));
+    x.copy_(elu_cuda(v, x, alpha));
     return;
   }
   const c10::cuda::CUDAGuard guard(x.device());
-  launch_forward(x, x, alpha);  // each element read, then written by the same thread
+  launch_forward(v, x, x, alpha);  // each element read, then written by the same thread
 }
 
-at::Tensor elu_backward_cuda(const at::Tensor& grad, const at::Tensor& saved, double alpha, bool is_result) {
+at::Tensor elu_backward_cuda(const Variant& v, const at::Tensor& grad, const at::Tensor& saved, double alpha,
+                             bool is_result) {
   check_shapes(grad, saved, is_result);
-  switch (backward_route(grad, saved, alpha)) {
+  switch (backward_route(v, grad, saved, alpha)) {
     case Route::kATen: return elu_backward_aten(grad, saved, alpha, is_result);
-#ifdef ELU_DELEGATE16
-    case Route::kDelegate: return delegate<Backward>("elu_backward").redispatch(kCUDA, grad, saved, alpha, is_result);
-#endif
+    case Route::kDelegate:
+      return delegated(v).backward_delegate->redispatch(kCUDA, grad, saved, alpha, is_result);
     default: break;
   }
   // PyTorch's own refusal (aten elu_backward), word for word.
@@ -425,7 +372,7 @@ at::Tensor elu_backward_cuda(const at::Tensor& grad, const at::Tensor& saved, do
   const c10::cuda::CUDAGuard guard(grad.device());
   const auto [g, s] = dense_pair(grad, saved);
   at::Tensor out = like(g);
-  launch_backward(g, s, out, alpha, is_result);
+  launch_backward(v, g, s, out, alpha, is_result);
   return out;
 }
 
@@ -459,11 +406,10 @@ bool has_tangent(const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined()
 // itself differentiable.
 struct EluBackwardNode : public torch::autograd::Node {
   torch::autograd::SavedVariable saved_;
+  const Variant* v = nullptr;
   double alpha = 1.0;
   bool is_result = false;
-  std::string name() const override {
-    return is_result ? ELU_STR(ELU_OP_NAMESPACE) "::EluBackward (in place)" : ELU_STR(ELU_OP_NAMESPACE) "::EluBackward";
-  }
+  std::string name() const override { return v->ns + (is_result ? "::EluBackward (in place)" : "::EluBackward"); }
   void release_variables() override {
     const std::lock_guard<std::mutex> lock(mutex_);
     saved_.reset_data();
@@ -472,7 +418,7 @@ struct EluBackwardNode : public torch::autograd::Node {
     const std::lock_guard<std::mutex> lock(mutex_);
     variable_list out(1);
     if (grads[0].defined() && task_should_compute_output(0)) {
-      out[0] = elu_backward_op().call(grads[0], saved_.unpack(getptr()), alpha, is_result);
+      out[0] = v->backward->call(grads[0], saved_.unpack(getptr()), alpha, is_result);
     }
     return out;
   }
@@ -483,12 +429,13 @@ struct EluBackwardNode : public torch::autograd::Node {
 // gg * grad * (result < 0).
 struct EluBackwardFunction : public torch::autograd::Function<EluBackwardFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& saved, double alpha,
-                            bool is_result) {
+                            bool is_result, int64_t variant) {
     at::AutoDispatchBelowADInplaceOrView below;
     ctx->saved_data["alpha"] = alpha;
     ctx->saved_data["is_result"] = is_result;
+    ctx->saved_data["variant"] = variant;
     ctx->save_for_backward({grad, saved});
-    return elu_backward_op().call(grad, saved, alpha, is_result);
+    return reinterpret_cast<const Variant*>(variant)->backward->call(grad, saved, alpha, is_result);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
@@ -497,13 +444,14 @@ struct EluBackwardFunction : public torch::autograd::Function<EluBackwardFunctio
     const at::Tensor& gg = grads[0];
     const double alpha = ctx->saved_data["alpha"].toDouble();
     const bool is_result = ctx->saved_data["is_result"].toBool();
+    const auto& op = *reinterpret_cast<const Variant*>(ctx->saved_data["variant"].toInt())->backward;
     at::Tensor d_grad, d_saved;
-    if (ctx->needs_input_grad(0)) d_grad = elu_backward_op().call(gg, x_or_y, alpha, is_result);
+    if (ctx->needs_input_grad(0)) d_grad = op.call(gg, x_or_y, alpha, is_result);
     if (ctx->needs_input_grad(1)) {
       const at::Tensor negative = (x_or_y < 0).to(gg.scalar_type());
-      d_saved = is_result ? gg * grad * negative : elu_backward_op().call(gg * grad, x_or_y, alpha, false) * negative;
+      d_saved = is_result ? gg * grad * negative : op.call(gg * grad, x_or_y, alpha, false) * negative;
     }
-    return {d_grad, d_saved, at::Tensor(), at::Tensor()};
+    return {d_grad, d_saved, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -518,25 +466,26 @@ auto make_node() {
   }
 }
 
-at::Tensor elu_autograd(c10::DispatchKeySet ks, const at::Tensor& x, double alpha) {
+at::Tensor elu_autograd(const Variant& v, c10::DispatchKeySet ks, const at::Tensor& x, double alpha) {
   if (has_tangent(x)) return at::elu(dense(x), alpha);
   const c10::DispatchKeySet below = ks & c10::after_ADInplaceOrView_keyset;
   decltype(make_node<EluBackwardNode>()) node;
   if (needs_grad(x)) {
     node = make_node<EluBackwardNode>();
     node->set_next_edges(torch::autograd::collect_next_edges(x));
+    node->v = &v;
     node->alpha = alpha;
     node->saved_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
   }
   at::Tensor y = [&] {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return elu_op().redispatch(below, x, alpha);
+    return v.elu->redispatch(below, x, alpha);
   }();
   if (node) torch::autograd::set_history(y, node);
   return y;
 }
 
-void elu_inplace_autograd(c10::DispatchKeySet ks, at::Tensor& x, double alpha) {
+void elu_inplace_autograd(const Variant& v, c10::DispatchKeySet ks, at::Tensor& x, double alpha) {
   if (has_tangent(x)) {
     at::elu_(x, alpha);
     return;
@@ -553,12 +502,13 @@ void elu_inplace_autograd(c10::DispatchKeySet ks, at::Tensor& x, double alpha) {
   if (grad) {
     node = make_node<EluBackwardNode>();
     node->set_next_edges(torch::autograd::collect_next_edges(x));
+    node->v = &v;
     node->alpha = alpha;
     node->is_result = true;
   }
   {
     at::AutoDispatchBelowADInplaceOrView below;
-    elu_inplace_op().redispatch(ks & c10::after_ADInplaceOrView_keyset, x, alpha);
+    v.elu_->redispatch(ks & c10::after_ADInplaceOrView_keyset, x, alpha);
   }
   torch::autograd::increment_version(x);  // written below autograd: say so, as an in-place aten op does
   if (node) {
@@ -567,22 +517,22 @@ void elu_inplace_autograd(c10::DispatchKeySet ks, at::Tensor& x, double alpha) {
   }
 }
 
-at::Tensor elu_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad, const at::Tensor& saved, double alpha,
-                                 bool is_result) {
+at::Tensor elu_backward_autograd(const Variant& v, c10::DispatchKeySet ks, const at::Tensor& grad,
+                                 const at::Tensor& saved, double alpha, bool is_result) {
   if (has_tangent(grad) || has_tangent(saved)) {
     check_shapes(grad, saved, is_result);
     return at::elu_backward(grad, alpha, 1, 1, is_result, saved);
   }
   if (!needs_grad(grad) && !needs_grad(saved)) {  // every backward pass without create_graph: below autograd
     at::AutoDispatchBelowADInplaceOrView below;
-    return elu_backward_op().redispatch(ks & c10::after_ADInplaceOrView_keyset, grad, saved, alpha, is_result);
+    return v.backward->redispatch(ks & c10::after_ADInplaceOrView_keyset, grad, saved, alpha, is_result);
   }
-  return EluBackwardFunction::apply(grad, saved, alpha, is_result);
+  return EluBackwardFunction::apply(grad, saved, alpha, is_result, reinterpret_cast<int64_t>(&v));
 }
 
 // Why this build's kernels do not compute ELU(x) at this alpha, as (Python exception type, message), or two empty
 // strings where they (or its 16-bit delegate) do: elu_study.ELU(strict=True) raises it.
-std::pair<std::string, std::string> kernel_refusal(const at::Tensor& x, double alpha) {
+std::pair<std::string, std::string> kernel_refusal(const Variant& v, const at::Tensor& x, double alpha) {
   if (!x.is_cuda()) {
     return {"ValueError", "no study kernel computes a tensor on " + x.device().str() + ": the kernels take CUDA tensors"};
   }
@@ -592,50 +542,70 @@ std::pair<std::string, std::string> kernel_refusal(const at::Tensor& x, double a
                               " tensor: the kernels take dense (strided) tensors"};
   }
   if (!std::isfinite(alpha)) return {"ValueError", "alpha must be finite for the kernels, got " + std::to_string(alpha)};
-  if (forward_route(x, alpha) != Route::kATen) return {"", ""};
+  if (forward_route(v, x, alpha) != Route::kATen) return {"", ""};
   if (sixteen_bits(x.scalar_type())) {
-    return {"TypeError", std::string("the build ") + ELU_STR(ELU_OP_NAMESPACE) + " has no 16-bit path for " +
+    return {"TypeError", std::string("the build ") + v.ns + " has no 16-bit path for " +
                              c10::toString(x.scalar_type())};
   }
   return {"TypeError", std::string("no study kernel computes ") + c10::toString(x.scalar_type()) +
                            ": the kernels take float32, and float16/bfloat16 where the build has a 16-bit path"};
 }
 
-}  // namespace
 
-ELU_TORCH_LIBRARY(ELU_OP_NAMESPACE, m) {
-  m.set_python_module("elu_study.pytorch.ops");  // where the fake implementations are registered
-  m.def("elu(Tensor self, float alpha=1.0) -> Tensor");
-  m.def("elu_(Tensor(a!) self, float alpha=1.0) -> ()");
-  m.def("elu_backward(Tensor grad_output, Tensor self_or_result, float alpha, bool is_result) -> Tensor");
+// ---------------------------------------------------------------- registration, at run time
+
+// The operator of one build, registered with libraries built at run time (what TORCH_LIBRARY and
+// TORCH_LIBRARY_IMPL expand to, for a namespace known only when the build is loaded): the schema, a CUDA kernel,
+// ATen for every other device (CompositeExplicitAutograd), autograd in C++.
+void register_operator(Variant& v) {
+  auto library = [&v](torch::Library::Kind kind, std::optional<c10::DispatchKey> key) -> torch::Library& {
+    v.libraries.push_back(std::make_unique<torch::Library>(kind, v.ns, key, __FILE__, __LINE__));
+    return *v.libraries.back();
+  };
+  const Variant* p = &v;
+  auto& def = library(torch::Library::DEF, std::nullopt);
+  def.set_python_module("elu_study.pytorch.ops");  // where the fake implementations are registered
+  def.def("elu(Tensor self, float alpha=1.0) -> Tensor");
+  def.def("elu_(Tensor(a!) self, float alpha=1.0) -> ()");
+  def.def("elu_backward(Tensor grad_output, Tensor self_or_result, float alpha, bool is_result) -> Tensor");
+
+  auto& cuda = library(torch::Library::IMPL, c10::DispatchKey::CUDA);
+  cuda.impl("elu", [p](const at::Tensor& x, double alpha) { return elu_cuda(*p, x, alpha); });
+  cuda.impl("elu_", [p](at::Tensor& x, double alpha) { elu_inplace_cuda(*p, x, alpha); });
+  cuda.impl("elu_backward", [p](const at::Tensor& g, const at::Tensor& s, double alpha, bool is_result) {
+    return elu_backward_cuda(*p, g, s, alpha, is_result);
+  });
+
+  auto& composite = library(torch::Library::IMPL, c10::DispatchKey::CompositeExplicitAutograd);
+  composite.impl("elu", &elu_aten);
+  composite.impl("elu_", &elu_inplace_aten);
+  composite.impl("elu_backward", &elu_backward_aten);
+
+  auto& autograd = library(torch::Library::IMPL, c10::DispatchKey::Autograd);
+  autograd.impl("elu", [p](c10::DispatchKeySet ks, const at::Tensor& x, double alpha) {
+    return elu_autograd(*p, ks, x, alpha);
+  });
+  autograd.impl("elu_", [p](c10::DispatchKeySet ks, at::Tensor& x, double alpha) {
+    elu_inplace_autograd(*p, ks, x, alpha);
+  });
+  autograd.impl("elu_backward", [p](c10::DispatchKeySet ks, const at::Tensor& g, const at::Tensor& s, double alpha,
+                                    bool is_result) { return elu_backward_autograd(*p, ks, g, s, alpha, is_result); });
+
+  v.elu.emplace(find_op<Unary>(v.ns, "elu"));
+  v.elu_.emplace(find_op<UnaryInPlace>(v.ns, "elu_"));
+  v.backward.emplace(find_op<Backward>(v.ns, "elu_backward"));
 }
-
-ELU_TORCH_LIBRARY_IMPL(ELU_OP_NAMESPACE, CUDA, m) {
-  m.impl("elu", &elu_cuda);
-  m.impl("elu_", &elu_inplace_cuda);
-  m.impl("elu_backward", &elu_backward_cuda);
-}
-
-ELU_TORCH_LIBRARY_IMPL(ELU_OP_NAMESPACE, CompositeExplicitAutograd, m) {
-  m.impl("elu", &elu_aten);
-  m.impl("elu_", &elu_inplace_aten);
-  m.impl("elu_backward", &elu_backward_aten);
-}
-
-ELU_TORCH_LIBRARY_IMPL(ELU_OP_NAMESPACE, Autograd, m) {
-  m.impl("elu", &elu_autograd);
-  m.impl("elu_", &elu_inplace_autograd);
-  m.impl("elu_backward", &elu_backward_autograd);
-}
-
-namespace {
 
 // The eager entry points, in CPython's fastcall convention: (tensor, alpha) in, into the dispatcher at its top.
 // (pybind11's own argument matching costs about as much as the dispatcher itself; torch's bindings do this.)
+// Their self is a capsule holding the build's Variant.
 bool unpack(PyObject* const* args, Py_ssize_t nargs, const char* name, double* alpha) {
-  if (nargs != 2 || !THPVariable_Check(args[0])) {
-    PyErr_Format(PyExc_TypeError, "%s(x, alpha): x must be a Tensor and alpha a real number (2 arguments, got %zd)",
-                 name, nargs);
+  if (nargs != 2) {
+    PyErr_Format(PyExc_TypeError, "%s(x, alpha) takes 2 arguments, got %zd", name, nargs);
+    return false;
+  }
+  if (!THPVariable_Check(args[0])) {
+    PyErr_Format(PyExc_TypeError, "%s(x, alpha): x must be a Tensor, got %s", name, Py_TYPE(args[0])->tp_name);
     return false;
   }
   if (PyBool_Check(args[1]) || !PyNumber_Check(args[1]) || PyComplex_Check(args[1])) {
@@ -647,20 +617,22 @@ bool unpack(PyObject* const* args, Py_ssize_t nargs, const char* name, double* a
   return !(*alpha == -1.0 && PyErr_Occurred());
 }
 
-PyObject* call_elu(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+const Variant& of(PyObject* self) { return *static_cast<const Variant*>(PyCapsule_GetPointer(self, "elu_study.variant")); }
+
+PyObject* call_elu(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   double alpha;
   if (!unpack(args, nargs, "elu", &alpha)) return nullptr;
-  return THPVariable_Wrap(elu_op().call(THPVariable_Unpack(args[0]), alpha));
+  return THPVariable_Wrap(of(self).elu->call(THPVariable_Unpack(args[0]), alpha));
   END_HANDLE_TH_ERRORS
 }
 
-PyObject* call_elu_(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* call_elu_(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   double alpha;
   if (!unpack(args, nargs, "elu_", &alpha)) return nullptr;
   at::Tensor x = THPVariable_Unpack(args[0]);
-  elu_inplace_op().call(x, alpha);
+  of(self).elu_->call(x, alpha);
   Py_INCREF(args[0]);
   return args[0];
   END_HANDLE_TH_ERRORS
@@ -673,34 +645,72 @@ PyMethodDef kEntryPoints[] = {
      "call_elu_(x, alpha): torch.ops.<op_namespace>.elu_(x, alpha), through the dispatcher; returns x"},
 };
 
+// Every build registered in this process, by namespace; never freed (the dispatcher holds their kernels).
+std::map<std::string, std::unique_ptr<Variant>>& registered() {
+  static std::map<std::string, std::unique_ptr<Variant>> variants;
+  return variants;
+}
+
+// A build's table (the address elu_kernel_table() returned) under torch.ops.<ns>: its module's functions.
+pybind11::dict register_variant(const std::string& ns, uintptr_t table, const std::string& delegate16) {
+  auto& variants = registered();
+  const auto* k = reinterpret_cast<const elu::KernelTable*>(table);
+  TORCH_CHECK(k != nullptr && k->version == elu::kKernelTableVersion, "elu: the build's kernel table is version ",
+              k ? k->version : -1, ", the binding reads version ", elu::kKernelTableVersion, ": rebuild it");
+  auto found = variants.find(ns);
+  if (found == variants.end()) {
+    auto v = std::make_unique<Variant>();
+    v->ns = ns;
+    v->k = k;
+    v->delegate16 = delegate16;
+    register_operator(*v);
+    found = variants.emplace(ns, std::move(v)).first;
+  }
+  TORCH_CHECK(found->second->k == k, "elu: torch.ops.", ns, " is registered already, by another build");
+  const Variant* v = found->second.get();
+  namespace py = pybind11;
+  py::dict m;
+  m["elu"] = py::cpp_function([v](const at::Tensor& x, double alpha, const py::object& out) {
+    return elu(*v, x, alpha, out);
+  }, "ELU(x) = x if x > 0 else alpha * (exp(x) - 1), float32 on CUDA", py::arg("x"), py::arg("alpha") = 1.0,
+     py::arg("out") = py::none());
+  m["elu_backward"] = py::cpp_function([v](const at::Tensor& g, const at::Tensor& x, double alpha, bool is_result,
+                                           const py::object& out) { return elu_backward(*v, g, x, alpha, is_result, out); },
+      "grad_in = grad_output * (x > 0 ? 1 : alpha * exp(x)), as aten elu_backward; with is_result, from "
+      "result = ELU(x) (alpha >= 0): grad_output * (result > 0 ? 1 : result + alpha). float32 on CUDA (and "
+      "float16/bfloat16 where the kernel file has a 16-bit backward)",
+      py::arg("grad_output"), py::arg("x"), py::arg("alpha") = 1.0, py::arg("is_result") = false,
+      py::arg("out") = py::none());
+  m["kernel_refusal"] = py::cpp_function([v](const at::Tensor& x, double alpha) { return kernel_refusal(*v, x, alpha); },
+      "Why this build's kernels do not compute ELU(x) at this alpha: (exception type, message), empty where they do",
+      py::arg("x"), py::arg("alpha"));
+  if (v->k->set_launch_shape && v->k->launch_shapes) {
+    m["set_launch_shape"] = py::cpp_function([v](int64_t threads, int64_t vectors, bool hints, int64_t blocks_per_sm) {
+      set_launch_shape(*v, threads, vectors, hints, blocks_per_sm);
+    }, "Choose the launch of every later elu() call in this process (process-global host state): threads per "
+       "block, float4s per thread, streaming hints (__ldcs/__stcs), and blocks_per_sm = 0 for a one-shot grid or "
+       "> 0 for a grid-stride loop over blocks_per_sm x SMs blocks. ValueError for a shape with no instance.",
+       py::arg("threads"), py::arg("vectors"), py::arg("hints"), py::arg("blocks_per_sm") = 0);
+    m["launch_shapes"] = py::cpp_function([v] { return v->k->launch_shapes(); },
+        "Every instantiated launch shape: (threads, vectors, hints, grid_stride) tuples; grid_stride ones take "
+        "blocks_per_sm > 0");
+  }
+  m["op_namespace"] = ns;
+  // The operator's eager entry points (elu_study.ELU calls these): into the dispatcher at its top, as torch.ops
+  // does, without torch.ops' boxed argument parsing.
+  py::object self = py::reinterpret_steal<py::object>(PyCapsule_New(const_cast<Variant*>(v), "elu_study.variant", nullptr));
+  for (auto& def : kEntryPoints) {
+    m[def.ml_name] = py::reinterpret_steal<py::object>(PyCFunction_New(&def, self.ptr()));
+  }
+  return m;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("elu", &elu, "ELU(x) = x if x > 0 else alpha * (exp(x) - 1), float32 on CUDA", pybind11::arg("x"),
-        pybind11::arg("alpha") = 1.0, pybind11::arg("out") = pybind11::none());
-#ifdef ELU_BINDING_LAUNCH_SHAPE
-  m.def("set_launch_shape", &set_launch_shape,
-        "Choose the launch of every later elu() call in this process (process-global host state): threads per "
-        "block, float4s per thread, streaming hints (__ldcs/__stcs), and blocks_per_sm = 0 for a one-shot grid or "
-        "> 0 for a grid-stride loop over blocks_per_sm x SMs blocks. ValueError for a shape with no instance.",
-        pybind11::arg("threads"), pybind11::arg("vectors"), pybind11::arg("hints"), pybind11::arg("blocks_per_sm") = 0);
-  m.def("launch_shapes", &elu_launch_shapes,
-        "Every instantiated launch shape: (threads, vectors, hints, grid_stride) tuples; grid_stride ones take "
-        "blocks_per_sm > 0");
-#endif
-  m.def("elu_backward", &elu_backward,
-        "grad_in = grad_output * (x > 0 ? 1 : alpha * exp(x)), as aten elu_backward; with is_result, from "
-        "result = ELU(x) (alpha >= 0): grad_output * (result > 0 ? 1 : result + alpha). float32 on CUDA (and "
-        "float16/bfloat16 where the kernel file has a 16-bit backward)",
-        pybind11::arg("grad_output"), pybind11::arg("x"), pybind11::arg("alpha") = 1.0,
-        pybind11::arg("is_result") = false, pybind11::arg("out") = pybind11::none());
-  // The operator's eager entry points (elu_study.ELU calls these): into the dispatcher at its top, as torch.ops
-  // does, without torch.ops' boxed argument parsing.
-  m.attr("op_namespace") = ELU_STR(ELU_OP_NAMESPACE);
-  for (auto& def : kEntryPoints) {
-    m.add_object(def.ml_name, pybind11::reinterpret_steal<pybind11::object>(PyCFunction_New(&def, nullptr)));
-  }
-  m.def("kernel_refusal", &kernel_refusal,
-        "Why this build's kernels do not compute ELU(x) at this alpha: (exception type, message), empty where they do", pybind11::arg("x"),
-        pybind11::arg("alpha"));
+  m.def("register_variant", &register_variant,
+        "Register a build's kernel table (the address of its elu_kernel_table()) as torch.ops.<ns>; its 16-bit "
+        "tensors go to the build registered as torch.ops.<delegate16> where that is not empty. Returns the "
+        "build's functions (elu, elu_backward, call_elu, call_elu_, kernel_refusal, ...)",
+        pybind11::arg("ns"), pybind11::arg("table"), pybind11::arg("delegate16") = "");
 }
