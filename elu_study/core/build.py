@@ -225,14 +225,19 @@ def _compile(spec: BuildSpec, verbose: bool = False) -> Path:
         raise BuildError(explain(spec, str(err))) from None
 
 
-@functools.lru_cache(maxsize=None)
-def _load(spec: BuildSpec, verbose: bool = False):
-    library = _compile(spec, verbose)
+def register(library: Path, name: str, namespace: str, delegate16: str = ""):
+    """A built library as a module: its table registered with the binding as ``torch.ops.<namespace>``."""
     table = ctypes.CDLL(str(library)).elu_kernel_table
     table.restype = ctypes.c_void_p
-    module = types.ModuleType(spec.extension_name(), f"the build of {spec.source_path.name}")
+    module = types.ModuleType(name, f"the build {name}, torch.ops.{namespace}")
     module.__file__ = str(library)
-    module.__dict__.update(binding().register_variant(spec.op_namespace(), table(), spec.delegate16()))
+    module.__dict__.update(binding().register_variant(namespace, table(), delegate16))
+    return module
+
+
+@functools.lru_cache(maxsize=None)
+def _load(spec: BuildSpec, verbose: bool = False):
+    module = register(_compile(spec, verbose), spec.extension_name(), spec.op_namespace(), spec.delegate16())
     module.spec = spec
     note_build(spec)
     return module

@@ -147,15 +147,13 @@ def build_digest(variant: str, flags=(), cpp_flags=()) -> str:
     except (FileNotFoundError, ValueError):
         return "missing"
     args = build.load_arguments(spec)
-    sources = [args["cpp_sources"], *args["cuda_sources"]]
-    headers = included(sources, [Path(p) for p in args["extra_include_paths"]])
+    headers = included(args["cuda_sources"], [Path(p) for p in args["extra_include_paths"]])
     args["extra_include_paths"] = [Path(p).relative_to(REPO_ROOT).as_posix() if Path(p).is_relative_to(REPO_ROOT)
                                    else p for p in args["extra_include_paths"]]
-    if spec.op_namespace() == spec.extension_name():  # named by a hash of the raw sources: their digest says it
-        args["extra_cflags"] = [f for f in args["extra_cflags"] if not f.endswith(f"={spec.extension_name()}")]
-    args["cpp_sources"] = strip_comments(args["cpp_sources"])
     args["cuda_sources"] = [strip_comments(c) for c in args["cuda_sources"]]
-    return _digest(json.dumps({**args, "headers": headers}, sort_keys=True))
+    binding = strip_comments(build.BINDING_SOURCE.read_text())  # what registers it and checks its arguments
+    return _digest(json.dumps({**args, "headers": headers, "binding": binding, "register": list(cpp_flags)},
+                              sort_keys=True))
 
 
 _C_TOKENS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)

@@ -6,14 +6,13 @@ calls each op on small inputs and prints ``runner.CHILD_OK`` once every result w
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import torch  # also what a build's extension links against: load_library needs libtorch loaded
 
+from elu_study.core.build import register
 from elu_study.core.check import ATOL, RTOL
 from elu_study.core.ops import ops_of
 from elu_study.core.text import render
@@ -27,11 +26,9 @@ _OMITTED = object()
 
 
 def load_library(name: str, path: str):
-    """A build's extension module, imported from its shared library by path."""
-    loader = importlib.machinery.ExtensionFileLoader(name, path)
-    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path, loader=loader))
-    loader.exec_module(module)
-    return module
+    """A build's module from its shared library, by path, registered under its own name (the shared binding is
+    found in the extensions' disk cache)."""
+    return register(Path(path), name, name)
 
 
 def dtypes_of(entry: dict, op) -> list[torch.dtype]:

@@ -1,0 +1,49 @@
+"""A user's kernel file that is wrong fails while it builds, naming the problem, the file and its line."""
+
+import pytest
+
+from elu_study.core import build
+
+STEP2 = (build.KERNELS_DIR / "2_float4.cu").read_text()
+
+
+@pytest.fixture()
+def extensions(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    build._compile.cache_clear()
+    build._load.cache_clear()
+    return tmp_path
+
+
+def test_a_misspelled_launch_function_fails_at_link_time_with_its_prototype(extensions):
+    mine = extensions / "typo.cu"
+    mine.write_text(STEP2.replace("void launch_elu(", "void launch_elux("))
+    with pytest.raises(build.BuildError, match=r"typo\.cu does not define void launch_elu\(float const\*, float\*, "
+                                               r"long, float, CUstream_st\*\)"):
+        build.compile_variant(mine)
+
+
+def test_a_syntax_error_names_the_user_s_file_and_line(extensions):
+    mine = extensions / "syntax.cu"
+    mine.write_text('#include "common/elu.cuh"\n\nvoid launch_elu(const float* x, float* y, int64_t n, float alpha,\n'
+                    "                cudaStream_t stream) {\n  int a = ;\n}\n")
+    with pytest.raises(build.BuildError) as err:
+        build.compile_variant(mine)
+    assert f"{mine}(5): error" in str(err.value) and "nvcc" not in str(err.value)
+
+
+def test_flags_given_as_a_string_and_unknown_binding_flags_are_refused():
+    with pytest.raises(TypeError, match=r"extra_cuda_cflags must be a list of flags, e\.g\. \['-DMY_THREADS=128'\]"):
+        build.compile_variant("2_float4", extra_cuda_cflags="-DMY_THREADS=128")
+    with pytest.raises(ValueError, match="extra_cflags takes -DELU_OP_NAMESPACE=<ns> and -DELU_DELEGATE16=<ns> only"):
+        build.compile_variant("2_float4", extra_cflags=["-O3"])
+
+
+def test_a_second_build_compiles_its_kernel_only(extensions):
+    """The binding is built once; each build's load_inline gets no torch header and no host code of its own."""
+    args = build.load_arguments(build.build_spec("2_float4"))
+    assert args["no_implicit_headers"] and args["cpp_sources"] == "" and not args["is_python_module"]
+    assert all("torch" not in src.split("\n", 2)[1] for src in args["cuda_sources"])
+    one, two = build.compile_variant("2_float4"), build.compile_variant("1_naive")
+    assert one.op_namespace != two.op_namespace and callable(one.call_elu) and callable(two.elu_backward)
+    assert len({p.name for p in (extensions / "ext").iterdir() if p.name.startswith("elu_binding_")}) == 1
