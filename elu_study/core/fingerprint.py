@@ -54,8 +54,9 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
 
 
 def code_digest(source: str) -> str:
-    """A Python file's digest: its syntax tree without docstrings (comments and layout never reach the tree)."""
-    return _digest(ast.dump(_strip_docstrings(ast.parse(source)), annotate_fields=False, include_attributes=False))
+    """A Python file's digest: its syntax tree without docstrings (comments and layout never reach the tree),
+    written back as source (``ast.dump`` differs between Python versions; the code it gives does not)."""
+    return _digest(ast.unparse(_strip_docstrings(ast.parse(source))))
 
 
 def _module_path(name: str, root: Path) -> Path | None:
