@@ -466,8 +466,12 @@ auto make_node() {
   }
 }
 
-at::Tensor elu_autograd(const Variant& v, c10::DispatchKeySet ks, const at::Tensor& x, double alpha) {
-  if (has_tangent(x)) return at::elu(dense(x), alpha);
+at::Tensor elu_autograd(const Variant& v, c10::DispatchKeySet ks, const at::Tensor& input, double alpha) {
+  if (has_tangent(input)) return at::elu(dense(input), alpha);
+  // The layout rule applied here, above autograd, as F.elu(x.contiguous()) would: a non-dense input's contiguous
+  // copy (with its own history) is what the kernel reads and the node saves, so that the backward reads the
+  // forward's layout (aten's CPU loops differ by an ulp between a strided and a contiguous operand).
+  const at::Tensor x = dense(input);
   const c10::DispatchKeySet below = ks & c10::after_ADInplaceOrView_keyset;
   decltype(make_node<EluBackwardNode>()) node;
   if (needs_grad(x)) {
