@@ -141,8 +141,8 @@ def parse_build_key(key: str) -> tuple[str, list[str], list[str]]:
 
 
 def build_digest(variant: str, flags=(), cpp_flags=()) -> str:
-    """What load_inline receives for a build (sources, the headers they include, flags) and torch's version;
-    "missing" where the kernel file no longer exists."""
+    """What load_inline receives for a build (sources and the headers they include, without comments; flags),
+    the binding that registers it and how (its namespace flags); "missing" where the kernel file no longer exists."""
     try:
         spec = build.build_spec(variant, list(flags), list(cpp_flags))
     except (FileNotFoundError, ValueError):

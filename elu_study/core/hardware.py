@@ -110,21 +110,14 @@ def provenance() -> dict:
     }
 
 
-# What measures: the paths whose changes can change a record. Presentation (templates, figures, notebook helpers,
-# the report) is not, so prose, figures and records committed after a run leave the records at the run's commit.
-PRESENTATION = ("elu_study/templates", "elu_study/jobs/report", "elu_study/jobs/*/figures.py",
-                "elu_study/jobs/*/notebook.py", "elu_study/jobs/notebooks.py")
-MEASURING_CODE = ("kernels", "elu_study", "scripts", "pyproject.toml",
-                  *(f":(glob,exclude){p}" if "*" in p else f":(exclude){p}" for p in PRESENTATION))
-
-
 def code_commit() -> str | None:
-    """The commit a record is stamped with: the newest commit that changed the measuring code (MEASURING_CODE);
-    $ELU_STUDY_COMMIT where set (a machine without the repository's history)."""
+    """The commit of the tree a record was measured on (``-dirty`` with uncommitted changes), as information: what
+    makes a record due is its fingerprint (elu_study.core.fingerprint). $ELU_STUDY_COMMIT where set (a machine
+    without the repository's history)."""
     if os.environ.get("ELU_STUDY_COMMIT"):
         return os.environ["ELU_STUDY_COMMIT"]
     root = Path(__file__).resolve().parents[2]
-    return _command_output("git", "-C", str(root), "log", "-1", "--format=%h", "--", *MEASURING_CODE)
+    return _command_output("git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=7")
 
 
 # Issue-bound, in every notebook alike: issuing its warp instructions takes at least this share (%) of run time.

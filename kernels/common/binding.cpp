@@ -46,10 +46,14 @@ struct Variant {
   std::string ns;
   const elu::KernelTable* k = nullptr;
   std::string delegate16;
-  std::optional<c10::TypedOperatorHandle<Unary>> elu, elu_delegate;
-  std::optional<c10::TypedOperatorHandle<UnaryInPlace>> elu_, elu_delegate_;
-  std::optional<c10::TypedOperatorHandle<Backward>> backward, backward_delegate;
-  std::once_flag delegate_once;
+  std::optional<c10::TypedOperatorHandle<Unary>> elu;
+  std::optional<c10::TypedOperatorHandle<UnaryInPlace>> elu_;
+  std::optional<c10::TypedOperatorHandle<Backward>> backward;
+  // The delegate's handles, looked up at its first call (a cache: set through a const Variant).
+  mutable std::optional<c10::TypedOperatorHandle<Unary>> elu_delegate;
+  mutable std::optional<c10::TypedOperatorHandle<UnaryInPlace>> elu_delegate_;
+  mutable std::optional<c10::TypedOperatorHandle<Backward>> backward_delegate;
+  mutable std::once_flag delegate_once;
   std::vector<std::unique_ptr<torch::Library>> libraries;
 };
 
@@ -282,14 +286,13 @@ Route backward_route(const Variant& v, const at::Tensor& grad, const at::Tensor&
 // The build that computes 16-bit tensors, entered at its CUDA kernel (this call is already below autograd); its
 // handles are looked up at the first delegated call (it may register after this build).
 const c10::DispatchKeySet kCUDA(c10::DispatchKey::CUDA);
-Variant& delegated(const Variant& v) {
-  auto& m = const_cast<Variant&>(v);
-  std::call_once(m.delegate_once, [&m] {
-    m.elu_delegate.emplace(find_op<Unary>(m.delegate16, "elu"));
-    m.elu_delegate_.emplace(find_op<UnaryInPlace>(m.delegate16, "elu_"));
-    m.backward_delegate.emplace(find_op<Backward>(m.delegate16, "elu_backward"));
+const Variant& delegated(const Variant& v) {
+  std::call_once(v.delegate_once, [&v] {
+    v.elu_delegate.emplace(find_op<Unary>(v.delegate16, "elu"));
+    v.elu_delegate_.emplace(find_op<UnaryInPlace>(v.delegate16, "elu_"));
+    v.backward_delegate.emplace(find_op<Backward>(v.delegate16, "elu_backward"));
   });
-  return m;
+  return v;
 }
 
 // The layout rule: x itself if dense and non-overlapping (its strides kept), else a contiguous copy.

@@ -132,7 +132,7 @@ const Shape* find_shape(int64_t threads, int64_t vectors, bool hints, bool grid_
 
 }  // namespace
 
-// Declared in common/binding.cpp under ELU_BINDING_LAUNCH_SHAPE; the binding
+// In the table of common/table.cu under ELU_BINDING_LAUNCH_SHAPE; the binding
 // checks the shape against elu_launch_shapes() first, with a clearer message.
 void elu_set_launch_shape(int64_t threads, int64_t vectors, bool hints, int64_t blocks_per_sm) {
   if (blocks_per_sm < 0) throw std::invalid_argument("elu: blocks_per_sm must be >= 0");
