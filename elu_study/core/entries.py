@@ -40,7 +40,29 @@ class Entry:
         return compile_variant(self.variant, extra_cuda_cflags=list(self.flags))
 
 
+@dataclass(frozen=True)
+class Launch:
+    """The launch knobs of a kernel file (``[kernels.<file>].launch``): what the launch model reads."""
+
+    threads: str  # the macro (or constexpr int) of the file that sets threads per block
+    vectors: str | None = None  # the one that sets vectors per thread (None: one)
+    access: str = "float4"  # what one access moves: a float4 (16 bytes) or one "element"
+    grid_stride: bool = False
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernels/ file's facts beyond its code (``[kernels.<file>]`` in catalog.toml)."""
+
+    name: str
+    formula: str  # the accuracy formula it computes (jobs/accuracy/definitions.py's FORMULAS)
+    sass: dict  # what its SASS must show: bits (access widths), loads, exp, ftz (tests/test_build.py)
+    launch: Launch | None = None  # None: the launch model does not cover it
+
+
 _CATALOG = tomllib.loads((Path(__file__).with_name("catalog.toml")).read_text())
+KERNELS = {name: Kernel(name, k["formula"], k["sass"], Launch(**k["launch"]) if "launch" in k else None)
+           for name, k in _CATALOG["kernels"].items()}
 GROUPS: dict[str, str] = _CATALOG["groups"]
 STEP6_DEFAULT: str = _CATALOG["step6_default"]  # the attempt whose knobs became step 6's defaults
 _ALL = tuple(Entry(**{**e, "flags": tuple(e.get("flags", ()))}) for e in _CATALOG["entry"])
@@ -132,7 +154,8 @@ def stream_floor_ms(rows) -> float | None:
 def grid_stride_blocks(entry: Entry | str, sm_count: int, numel: int) -> int:
     """The grid a grid-stride entry launches at full size (the launcher's rule, in Python)."""
     entry = ENTRIES[entry] if isinstance(entry, str) else entry
-    if entry.variant != "3_grid_stride":
+    kernel = KERNELS.get(entry.variant)
+    if not (kernel and kernel.launch and kernel.launch.grid_stride):
         raise ValueError(f"{entry.name} is not a grid-stride entry")
     knobs = dict(f[2:].split("=") for f in entry.flags if f.startswith("-DELU_GRID_"))
     threads = int(knobs.get("ELU_GRID_THREADS", 512))

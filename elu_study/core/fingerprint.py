@@ -7,7 +7,8 @@ A record's fingerprint (``record["fingerprint"]``, or a part's, e.g. ``record["b
   comments, docstrings and formatting change nothing. Presentation (templates, figures, notebook helpers, the
   report) and bookkeeping (how records are stored and fingerprinted, how builds are invoked) are not inputs: the
   builds' own digests below capture what the build code passes to the compiler.
-- ``catalogue``: ``catalog.toml`` as data, each entry's ``what`` (its description) left out.
+- ``catalogue``: ``catalog.toml`` as data, each entry's ``what`` (its description) and each kernel file's ``sass``
+  claims left out.
 - ``builds``: every kernel build its processes loaded (``load_inline``'s sources, the headers they include, the
   flags), from the build log of the run (``ELU_STUDY_BUILD_LOG``).
 - ``toolchain``: GPU, driver, CUDA and torch, compared where a GPU runs the plan (a machine without one cannot
@@ -122,9 +123,11 @@ def code_inputs(roots: tuple[str, ...], files: tuple[str, ...] = (), root: Path 
 
 
 def catalogue_digest(root: Path = REPO_ROOT) -> str:
-    """The catalogue as data, without the entries' descriptions (``what``) and comments."""
+    """The catalogue as data, without the entries' descriptions (``what``), the kernel files' SASS claims (the tests
+    check them on every machine) and comments."""
     data = tomllib.loads((root / CATALOGUE).read_text())
     data["entry"] = [{k: v for k, v in e.items() if k != "what"} for e in data.get("entry", [])]
+    data["kernels"] = {n: {k: v for k, v in f.items() if k != "sass"} for n, f in data.get("kernels", {}).items()}
     return _digest(json.dumps(data, sort_keys=True))
 
 

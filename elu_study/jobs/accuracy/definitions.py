@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from elu_study.core.entries import KERNELS
 from elu_study.core.text import render
 
 ALPHAS = (1.0, 1.5)  # the task's alpha, and one that is not a power of two (its product rounds)
@@ -43,8 +44,12 @@ FORMULAS = (
     Formula("torch.compile(F.elu)", "Inductor's Triton kernel: alpha * libdevice.expm1(x), flush-to-zero variant",
             "expm1f", "expm1f: 1 ulp", flushes_denormals=True),
 )
-# Steps 2 and 3 compute step 1's formula with other launches, step 7's float32 path step 6's: checked bit for bit.
-SAME_AS = {"2_float4": "1_naive", "3_grid_stride": "1_naive", "7_sixteen_bits": "6_beyond_copy"}
+# The kernel files that compute another file's formula (catalog.toml's [kernels.<file>].formula: steps 2 and 3 step
+# 1's with other launches, step 7's float32 path step 6's): checked bit for bit against it.
+SAME_AS = {name: kernel.formula for name, kernel in KERNELS.items() if kernel.formula != name}
+if unknown := {f for f in SAME_AS.values() if f not in {g.variant for g in FORMULAS if g.variant}}:
+    raise ValueError(f"elu_study/core/catalog.toml: formulas {sorted(unknown)} are no kernel file's own formula "
+                     f"(jobs/accuracy/definitions.py's FORMULAS)")
 
 CLASSES = ("+normal", "-normal", "+denormal", "-denormal", "+0.0", "-0.0", "+inf", "-inf", "NaN")
 DENORMAL_OUTPUT = "denormal output (x <= 0)"

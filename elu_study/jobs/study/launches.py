@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from elu_study.core.build import resolve_variant
-from elu_study.core.entries import BYTES_PER_ELEMENT, ENTRIES, grid_stride_blocks
+from elu_study.core.entries import BYTES_PER_ELEMENT, ENTRIES, KERNELS, grid_stride_blocks
 
 WARP = 32
 # What one Hopper SM holds at most (these kernels' registers and shared memory never limit residency).
@@ -17,10 +17,6 @@ MAX_THREADS_PER_SM, MAX_BLOCKS_PER_SM = 2048, 32
 VECTOR_BYTES = 16
 LINE_BYTES = 128  # an L2 cache line: four 32-byte sectors
 
-# The macro of each kernel file that sets its block size, and the one that sets vectors per thread (None: one).
-KNOBS = {"1_naive": ("threads", None), "2_float4": ("threads", None), "4_fast_math": ("threads", None),
-         "3_grid_stride": ("ELU_GRID_THREADS", None), "5_streaming": ("ELU_STREAMING_THREADS", "ELU_STREAMING_VECS"),
-         "6_beyond_copy": ("ELU6_THREADS", "ELU6_VECS")}
 ORDERS = {0: "address order", 1: "reversed", 2: "two streams", 3: "persistent runs"}
 
 
@@ -62,15 +58,17 @@ class Launch:
 def launch(name: str, sm_count: int, numel: int) -> Launch:
     """An entry's launch at ``numel`` elements on ``sm_count`` SMs: the launcher's rules, in Python."""
     entry = ENTRIES[name]
-    if entry.variant not in KNOBS:
-        raise ValueError(f"{name}: no launch model for {entry.variant!r} (one of {', '.join(KNOBS)})")
+    model = KERNELS[entry.variant].launch if entry.variant in KERNELS else None
+    if model is None:
+        modelled = ", ".join(k.name for k in KERNELS.values() if k.launch)
+        raise ValueError(f"{name}: no launch model for {entry.variant!r} (catalog.toml's [kernels.<file>].launch: "
+                         f"{modelled})")
     knobs = kernel_knobs(entry.variant, entry.flags)
-    threads_key, vectors_key = KNOBS[entry.variant]
-    threads, vectors = int(knobs[threads_key]), int(knobs[vectors_key]) if vectors_key else 1
+    threads, vectors = int(knobs[model.threads]), int(knobs[model.vectors]) if model.vectors else 1
     element = BYTES_PER_ELEMENT[entry.mode]
-    access = element if entry.variant == "1_naive" else VECTOR_BYTES
+    access = element if model.access == "element" else VECTOR_BYTES
     accesses = numel * element // access
-    order, grid_stride = int(knobs.get("ELU6_ORDER", 0)), entry.variant == "3_grid_stride"
+    order, grid_stride = int(knobs.get("ELU6_ORDER", 0)), model.grid_stride
     blocks = math.ceil(accesses / (threads * vectors))  # one-shot: a block per tile
     if grid_stride:
         blocks = grid_stride_blocks(entry, sm_count, numel)
