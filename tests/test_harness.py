@@ -19,6 +19,7 @@ import pytest
 from elu_study.jobs.study import notebook
 from elu_study.core import entries as study
 from elu_study.core import derived, ncu, record, timing
+from elu_study.testing.records import assert_rows_are_the_catalogues
 from elu_study.core.sass import KernelReport
 from elu_study.core.entries import ENTRIES
 
@@ -171,9 +172,7 @@ def test_an_entry_with_no_kernel_is_an_error(parsed_kernels):
 
 
 def test_counter_record_has_one_row_per_kernel_entry(counter_record):
-    names = [r["name"] for r in counter_record["rows"]]
-    assert len(names) == len(set(names))
-    assert set(names) == {e.name for e in study.profiled_entries()}
+    assert_rows_are_the_catalogues(counter_record, study.profiled_entries())
     for key in ("gpu", "driver", "date_utc"):
         assert counter_record["provenance"].get(key)
 
@@ -309,8 +308,7 @@ def test_builds_cover_every_compiled_entry_once():
 
 
 def test_main_record_rows_are_the_study(main_record):
-    names = [r["name"] for r in main_record["rows"]]
-    assert sorted(names) == sorted(e.name for e in study.study_entries())
+    assert_rows_are_the_catalogues(main_record, study.study_entries())
 
 
 def test_main_record_timings_are_consistent(main_record):

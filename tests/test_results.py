@@ -20,6 +20,7 @@ from elu_study.jobs.beyond import analysis as beyond_analysis
 from elu_study.jobs.study import backward, findings, step6
 from elu_study.jobs.study import report as study_report
 from elu_study.jobs.study.report import README_BLOCK, caption, frame
+from elu_study.testing.records import assert_rows_are_the_catalogues
 
 
 def row(name, kind, ms, check=True, dtype="float32", direction="forward"):
@@ -174,7 +175,7 @@ def test_recorded_reference_run_is_complete(study_record):
     rec = study_record
     for key in ("gpu", "sm_count", "driver", "cuda_runtime", "torch", "nvcc", "date_utc"):
         assert rec["provenance"][key], key
-    assert sorted(r["name"] for r in rec["rows"]) == sorted(e.name for e in study_entries())
+    assert_rows_are_the_catalogues(rec, study_entries())
     for r in rec["rows"]:
         assert r["timing"]["runs"] >= 20 and r["timing"]["p10_ms"] <= r["timing"]["median_ms"] <= r["timing"]["p90_ms"]
         if ENTRIES[r["name"]].checked:

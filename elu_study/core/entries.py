@@ -14,6 +14,7 @@ from elu_study.core.build import compile_variant, known_variants
 
 ALPHA = 1.0
 DTYPES16 = ("bfloat16", "float16")
+NOT_MEASURED = "not measured yet"  # how tables show an entry that its record lacks (added since it was measured)
 BYTES_PER_ELEMENT = {"": 4, "in_place": 4, "bfloat16": 2, "float16": 2}  # per direction, by mode
 
 

@@ -237,3 +237,9 @@ def changes(held: dict | None, roots: tuple[str, ...], files: tuple[str, ...] = 
         if held["toolchain"].get(key) != value:
             found.append(f"toolchain {key} {held['toolchain'].get(key)} -> {value}")
     return found
+
+
+def catalogue_current(part: dict | None, root: Path = REPO_ROOT) -> bool:
+    """Whether a record (or a part of one) was measured with this catalogue. Where it was not, the entries it lacks
+    are new since: not measured yet (tables say so), and the record is due."""
+    return ((part or {}).get("fingerprint") or {}).get("catalogue") == catalogue_digest(root)

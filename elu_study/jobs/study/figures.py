@@ -27,9 +27,9 @@ def label(key: str, **numbers) -> str:
 
 
 def _rows(record: dict, names) -> list[dict]:
-    """The named rows, bottom to top as drawn."""
+    """The named rows the record holds (an entry added since it was measured has none), bottom to top as drawn."""
     by_name = {r["name"]: r for r in record["rows"]}
-    return [by_name[n] for n in names][::-1]
+    return [by_name[n] for n in names if n in by_name][::-1]
 
 
 def _times(rows, over: float = 1.0):

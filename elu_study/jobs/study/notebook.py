@@ -132,13 +132,14 @@ class Study:
 
     def table(self, *names: str, full: bool = False, sort: bool = False, columns=TABLE_COLUMNS) -> None:
         """These entries' times: the step notebook's columns (``full``: all), as given or (``sort``) fastest first."""
-        df = report.frame({**self.record, "rows": [self.row(n) for n in names]}, (*KINDS, "attempt"))
+        df = report.frame(self.record, (*KINDS, "attempt"), names)
         df = df.sort_values("x copy_") if sort else df
         display(text.Text(text.table(df if full else df[list(columns)], padded=True)))
 
     def verdicts(self, *names: str) -> None:
         """The checked entries' correctness in one line: how checked, which failed, the worst error."""
-        checks = {n: self.row(n)["check"] for n in names if self.row(n)["check"] is not None}
+        held = {r["name"]: r for r in self.record["rows"]}  # an entry newer than the record: not measured yet
+        checks = {n: held[n]["check"] for n in names if n in held and held[n]["check"] is not None}
         if checks:
             print(text.render("study/notebook/verdicts.md.j2", trials=sorted({c["trials"] for c in checks.values()}),
                               scale=INPUT_SCALE, atol=ATOL, checked=len(checks),

@@ -8,7 +8,7 @@ import pandas as pd
 
 from elu_study.core import record, text
 from elu_study.core.check import ATOL
-from elu_study.core.entries import DTYPES16, PEERS, STEPS, grid_stride_blocks, group
+from elu_study.core.entries import DTYPES16, ENTRIES, NOT_MEASURED, PEERS, STEPS, grid_stride_blocks, group
 from elu_study.jobs.study import figures as plots
 
 ZOOM = ("copy_", "copy_kernel", "F.elu", "torch.compile(F.elu)", "F.elu_", *(e.name for e in STEPS),
@@ -21,15 +21,20 @@ KINDS_SHOWN = ("step", "baseline", "peer")  # the README table's rows
 FRONT_FIGURE = "xcopy"  # the figure the README's first screen shows (jobs/report/front.py)
 
 
-def frame(rec: dict, kinds=KINDS_SHOWN) -> pd.DataFrame:
-    """One line per entry: time, bandwidth, share of the datasheet peak, ratio to copy_, verdict."""
+def frame(rec: dict, kinds=KINDS_SHOWN, names=None) -> pd.DataFrame:
+    """One line per entry (``names``: these, in this order; default: the record's): time, bandwidth, share of the
+    datasheet peak, ratio to copy_, verdict. A named entry that the record lacks (one added to the catalogue since it
+    was measured) is a line "not measured yet"."""
+    held = {r["name"]: r for r in rec["rows"]}
+    rows = [held[n] for n in names if n in held] if names is not None else rec["rows"]
     return pd.DataFrame([{
         "entry": r["name"], "what": r["what"], "ms": r["timing"]["median_ms"], "TB/s": r["tbps"],
         "% of peak": r["pct_of_peak"], "x copy_": r["x_copy"],
         "p90/median": r["timing"]["p90_ms"] / r["timing"]["median_ms"],
         "correct": ("yes" if r["check"]["passed"] else "NO") if r["check"] else "n/a",
         "max abs err vs fp64": r["check"]["max_abs_err_vs_fp64"] if r["check"] else None,
-    } for r in rec["rows"] if r["kind"] in kinds]).set_index("entry")
+    } for r in rows if r["kind"] in kinds] + [{"entry": n, "what": ENTRIES[n].what, "correct": NOT_MEASURED}
+                                             for n in names or () if n not in held]).set_index("entry")
 
 
 def own_roof_rows(rec: dict) -> list[dict]:

@@ -1,0 +1,15 @@
+"""What the tests hold a committed record to, whatever entries the catalogue has gained since it was measured."""
+
+from __future__ import annotations
+
+from elu_study.core import fingerprint
+
+
+def assert_rows_are_the_catalogues(rec: dict, entries) -> None:
+    """A record measured with this catalogue holds one row per entry it measures, no more and no fewer. One
+    measured with an older catalogue is due (``records --plan``); its rows are each an entry, or one the catalogue
+    has lost since, and the entries it lacks are shown as not measured yet."""
+    names = [r["name"] for r in rec["rows"]]
+    assert len(names) == len(set(names)), "a row twice"
+    if fingerprint.catalogue_current(rec):
+        assert set(names) == {e.name for e in entries}, "rows and catalogue differ, though measured with it"
