@@ -223,24 +223,6 @@ def test_a_prediction_is_graded_on_the_recorded_value(record, factor, grade):
     assert row.endswith(f"| {ulp['elu_study.ELU']:.3f} | 1 to 2 | {grade} |")
 
 
-def test_the_readmes_model_line_counts_the_bars_and_follows_the_record(record, monkeypatch):
-    from elu_study.jobs.report import front  # the report job: it imports every job
-
-    def model_line() -> str:
-        return next(line for line in front.findings().splitlines() if line.startswith("- **In a model**"))
-
-    bars = analysis.bars(record)
-    assert re.findall(r": (\d+) of (\d+)\.", model_line()) == [(str(met), str(of)) for met, of in bars.values()]
-    worse = copy.deepcopy(record)  # every elu_study.ELU host time 50 % higher: no group at or under nn.ELU's
-    for r in worse["host_cost"]:
-        if r["route"] == "elu_study.ELU":
-            r["us_runs"] = [1.5 * v for v in r["us_runs"]]
-    load = front.record.load
-    monkeypatch.setattr(front.record, "load", lambda gpu, job="study", **kw: worse if job == "model" else
-                        load(gpu, job, **kw))
-    assert re.findall(r": (\d+) of (\d+)\.", model_line())[0] == ("0", str(bars["host"][1]))
-
-
 def test_the_elu_saving_is_the_kernels_device_time_saved_over_the_nn_elu_step(record):
     e = analysis.end_to_end(record).set_index(analysis.CONFIG)
     rows = {(r["model"], r["dtype"], r["mode"], r["compiled"], r["elu"]): r for r in record["end_to_end"]}

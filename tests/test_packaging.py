@@ -29,7 +29,7 @@ def test_environment_yml_lists_what_pyproject_lists():
 def test_readme_gives_the_two_commands_after_its_first_screen_and_ci_runs_the_test_one():
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"```bash\n(.*?)```", readme, re.DOTALL).group(1).strip().splitlines()
-    # The first screen is the study's verdict and findings; the install section comes right after it.
+    # The first screen is the study's verdict, its steps and notebooks; the install section comes right after it.
     assert readme.index("<!-- front:end -->") < readme.index("## Install and test") < readme.index("```bash")
     assert readme.index("```bash") < readme.index("\n## ", readme.index("## Install and test") + 1)
     assert len(block) == 2 and block[0].endswith("python -m elu_study") and block[1].endswith("python -m pytest")

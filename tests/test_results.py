@@ -1,7 +1,8 @@
 """The records and the main study's report: the record files (round trip, stamps, strict JSON), the study's
 tables, caption, checks and findings as the README and notebook 06 print them (each number computed here again
-from the raw timings, and each seen to move when the record moves), the README read as a whole, rows over their
-own roofs, the backward's fresh processes and step 6's round 2."""
+from the raw timings, and each seen to move when the record moves), the README read as a whole (its first screen's
+table of the steps against the records), rows over their own roofs, the backward's fresh processes and step 6's
+round 2."""
 
 import copy
 import json
@@ -9,14 +10,15 @@ import re
 
 import pytest
 
-from elu_study.core import record
+from elu_study.core import entries, record
 from elu_study.core.derived import annotate
-from elu_study.core.entries import ENTRIES, study_entries
+from elu_study.core.entries import BYTES_PER_ELEMENT, DTYPES16, ENTRIES, KERNELS, STEPS, Entry, roof_for, study_entries
 from elu_study.core.hardware import bytes_moved
 from elu_study.core.paths import NOTEBOOKS_DIR, README, RESULTS_DIR
 from elu_study.core.tables import markdown
 from elu_study.jobs import report
 from elu_study.jobs.beyond import analysis as beyond_analysis
+from elu_study.jobs.report import front
 from elu_study.jobs.study import backward, findings, step6
 from elu_study.jobs.study import report as study_report
 from elu_study.jobs.study.report import README_BLOCK, caption, frame
@@ -193,7 +195,7 @@ def test_the_table_prints_every_measurement_from_the_timings():
 
 
 def test_the_readme_block_is_the_caption_and_checks_of_the_record(study_record, counters):
-    """The entries' table is notebook 06's (the first screen's figure shows them): the block holds none."""
+    """The entries' table is notebook 06's (the first screen tabulates the steps): the block holds none."""
     block = study_report.readme_block(study_record, counters)
     assert not table_rows(block)
     begin, end = record.block_markers(README_BLOCK)
@@ -260,6 +262,7 @@ def test_tails_name_every_entry_above_one_percent(study_record):
 
 # -- the README as a read: first screen, length, sentences, and every block regenerated from the records ---------
 FIRST_SCREEN = 60
+DASH = " \u2014 "  # a notebook's title follows the study's name and a dash
 
 
 def prose_sentences(text: str) -> list[str]:
@@ -279,17 +282,26 @@ def prose_sentences(text: str) -> list[str]:
     return [s for u in units for s in re.split(r"(?<=[.!?])\s+", u) if s.strip()]
 
 
-def test_readme_first_screen_holds_the_verdict_the_figure_and_every_notebook():
+def test_readme_opens_with_the_verdict_then_the_table_the_figure_and_every_notebook():
     head = "\n".join(README.read_text().splitlines()[:FIRST_SCREEN])
-    assert "**Verdict.**" in head and "<!-- front:end -->" in head
-    assert f"]({record.readme_link(record.figure_path(record.REFERENCE_GPU, 'xcopy'))})" in head
-    for notebook in sorted(NOTEBOOKS_DIR.glob("*.ipynb")):
-        assert f"(notebooks/{notebook.name})" in head, notebook.name
-    for word in ("*seed*", "*waves*", "*one-shot*", "*must / aim*", "*roof*", "*floor*", "*ulp*"):
-        assert word in head, word
+    assert "<!-- front:end -->" in head and head.split("<!-- front:begin -->\n")[1].startswith("**Verdict.**")
+    figure = f"]({record.readme_link(record.figure_path(record.REFERENCE_GPU, front.FIGURE))})"
+    assert head.index("**Verdict.**") < head.index("| entry |") < head.index(figure) < head.index("**The notebooks**")
+    for notebook in sorted(NOTEBOOKS_DIR.glob("*.ipynb")):  # each by its first heading, read here again
+        cells = json.loads(notebook.read_text())["cells"]
+        title = next(c for c in cells if c["cell_type"] == "markdown")["source"][0].strip().lstrip("# ")
+        assert f"- [{title.split(DASH)[-1]}](notebooks/{notebook.name})" in head, notebook.name
 
 
-FIRST_SCREEN_NUMBERS = 20  # issue 25: at most this many numbers above the README's first "## " heading
+def test_a_new_notebook_joins_the_list_by_its_first_heading(tmp_path):
+    for name, cells in (("01_b.ipynb", [{"cell_type": "code", "source": ["# a comment, not a heading"]},
+                                         {"cell_type": "markdown", "source": ["Some words\n", "## 1. Second"]}]),
+                        ("00_a.ipynb", [{"cell_type": "markdown", "source": ["# Study \u2014 0. First\n", "text"]}])):
+        (tmp_path / name).write_text(json.dumps({"cells": cells}))
+    assert front.notebooks(tmp_path) == [("0. First", "00_a.ipynb"), ("1. Second", "01_b.ipynb")]
+
+
+FIRST_SCREEN_NUMBERS = 20  # issue 25: at most this many numbers in the prose above the README's first "## " heading
 
 
 def numbers_in(markdown: str) -> list[str]:
@@ -304,19 +316,20 @@ def test_numbers_in_counts_what_a_reader_counts():
         "2.979", "0.985", "2", "1.39"]
 
 
-def test_the_readme_first_screen_holds_at_most_twenty_numbers_with_the_verdict_in_ms():
+def test_the_first_screens_prose_holds_at_most_twenty_numbers_and_a_three_sentence_verdict_in_ms():
+    """Numbers go in the table (issue 45); the prose around it, the notebooks' titles aside, holds few."""
     text = README.read_text()
     head = text[:text.index("\n## ")]
-    found = numbers_in(head)
+    prose = "\n".join(line for line in head.splitlines() if not line.startswith(("|", "- [")))
+    found = numbers_in(prose)
     assert 0 < len(found) <= FIRST_SCREEN_NUMBERS, found
     verdict = head[head.index("**Verdict.**"):].split("\n\n")[0]
-    assert len(re.findall(r"\d\.\d{3} ms", verdict)) >= 4  # times in ms, not only ratios
-    assert "ulp" in verdict and "H100" in verdict  # the fastest build's accuracy, and the brief's floor
+    # in at most three sentences: F.elu, copy_, the two floors and the fastest kernel in ms
+    assert len(prose_sentences(verdict)) <= 3 and len(re.findall(r"\d\.\d{2,3} ms", verdict)) >= 5, verdict
     study = record.load(record.REFERENCE_GPU)
     best = min((r for r in study["rows"] if r["kind"] == "step"), key=lambda r: r["x_copy"])
     assert f"`{best['name']}`, takes {best['timing']['median_ms']:.3f} ms" in verdict
-    for word in ("*`copy_`*", "*roof*", "*floor*", "*ulp*"):  # defined above the verdict that uses them
-        assert head.index(word) < head.index("**Verdict.**"), word
+    assert f"within {table_rows(head)[best['name']][3]} ulp" in verdict  # the table's worst ulp of that kernel
 
 
 def test_readme_is_short_and_its_sentences_are_readable():
@@ -374,22 +387,55 @@ def test_an_aim_reached_in_no_run_says_none():
         assert line.endswith(beyond_analysis.reached([x, *xs]) + ".")
 
 
-def test_front_quotes_the_records():
-    front_text = report.blocks(record.REFERENCE_GPU)["findings"]
-    beyond = record.load(record.REFERENCE_GPU, "beyond")
-    launch = record.load(record.REFERENCE_GPU, "launch")
-    shots = [c["x_copy"] for t in (256, 512, 1024) for c in launch["cells"]
-             if c["threads"] == t and c["vectors"] == 1 and not c["hints"] and not c["grid_stride"]]
-    assert "/".join(f"{v:.3f}x" for v in shots) in front_text
-    copies = [record.row(record.load(record.REFERENCE_GPU), "copy_")["timing"]["median_ms"],
-              record.row(beyond, "copy_")["timing"]["median_ms"],
-              launch["references"]["copy_"]["timing"]["median_ms"],
-              *(p["copy_"]["median_ms"] for p in beyond.get("processes", [])),
-              *(p["copy_"]["median_ms"] for p in beyond.get("confirmation", {}).get("processes", []))]
-    assert f"{min(copies):.3f}-" in front_text and f"-{max(copies):.3f} ms" in front_text
-    counters = record.load(record.REFERENCE_GPU, "ncu")
-    seed = next(r for r in counters["rows"] if r["name"] == "3_grid_stride")["dram_active_pct"]
-    assert f"DRAM busy {seed:.1f} %" in front_text
+def test_the_steps_table_is_the_records(study_record):
+    """Every catalogue step and F.elu, then step 7 and F.elu per 16-bit dtype: each number from the raw medians, each
+    float32 row's worst ulp its kernel file's formula's over every input, each 16-bit row's exhaustive check."""
+    table = table_rows(report.blocks(record.REFERENCE_GPU)["front"])
+    sixteen = [f"{name} {dtype}" for dtype in DTYPES16 for name in ("7_sixteen_bits", "F.elu")]
+    assert list(table) == [e.name for e in STEPS] + ["F.elu"] + sixteen
+    run = record.load(record.REFERENCE_GPU, "accuracy")["runs"]["1.0"]
+    for name, (ms, x, tbps, ulp) in table.items():
+        r, entry = record.row(study_record, name), ENTRIES[name]
+        median = r["timing"]["median_ms"]
+        roof = record.row(study_record, roof_for("forward", entry.dtype))["timing"]["median_ms"]
+        moved = bytes_moved(study_record["problem"]["numel"]) * BYTES_PER_ELEMENT[entry.mode] / 4
+        assert [ms, x, tbps] == [f"{median:.3f}", f"{median / roof:.3f}", f"{moved / median / 1e9:.2f}"], name
+        if entry.dtype != "float32":  # PyTorch's own row is the reference; the committed step 7 matched it
+            reference = name.startswith("F.elu ")
+            assert ulp == ("the reference" if reference else "bit-exact"), name
+            assert reference or r["exhaustive"]["mismatches"] == 0
+        else:
+            formula = KERNELS[entry.variant].formula if entry.variant else name
+            worst = max(side["ulp"] for side in run["formulas"][formula]["max_ulp"].values())
+            assert float(ulp.replace(",", "")) == pytest.approx(worst, rel=5e-3), name
+
+
+def test_the_steps_table_and_the_verdict_follow_the_records(study_record, monkeypatch):
+    acc = record.load(record.REFERENCE_GPU, "accuracy")
+    moved = front.steps_frame(slower(study_record, 1.5, ["2_float4"]), acc)
+    assert moved.loc["2_float4", "ms"] == pytest.approx(1.5 * record.row(study_record, "2_float4")["timing"]["median_ms"])
+    differs, wrong = copy.deepcopy(acc), copy.deepcopy(study_record)
+    differs["runs"]["1.0"]["same_as"]["2_float4"]["n_differ"] = 5  # no longer step 1's results bit for bit
+    record.row(wrong, "7_sixteen_bits float16")["exhaustive"]["mismatches"] = 3
+    df = front.steps_frame(wrong, differs)
+    assert df.loc["2_float4", "worst ulp"] == "5 inputs differ from 1_naive"
+    assert df.loc["7_sixteen_bits float16", "worst ulp"] == "3 mismatches"
+    load = record.load
+    monkeypatch.setattr(record, "load", lambda gpu, job="study", **kw: wrong if job == "study" else load(gpu, job, **kw))
+    assert "NOT bit for bit PyTorch's results" in front.blocks()["front"]
+
+
+def test_a_step_no_gpu_has_measured_is_a_row_that_says_so(study_record, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    new = Entry("8_next", "step", "a step added to the catalogue since the record", variant="8_next")
+    monkeypatch.setattr(entries, "STEPS", (*entries.STEPS, new))
+    table = table_rows(front.blocks()["front"])
+    assert table["8_next"] == ["", "", "", front.NOT_MEASURED]
+    assert table["6_beyond_copy"][0] == f"{record.row(study_record, '6_beyond_copy')['timing']['median_ms']:.3f}"
+    fig = front.figure(study_record)  # drawn from the rows measured
+    assert "8_next" not in [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
+    plt.close(fig)
 
 
 def test_xcopy_figure_shows_every_floor_its_legend_names():

@@ -212,26 +212,31 @@ def role(name: str) -> str:
     return "PyTorch" if pytorch else "peer" if first in ("triton", "cub_transform") else "this study"
 
 
-def roofs_figure(record: dict, panels: dict[str, list[str]]):
-    """Each row's time over its own roof, one panel per ``panels`` item (title -> row names), the roof at 1."""
+def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None = None, one_scale: bool = False):
+    """Each row's time over its own roof, one panel per ``panels`` item (title -> row names), the roof at 1; with
+    ``one_scale``, every panel on the same x scale."""
     by_name = {r["name"]: r for r in record["rows"]}
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(0.36 * len(n) + 1.0 for n in panels.values()) + 1.2),
-                             gridspec_kw={"height_ratios": [len(n) + 1.5 for n in panels.values()]}, squeeze=False)
-    for ax, (title, names) in zip(axes[:, 0], panels.items()):
+                             gridspec_kw={"height_ratios": [len(n) + 1.5 for n in panels.values()]}, squeeze=False,
+                             sharex=one_scale)
+    shown = [by_name[n] for names in panels.values() for n in names]
+    for ax, (panel, names) in zip(axes[:, 0], panels.items()):
         rows = sorted((by_name[n] for n in names), key=lambda r: r["x_roof"], reverse=True)
         for i, r in enumerate(rows):
             own = by_name[r["roof"]]["timing"]["median_ms"]
             _whisker(ax, i, r["timing"]["p10_ms"] / own, r["x_roof"], r["timing"]["p90_ms"] / own,
                      ROLE_COLORS[role(r["name"])])
-        ax.set_yticks(np.arange(len(rows)), [r["name"] for r in rows])
+        ax.set(yticks=np.arange(len(rows)), yticklabels=[r["name"] for r in rows], ylim=(-0.7, len(rows) - 0.3))
         ax.axvline(1.0, **ROOF_STYLE)
-        ax.set_xlim(min(0.95, min(r["x_roof"] for r in rows) - 0.02), max(r["x_roof"] for r in rows) * 1.08)
-        ax.set_title(title, fontsize=10, loc="left")
+        x = [r["x_roof"] for r in (shown if one_scale else rows)]
+        ax.set_xlim(min(0.95, min(x) - 0.02), max(x) * 1.08)
+        ax.set_title(panel, fontsize=10, loc="left")
         ax.grid(axis="x", alpha=0.3)
-    handles = [Patch(color=c, label=k) for k, c in ROLE_COLORS.items()]
+    roles = {role(r["name"]) for r in shown}
+    handles = [Patch(color=c, label=k) for k, c in ROLE_COLORS.items() if k in roles]
     handles += [plt.Line2D([], [], **ROOF_STYLE, label=label("own_roof")), plt.Line2D([], [], **SPREAD)]
     axes[-1, 0].set_xlabel(label("own_roof_x"))
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8)
-    fig.suptitle(label("roofs_title", gpu=record["provenance"]["gpu"]), fontsize=11)
+    fig.suptitle(title or label("roofs_title", gpu=record["provenance"]["gpu"]), fontsize=11)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig

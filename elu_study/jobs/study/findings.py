@@ -7,7 +7,7 @@ from elu_study.core.hardware import bytes_moved
 from elu_study.core.record import load, noise, row
 
 NOT_SUPPORTED = "**NOT SUPPORTED by this record:** "
-# The sub-1 % comparisons the README's first screen makes: (job, entry), each against copy_ in its own run.
+# The sub-1 % comparisons the study makes: (job, entry), each against copy_ in its own run.
 CLOSE_CALLS = (("study", "F.elu"), ("study", "torch.compile(F.elu)"), ("study", "2_float4"), ("study", "4_fast_math"),
                ("study", "6_beyond_copy"), ("beyond", "6_beyond_copy"), ("beyond", "6_load_evict_last"))
 

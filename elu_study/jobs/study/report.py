@@ -18,7 +18,6 @@ WAVE_SWEEP = ("3_grid_stride_1_waves", "3_grid_stride_2_waves", "3_grid_stride_8
 STEP5_ABLATIONS = ("2_float4", *(e.name for e in group("step5_one_change")), "5_streaming", "5_streaming_expf")
 README_BLOCK = "results-table"
 KINDS_SHOWN = ("step", "baseline", "peer")  # the README table's rows
-FRONT_FIGURE = "xcopy"  # the figure the README's first screen shows (jobs/report/front.py)
 
 
 def frame(rec: dict, kinds=KINDS_SHOWN, names=None) -> pd.DataFrame:
@@ -107,13 +106,11 @@ def saved_as(gpu: str, name: str) -> Path:
 
 
 def readme_block(rec: dict, counters: dict | None, figure_paths: list[Path] | None = None) -> str:
-    """The README's results block: the run's caption and checks, the figures (but the first screen's, which shows
-    every entry; notebook 06 tabulates them)."""
-    gpu = rec["provenance"]["gpu"]
-    paths = figure_paths or [saved_as(gpu, n) for n in figure_names(rec, counters)]
-    return text.render("study/readme.md.j2", caption=caption(rec),
-                       checked=checked_line(rec), figures=[(Path(p).stem, record.readme_link(p)) for p in paths
-                                                           if Path(p).name != saved_as(gpu, FRONT_FIGURE).name])
+    """The README's results block: the run's caption and checks, and the figures (notebook 06 tabulates every
+    entry)."""
+    paths = figure_paths or [saved_as(rec["provenance"]["gpu"], n) for n in figure_names(rec, counters)]
+    return text.render("study/readme.md.j2", caption=caption(rec), checked=checked_line(rec),
+                       figures=[(Path(p).stem, record.readme_link(p)) for p in paths])
 
 
 def write_report(gpu: str, readme: bool = True) -> list[Path]:
