@@ -146,22 +146,25 @@ def waves(record: dict, blocks: dict[str, float]) -> dict[str, float]:
 
 
 def wave_sweep_figure(record: dict, names, blocks: dict[str, float]):
-    """Time over copy_'s against the grid in waves (log x), whiskers p10-p90, step 2, the seed and the one-shot
-    grid marked."""
+    """Time over copy_'s against the grid in waves (log x), whiskers p10-p90: the grid-stride loops of whole waves
+    joined by a line; apart from them, the seed's launch, the one-shot build (no loop: not a point of the sweep) and
+    step 2."""
     by_name, grid = {r["name"]: r for r in record["rows"]}, waves(record, blocks)
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    med, p10, p90 = _times([by_name[n] for n in names], record["roof_ms"])
-    ax.errorbar([grid[n] for n in names], med, yerr=[med - p10, p90 - med], fmt="o-", color=COLORS["ablation"],
-                capsize=3, label="grid-stride, 512 threads/block (median, p10-p90)")
+
+    def points(sweep, fmt, color, text):
+        med, p10, p90 = _times([by_name[n] for n in sweep], record["roof_ms"])
+        ax.errorbar([grid[n] for n in sweep], med, yerr=[med - p10, p90 - med], fmt=fmt, color=color, capsize=3,
+                    label=text)
+
+    points([n for n in names if not n.endswith("one_shot")], "o-", COLORS["ablation"], label("sweep"))
+    for n in (n for n in names if n.endswith("one_shot")):
+        points([n], "D", "tab:red", label("one_shot", entry=n, blocks=blocks[n], waves=grid[n]))
     ax.axhline(by_name["2_float4"]["x_copy"], color=COLORS["step"], ls="-.", label=label("reference", entry="2_float4"))
     ax.axhline(1.0, **ROOF_STYLE, label="copy_ = 1")
     if "3_grid_stride" in by_name and "3_grid_stride" in blocks:
         ax.plot(grid["3_grid_stride"], by_name["3_grid_stride"]["x_copy"], "s", color=COLORS["step"],
                 label=label("seed", blocks=blocks["3_grid_stride"], waves=grid["3_grid_stride"]))
-    for n in (n for n in names if n.endswith("one_shot")):
-        ax.annotate(label("one_shot", entry=n, blocks=blocks[n], waves=grid[n]), (grid[n], by_name[n]["x_copy"]),
-                    xytext=(-12, 14), textcoords="offset points", ha="right", fontsize=8,
-                    arrowprops={"arrowstyle": "->", "lw": 0.8})
     per_wave = "/".join(sorted({f"{blocks[n] / grid[n]:.0f}" for n in names}))
     ax.set(xscale="log", xlabel=label("grid_x", per_wave=per_wave), ylabel="time over copy_'s",
            title=label("waves_title"))
