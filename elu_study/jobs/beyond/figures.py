@@ -9,23 +9,27 @@ from matplotlib.patches import Patch
 from elu_study.core.ncu import counter_rows
 from elu_study.jobs.beyond.analysis import float32_rows
 
-def times_figure(record: dict):
-    """Every float32 attempt's time over copy_'s (median, p10-p90 whiskers; lower is better; bars past the edge
-    are clipped), with the roof and the floor of the read-only and write-only streams run apart."""
+def times_figure(record: dict, right: float = 1.3):
+    """Every float32 attempt's time over copy_'s as a bar from the roof (median, p10-p90 whiskers; lower is better),
+    with the floor of the read-only and write-only streams run apart; a row past ``right`` is an arrow at the edge
+    with its value."""
     rows = sorted(float32_rows(record), key=lambda r: r["x_copy"])
     roof, floor = record["roof_ms"], record.get("stream_floor_ms")
     fig, ax = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.8))
     y, med = np.arange(len(rows))[::-1], np.array([r["x_copy"] for r in rows])
     lo = med - np.array([r["timing"]["p10_ms"] for r in rows]) / roof
     hi = np.array([r["timing"]["p90_ms"] for r in rows]) / roof - med
-    left = min(0.9, floor / roof - 0.02) if floor else 0.9
-    ax.barh(y, med - left, left=left, xerr=[lo.clip(0), hi.clip(0)],
+    ax.barh(y, med - 1, left=1, xerr=[lo.clip(0), hi.clip(0)],
             color=[{"attempt": "tab:purple", "step": "tab:blue"}.get(r["kind"], "tab:gray") for r in rows], capsize=2)
+    for yi, v in zip(y, med):
+        if v > right:
+            ax.annotate(f"{v:.3f}x, off scale \u2192", (right, yi), ha="right", va="center", fontsize=8, color="white")
     ax.set_yticks(y, [r["name"] for r in rows], fontsize=8)
     lines = [ax.axvline(1.0, color="tab:green", ls="--", label=f"roof: copy_ {roof:.3f} ms")]
     if floor:
         lines.append(ax.axvline(floor / roof, color="tab:red", ls=":", label=f"two streams apart: {floor:.3f} ms"))
-    ax.set(xlim=(left, min(max(med + hi) + 0.01, 1.3)), xlabel="time / copy_'s (median, p10-p90)",
+    ax.set(xlim=(min(med.min(), floor / roof if floor else 1) - 0.01, min(max(med + hi) + 0.01, right)),
+           xlabel="time / copy_'s (median, p10-p90; bars from the roof)",
            title=f"Step 6's float32 attempts, {record['provenance']['gpu']}")
     handles = [Patch(color=c, label=k) for k, c in (("attempt (one change)", "tab:purple"), ("step", "tab:blue"),
                                                     ("baseline", "tab:gray"))]
