@@ -12,6 +12,8 @@ from elu_study.core.record import figure_path, save_figure
 from elu_study.jobs.launch.analysis import HINTS, MAX_THREADS_PER_SM, THREADS, cell, grid, row_of
 
 COLORBAR_LABEL = "x copy_ (median; lower: faster)"
+BEYOND = "hatched: slower than the colour scale"
+SCALE = 0.06  # each figure's colour scale spans this much of copy_'s time from its fastest cell
 
 
 def _heatmap(ax, rows, cols, values, names, marked: set[str], vmin: float, vmax: float, cmap):
@@ -26,14 +28,17 @@ def _heatmap(ax, rows, cols, values, names, marked: set[str], vmin: float, vmax:
                     fontweight="bold" if star else "normal", color="w" if dark else "k")
             if star:
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="tab:red", lw=2.5))
+            elif v > vmax:  # past the colour scale: its darkest colour, hatched
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="w", lw=0, hatch="//", alpha=0.5))
     return im
 
 
 def heatmap_figures(record: dict) -> dict:
     """{"launch": one-shot heatmaps (a panel per hints setting), "launch-grid-stride": grid-stride heatmap}: x copy_
-    per cell, the best cell framed; each figure its own colour scale, from copy_ (1.0) up."""
+    per cell, the best cell framed; each figure its own colour scale, SCALE wide from its fastest cell, so
+    that the close calls differ in colour; slower cells are hatched."""
     cmap, gpu, best = plt.get_cmap("viridis_r"), record["provenance"]["gpu"], {record["best"]["name"]}
-    scale = {gs: (min(1.0, min(x := [c["x_copy"] for c in record["cells"] if c["grid_stride"] == gs])), max(x))
+    scale = {gs: (lo := min(c["x_copy"] for c in record["cells"] if c["grid_stride"] == gs), lo + SCALE)
              for gs in (False, True)}
     one, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     for ax, hints in zip(axes, HINTS):
@@ -41,12 +46,13 @@ def heatmap_figures(record: dict) -> dict:
         ax.set_xlabel("float4s per thread")
         ax.set_title("__ldcs/__stcs (evict-first)" if hints else "plain loads and stores", fontsize=10)
     axes[0].set_ylabel("threads per block")
-    one.colorbar(im, ax=axes, label=COLORBAR_LABEL)
-    one.suptitle(f"One-shot grids, {gpu}", fontsize=10)
+    one.colorbar(im, ax=axes, label=COLORBAR_LABEL, extend="max")
+    one.suptitle(f"One-shot grids, {gpu} ({BEYOND})", fontsize=10)
     gs, ax = plt.subplots(figsize=(6.5, 4.2))
-    gs.colorbar(_heatmap(ax, *grid(record, grid_stride=True), best, *scale[True], cmap), ax=ax, label=COLORBAR_LABEL)
+    gs.colorbar(_heatmap(ax, *grid(record, grid_stride=True), best, *scale[True], cmap), ax=ax, label=COLORBAR_LABEL,
+                extend="max")
     ax.set(xlabel="threads per block", ylabel="blocks per SM")
-    ax.set_title(f"Grid-stride loops, {gpu}", fontsize=10)
+    ax.set_title(f"Grid-stride loops, {gpu}\n({BEYOND})", fontsize=10)
     gs.tight_layout()
     return {"launch": one, "launch-grid-stride": gs}
 
