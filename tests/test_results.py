@@ -431,7 +431,7 @@ def test_a_step_no_gpu_has_measured_is_a_row_that_says_so(study_record, monkeypa
     new = Entry("8_next", "step", "a step added to the catalogue since the record", variant="8_next")
     monkeypatch.setattr(entries, "STEPS", (*entries.STEPS, new))
     table = table_rows(front.blocks()["front"])
-    assert table["8_next"] == ["", "", "", front.NOT_MEASURED]
+    assert table["8_next"] == ["", "", "", entries.NOT_MEASURED]
     assert table["6_beyond_copy"][0] == f"{record.row(study_record, '6_beyond_copy')['timing']['median_ms']:.3f}"
     fig = front.figure(study_record)  # drawn from the rows measured
     assert "8_next" not in [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]

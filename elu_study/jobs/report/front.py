@@ -16,7 +16,6 @@ from elu_study.jobs.study import figures as plots
 
 BLOCK, FIGURE = "front", "steps"
 REFERENCE = "F.elu"  # PyTorch's op: every dtype's reference row
-NOT_MEASURED = "not measured yet"  # a catalogue step the record does not hold (added since it was measured)
 
 
 def step_entries() -> list[entries.Entry]:
@@ -51,7 +50,7 @@ def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
 
     def line(e: entries.Entry) -> dict:
         if (r := rows.get(e.name)) is None:
-            return {"entry": e.name, "worst ulp": NOT_MEASURED}
+            return {"entry": e.name, "worst ulp": entries.NOT_MEASURED}
         return {"entry": e.name, "ms": r["timing"]["median_ms"], "x own copy_": r["x_roof"], "TB/s": r["tbps"],
                 "worst ulp": worst_ulp(e, r, run)}
 
