@@ -9,6 +9,8 @@ differs. With a GPU the same checks run on the kernels, plus CUDA graphs and the
 from __future__ import annotations
 
 import copy
+import math
+import re
 
 import pytest
 import torch
@@ -192,12 +194,29 @@ def test_torch_compile_fuses_and_strict_keeps_the_op(defaults, device):
         return gm
 
     x = torch.randn(4, 9, device=device)
-    for strict in (False, True):
+    for strict in (False, True) if device == "cuda" else (False,):  # (strict refuses a CPU tensor: below)
         torch._dynamo.reset()
         fn = torch.compile(lambda t, s=strict: ELU(0.5, strict=s)(t) * 2 + 1, backend=backend, fullgraph=True)
         torch.testing.assert_close(fn(x), F.elu(x, 0.5) * 2 + 1)
     assert "torch.nn.functional.elu" in graphs[0] and "elu_study" not in graphs[0]
-    assert "torch.ops.elu_study.elu" in graphs[1]
+    assert device == "cpu" or "torch.ops.elu_study.elu" in graphs[1]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strict_refuses_alike_in_eager_and_under_torch_compile(device):
+    """What no study kernel computes (a CPU tensor, float64, a non-finite alpha, 16 bits where the build has no
+    16-bit path) strict=True refuses with one error, eager or compiled (Dynamo raises it from the traced call)."""
+    cases = [(torch.randn(5), 0.5, None), (torch.randn(5, device=device, dtype=torch.float64), 0.5, None),
+             (torch.randn(5, device=device), math.inf, None),
+             (torch.randn(5, device=device, dtype=torch.bfloat16), 0.5, "1_naive")]
+    for x, alpha, variant in cases:
+        with pytest.raises((ValueError, TypeError)) as eager:
+            ELU(alpha, variant=variant, strict=True)(x)
+        assert str(eager.value).startswith("elu (strict): ")
+        torch._dynamo.reset()
+        with pytest.raises(type(eager.value), match=re.escape(str(eager.value))):
+            torch.compile(ELU(alpha, variant=variant, strict=True), backend="aot_eager")(x)
+        assert ops.refusal(x, alpha, variant)[0] is type(eager.value)
 
 
 def test_torch_export_records_the_operator(defaults):
@@ -305,7 +324,7 @@ def test_bad_inputs_name_the_problem_leave_the_input_and_the_next_call_works(def
         (lambda: torch.ops.elu_study.elu_backward(x, x[:4], 1.0, False), ValueError,
          r"self has shape \(4,3\) but grad_output has shape \(5,3\)"),
         (lambda: ELU(strict=True)(x.double()), ValueError if device == "cpu" else TypeError,
-         "on cpu: the kernels take CUDA" if device == "cpu" else "no study kernel computes Double"),
+         "on cpu: the kernels take CUDA" if device == "cpu" else "no study kernel computes torch.float64"),
         (lambda: ELU(float("inf"), strict=True)(x), ValueError, "on cpu" if device == "cpu" else "alpha must be finite"),
     ]
     for call, error, words in calls:

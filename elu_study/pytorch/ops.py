@@ -11,6 +11,7 @@ fuses it), or the operator with ``strict=True``.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import handle_torch_function, has_torch_function_unary
 
-from elu_study.core.build import build_spec, compile_variant
+from elu_study.core.build import binding_features, build_spec, compile_variant, resolve_variant
 from elu_study.core.entries import ENTRIES
 
 NAMESPACE = "elu_study"  # torch.ops.elu_study: the defaults
@@ -133,6 +134,12 @@ def namespace(variant: str | None) -> str:
     return module_for(variant).op_namespace
 
 
+@torch.compiler.assume_constant_result  # Dynamo: a constant (it reads the kernel file)
+def takes16(variant: str | os.PathLike | None) -> bool:
+    """Whether ``variant``'s build computes float16 and bfloat16 (the defaults do: by their 16-bit build)."""
+    return variant is None or "storage16" in binding_features(resolve_variant(variant).read_text())
+
+
 # ---------------------------------------------------------------- fake implementations and vmap rules
 
 
@@ -184,14 +191,23 @@ def vmap_elu_backward(op, info, in_dims, grad, saved, alpha, is_result):
 
 # ---------------------------------------------------------------- the entry point
 
-_ERRORS = {"ValueError": ValueError, "TypeError": TypeError}
-
-
-def refuse(module, x: torch.Tensor, alpha: float) -> None:
-    """strict=True: raise where no study kernel computes x (the build says why), naming the problem."""
-    kind, why = module.kernel_refusal(x, alpha)
-    if kind:
-        raise _ERRORS[kind](f"elu (strict): {why}; pass strict=False to let ATen compute it")
+def refusal(x: torch.Tensor, alpha: float, variant: str | os.PathLike | None) -> tuple[type, str] | None:
+    """Why no study kernel computes ELU(x) at ``alpha``, as (exception type, message), or None where one does: the
+    kernels take (binding.cpp's forward_route) a strided CUDA tensor of float32, or of float16 or bfloat16 where
+    the build has a 16-bit path, at a finite alpha. Needs no build."""
+    if x.device.type != "cuda":
+        return ValueError, f"no study kernel computes a tensor on {x.device}: the kernels take CUDA tensors"
+    if x.layout != torch.strided or x.is_nested:
+        return ValueError, (f"no study kernel computes a {'nested' if x.is_nested else x.layout} tensor: the kernels "
+                            "take dense (strided) tensors")
+    if not math.isfinite(alpha):
+        return ValueError, f"alpha must be finite for the kernels, got {alpha}"
+    if x.dtype == torch.float32 or (x.dtype in SIXTEEN_BITS and takes16(variant)):
+        return None
+    if x.dtype in SIXTEEN_BITS:
+        return TypeError, f"the build of {variant} has no 16-bit path for {x.dtype}"
+    return TypeError, (f"no study kernel computes {x.dtype}: the kernels take float32, and float16/bfloat16 where "
+                       "the build has a 16-bit path")
 
 
 def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # noqa: A002 - F.elu's names
@@ -199,10 +215,12 @@ def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # no
     """``F.elu(input, alpha, inplace)`` by the operator of ``variant``'s build (None: the defaults, ``DEFAULTS``).
 
     Eager: the operator, through the dispatcher. Under torch.compile: ``F.elu`` (Inductor fuses it), or with
-    ``strict=True`` the operator (the kernel, opaque). ``strict=True`` in eager: a ValueError or TypeError that
-    names why no study kernel computes ``input``, where none does."""
+    ``strict=True`` the operator (the kernel, opaque). ``strict=True``, eager or compiled: the ValueError or
+    TypeError of ``refusal``, where no study kernel computes ``input``."""
     if has_torch_function_unary(input):
         return handle_torch_function(elu, (input,), input, alpha, inplace, variant=variant, strict=strict)
+    if strict and (why := refusal(input, alpha, variant)):
+        raise why[0](f"elu (strict): {why[1]}; pass strict=False to let ATen compute it")
     if torch.compiler.is_dynamo_compiling():  # (export without Dynamo traces the operator, with its fake)
         if not strict:
             return F.elu(input, alpha, inplace)
@@ -212,8 +230,6 @@ def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # no
             return input
         return op.elu(input, alpha)
     module = _LOADED.get(variant) or _LOADED.setdefault(variant, module_for(variant))
-    if strict:
-        refuse(module, input, alpha)
     return module.call_elu_(input, alpha) if inplace else module.call_elu(input, alpha)
 
 
