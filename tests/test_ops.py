@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -339,6 +344,66 @@ def test_a_users_own_build_registers_its_own_namespace():
     assert module.op_namespace == build_spec("1_naive").op_namespace() != ops.NAMESPACE
     x = torch.randn(7, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradgradcheck(ELU(0.7, variant="1_naive"), (x,))
+
+
+def test_a_non_tensor_input_is_a_type_error_that_names_it(defaults):
+    """Before and after the module's first call (its entry point into the operator kept), strict or not, in place
+    or not, through the module or the function."""
+    warm, warm_ = ELU(), ELU(inplace=True)
+    warm(torch.randn(3))
+    warm_(torch.randn(3))
+    for call in (ELU(), warm, warm_, ELU(strict=True), ELU(inplace=True), lambda v: ops.elu(v, 0.5)):
+        for value in ([1.0, 2.0], None, 3.0):
+            with pytest.raises(TypeError, match=f"^elu_?: expected a Tensor, got {type(value).__name__}$"):
+                call(value)
+
+
+def test_a_model_on_the_cpu_builds_nothing_and_gets_nn_elus_bits(tmp_path):
+    """Without a GPU, nvcc or a CUDA toolkit, and with an empty extensions folder (a fresh process): ELU and a
+    swap_elu'd model give F.elu's and nn.ELU's bits, outputs and gradients, in place too; strict refuses, a non-tensor
+    is named; nothing is built."""
+    script = textwrap.dedent("""
+        import copy
+        import pytest
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+        from elu_study import ELU, swap_elu
+
+        assert not torch.cuda.is_available()
+        for dtype in (torch.float32, torch.float64, torch.bfloat16):
+            x = (torch.randn(1000, dtype=torch.float64) * 4).to(dtype)
+            g = torch.randn_like(x)
+            for alpha, inplace in ((1.0, False), (0.5, True), (-0.7, False)):
+                a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+                ours, theirs = ELU(alpha, inplace)(a * 1), F.elu(b * 1, alpha, inplace)
+                assert torch.equal(ours, theirs), (dtype, alpha)
+                assert torch.equal(*(torch.autograd.grad(y, v, g)[0] for y, v in ((ours, a), (theirs, b))))
+        ref = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ELU(0.5), nn.Flatten(), nn.Linear(144, 2), nn.ELU(inplace=True))
+        model = swap_elu(copy.deepcopy(ref))
+        assert [type(m) for m in model if "ELU" in type(m).__name__] == [ELU, ELU]
+        inputs = torch.randn(5, 3, 8, 8)
+        outs = [m(inputs) for m in (ref, model)]
+        assert torch.equal(*outs)
+        for out in outs:
+            out.square().sum().backward()
+        for p, q in zip(ref.parameters(), model.parameters()):
+            assert torch.equal(p.grad, q.grad)
+        with pytest.raises(ValueError, match="no study kernel computes a tensor on cpu"):
+            ELU(strict=True)(inputs)
+        with pytest.raises(TypeError, match="expected a Tensor, got list"):
+            ELU()([1.0, 2.0])
+        print("ok")
+    """)
+    no_nvcc = [d for d in os.environ["PATH"].split(os.pathsep) if d and not Path(d, "nvcc").exists()]
+    extensions = tmp_path / "extensions"
+    extensions.mkdir()
+    env = {**os.environ, "PATH": os.pathsep.join(no_nvcc), "CUDA_HOME": str(tmp_path / "no-cuda"),
+           "CUDA_PATH": str(tmp_path / "no-cuda"), "TORCH_EXTENSIONS_DIR": str(extensions), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    assert list(extensions.iterdir()) == []
 
 
 # ---------------------------------------------------------------- on the GPU: the kernels

@@ -6,7 +6,8 @@
 nn.ELU goes (autograd to any order, forward-mode AD, vmap, autocast, CUDA graphs, torch.export, every dtype and
 device, ATen computing what no kernel takes), keeps a channels_last input channels_last, and fuses under
 torch.compile (there it is ``F.elu``; ``strict=True`` keeps the kernel, opaque). It has no parameters, so state
-dicts are unchanged.
+dicts are unchanged. Its build is made (nvcc, or the disk cache) at the first CUDA tensor: a model that never sees
+one needs no CUDA toolkit.
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ class ELU(nn.Module):
         self.strict = bool(strict)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.ELU's name
-        # Eager, plain and not strict: straight to the operator's entry point (ops.elu's own eager route, one
-        # Python call fewer: nn.ELU spends the same on F.elu's). Everything else: ops.elu.
+        # Eager, plain and not strict, the build loaded: straight to the operator's entry point (ops.elu's own eager
+        # route, one Python call fewer: nn.ELU spends the same on F.elu's). Everything else: ops.elu.
         if not torch.compiler.is_dynamo_compiling() and self._entry is not None and not has_torch_function_unary(input):
             return self._entry[self.inplace](input, self.alpha)
         out = elu(input, self.alpha, self.inplace, variant=self.variant, strict=self.strict)
         if not self.strict and not torch.compiler.is_dynamo_compiling():
-            self._entry = entry_points(self.variant)
+            self._entry = entry_points(self.variant)  # None until a CUDA tensor (or module_for) loads the build
         return out
 
     def __setattr__(self, name, value):

@@ -4,8 +4,9 @@ Every build registers in C++ (``kernels/common/binding.cpp``) ``torch.ops.<names
 ``elu_backward``: its CUDA kernels, ATen for every input no kernel takes, autograd in C++. This module adds what
 PyTorch's docs register from Python: the fake implementations and the vmap rules. ``DEFAULTS`` is the drop-in's
 table, dtype x direction -> the study entry whose build runs it. ``elu`` is the eager entry point of
-``elu_study.ELU``: the dispatcher from its top (``module.call_elu``); under torch.compile ``F.elu`` (Inductor
-fuses it), or the operator with ``strict=True``.
+``elu_study.ELU``: the dispatcher from its top (``module.call_elu``), its build loaded at the first CUDA tensor
+(a tensor elsewhere needs none: ``F.elu``); under torch.compile ``F.elu`` (Inductor fuses it), or the operator
+with ``strict=True``.
 """
 
 from __future__ import annotations
@@ -102,18 +103,24 @@ def loaded(module):
 
 
 _REGISTERED: set[str] = set()
+_LOADED: dict = {}  # variant -> its module, once module_for loaded it: one dict lookup per eager call
 
 
 @functools.cache
 def module_for(variant: str | os.PathLike | None = None):
     """The compiled module whose operator ``elu`` calls: the defaults (``variant=None``), or the build of a
-    step name or .cu path with its own defaults. Built on first use (disk-cached), then kept."""
+    step name or .cu path with its own defaults. Built on first use (disk-cached), then kept: from then on ``elu``
+    sends every tensor of that variant through it (call it to have a CPU tensor's ELU recorded as the operator, by
+    torch.export for one)."""
     if variant is None:
         builds = default_builds()
         loaded(compile_variant(builds["16-bit"][0], extra_cuda_cflags=builds["16-bit"][1]))  # the delegate first
         v32, f32, cpp = builds["float32"]
-        return loaded(compile_variant(v32, extra_cuda_cflags=f32, extra_cflags=cpp))
-    return loaded(compile_variant(variant))
+        module = loaded(compile_variant(v32, extra_cuda_cflags=f32, extra_cflags=cpp))
+    else:
+        module = loaded(compile_variant(variant))
+    _LOADED[variant] = module
+    return module
 
 
 def sixteen_bit_module():
@@ -123,10 +130,11 @@ def sixteen_bit_module():
     return loaded(compile_variant(v16, extra_cuda_cflags=f16))
 
 
-def entry_points(variant: str | os.PathLike | None = None) -> tuple:
-    """(out of place, in place): the eager entry points into ``variant``'s operator, indexed by ``inplace``."""
-    module = module_for(variant)
-    return module.call_elu, module.call_elu_
+def entry_points(variant: str | os.PathLike | None = None) -> tuple | None:
+    """(out of place, in place): the eager entry points into ``variant``'s operator, indexed by ``inplace``; None
+    while its build is not loaded."""
+    module = _LOADED.get(variant)
+    return None if module is None else (module.call_elu, module.call_elu_)
 
 
 @torch.compiler.assume_constant_result  # Dynamo: a constant (it builds or loads a module)
@@ -214,14 +222,18 @@ def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # no
         variant: str | os.PathLike | None = None, strict: bool = False) -> torch.Tensor:
     """``F.elu(input, alpha, inplace)`` by the operator of ``variant``'s build (None: the defaults, ``DEFAULTS``).
 
-    Eager: the operator, through the dispatcher. Under torch.compile: ``F.elu`` (Inductor fuses it), or with
-    ``strict=True`` the operator (the kernel, opaque). ``strict=True``, eager or compiled: the ValueError or
-    TypeError of ``refusal``, where no study kernel computes ``input``."""
+    Eager: the operator, through the dispatcher, for a CUDA tensor (the first one builds or loads the build) and
+    for any tensor once the build is loaded; before that a tensor on another device is ``F.elu``'s, which is what
+    the operator runs there too (ATen), and nothing is built. Under torch.compile: ``F.elu`` (Inductor fuses it),
+    or with ``strict=True`` the operator (the kernel, opaque). ``strict=True``, eager or compiled: the ValueError
+    or TypeError of ``refusal``, where no study kernel computes ``input``."""
     if has_torch_function_unary(input):
         return handle_torch_function(elu, (input,), input, alpha, inplace, variant=variant, strict=strict)
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"elu: expected a Tensor, got {type(input).__name__}")
     if strict and (why := refusal(input, alpha, variant)):
         raise why[0](f"elu (strict): {why[1]}; pass strict=False to let ATen compute it")
-    if torch.compiler.is_dynamo_compiling():  # (export without Dynamo traces the operator, with its fake)
+    if torch.compiler.is_dynamo_compiling():  # (export without Dynamo takes the eager route below, with fakes)
         if not strict:
             return F.elu(input, alpha, inplace)
         op = getattr(torch.ops, namespace(variant))
@@ -229,8 +241,10 @@ def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # no
             op.elu_(input, alpha)
             return input
         return op.elu(input, alpha)
-    module = _LOADED.get(variant) or _LOADED.setdefault(variant, module_for(variant))
+    module = _LOADED.get(variant)
+    if module is None:
+        if not input.is_cuda:
+            return F.elu(input, alpha, inplace)
+        module = module_for(variant)
     return module.call_elu_(input, alpha) if inplace else module.call_elu(input, alpha)
 
-
-_LOADED: dict = {}  # variant -> module: one dict lookup per eager call (functools.cache's wrapper costs more)

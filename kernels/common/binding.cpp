@@ -591,7 +591,7 @@ bool unpack(PyObject* const* args, Py_ssize_t nargs, const char* name, double* a
     return false;
   }
   if (!THPVariable_Check(args[0])) {
-    PyErr_Format(PyExc_TypeError, "%s(x, alpha): x must be a Tensor, got %s", name, Py_TYPE(args[0])->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s: expected a Tensor, got %s", name, Py_TYPE(args[0])->tp_name);
     return false;
   }
   if (PyBool_Check(args[1]) || !PyNumber_Check(args[1]) || PyComplex_Check(args[1])) {
