@@ -406,6 +406,27 @@ def test_a_model_on_the_cpu_builds_nothing_and_gets_nn_elus_bits(tmp_path):
     assert list(extensions.iterdir()) == []
 
 
+def test_torch_jit_script_runs_the_operator_and_names_what_it_cannot_script(defaults, tmp_path):
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(4, 6), nn.ELU(0.5), nn.Linear(6, 2), nn.ELU(2, inplace=True))
+    scripted = torch.jit.script(swap_elu(copy.deepcopy(ref)))
+    assert "elu_study::elu(" in str(getattr(scripted, "1").graph) and "elu_study::elu_(" in str(getattr(scripted, "3").graph)
+    torch.jit.save(scripted, tmp_path / "model.pt")
+    x = torch.randn(3, 4)
+    for model in (scripted, torch.jit.load(tmp_path / "model.pt")):
+        outs = [m(x) for m in (ref, model)]
+        torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+        for out in outs:
+            out.sum().backward()
+        for p, q in zip(ref.parameters(), model.parameters()):
+            torch.testing.assert_close(q.grad, p.grad, rtol=0, atol=0)
+            p.grad = q.grad = None
+    with pytest.raises(NotImplementedError, match=r"variant='1_naive'.*script ELU\(\) \(the defaults\)"):
+        torch.jit.script(ELU(variant="1_naive"))
+    with pytest.raises(NotImplementedError, match=r"strict=True.*script ELU\(strict=False\)"):
+        torch.jit.script(nn.Sequential(ELU(strict=True)))
+
+
 # ---------------------------------------------------------------- on the GPU: the kernels
 
 
