@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -27,7 +28,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from elu_study.core import record
 from elu_study.core.entries import ENTRIES
-from elu_study.core.build import build_spec
+from elu_study.core.build import KERNELS_DIR, build_spec, compile_variant, known_variants
+from elu_study.core.check import ATOL, RTOL
 from elu_study.pytorch import ops
 from elu_study.pytorch.nn import ELU, swap_elu
 
@@ -427,6 +429,90 @@ def test_torch_jit_script_runs_the_operator_and_names_what_it_cannot_script(defa
         torch.jit.script(nn.Sequential(ELU(strict=True)))
 
 
+# ---------------------------------------------------------------- is it ELU? the probe of a build
+
+
+def _expm1_poly(x):
+    """Step 6's Expm1Poly (kernels/common/elu.cuh) in float32 (its FMAs as a multiply and an add)."""
+    r = torch.full_like(x, 1.29130902e-4)
+    for c in (1.30112644e-3, 8.27620830e-3, 4.16474678e-2, 1.66663662e-1, 4.99999851e-1):
+        r = r * x + c
+    return torch.where(x > -1, torch.copysign(x * x * r + x, x), torch.exp2(x * math.log2(math.e)) - 1)
+
+
+def _flushed(f):
+    """f with denormals flushed to zero, in and out (--use_fast_math)."""
+    tiny = torch.finfo(torch.float32).tiny
+    return lambda x: (lambda y: torch.where(y.abs() < tiny, 0 * y, y))(f(torch.where(x.abs() < tiny, 0 * x, x)))
+
+
+# The exponentials of the study's float32 kernels, computed by torch in float32; "exp - 1" ones cancel near 0.
+STUDY_FORMULAS = {
+    "Expf, exp - 1 (steps 1-3)": lambda x: torch.exp(x) - 1,
+    "FastExpf, exp - 1, flushed (step 4)": _flushed(lambda x: torch.exp2(x * math.log2(math.e)) - 1),
+    "Expm1f (step 5)": torch.expm1,
+    "Expm1Poly (steps 6, 7)": _expm1_poly,
+}
+
+
+@pytest.mark.parametrize("formula", sorted(STUDY_FORMULAS))
+def test_the_probe_passes_each_study_formula(formula):
+    x = ops.probe()
+    assert x.dtype == torch.float32 and x.numel() % 2 == 1
+    subnormal, large = (x != 0) & (x.abs() < torch.finfo(torch.float32).tiny), x.abs() > 1e38
+    for sign in (x.signbit(), ~x.signbit()):  # each kind of input on both sides of zero
+        assert all((sign & kind).any() for kind in (x == 0, subnormal, large, x.abs() < 1e-6, x.abs() > 1))
+    for alpha in ops.PROBE_ALPHAS:
+        y = torch.where(x > 0, x, alpha * STUDY_FORMULAS[formula](x))
+        assert ops.mismatch(x, y, alpha) == ""
+        if "exp - 1" in formula:  # accepted, though far from F.elu's bits near 0 (relative error)
+            near = (x < 0) & (x > -1e-6)
+            assert ((y[near].double() - F.elu(x[near].double(), alpha)).abs() > 1e-9).any()
+
+
+def test_the_probe_refuses_what_is_not_elu_naming_an_input_and_both_values():
+    x = ops.probe()
+    why = ops.mismatch(x, F.silu(x), 1.0)
+    found = re.fullmatch(r"at x = (\S+) \(alpha = 1\) it gives (\S+) where F.elu gives (\S+)", why)
+    assert found, why
+    xi, got, want = map(float, found.groups())
+    assert xi in x.tolist() and abs(got - want) > ATOL + RTOL * abs(want)
+    assert got == pytest.approx(F.silu(torch.tensor(xi)).item(), rel=1e-6)
+    assert want == pytest.approx(F.elu(torch.tensor(xi, dtype=torch.float64)).item(), rel=1e-8)
+    assert ops.mismatch(x, F.elu(x, 1.0), -0.7).startswith("at x = -")  # alpha ignored
+    unwritten = F.elu(x, 0.5)
+    unwritten[-1] = math.nan  # a vector kernel's tail left unwritten
+    assert ops.mismatch(x, unwritten, 0.5) == f"at x = {x[-1]:.9g} (alpha = 0.5) it gives nan where F.elu gives " \
+                                             f"{F.elu(x[-1:].double(), 0.5).item():.9g}"
+
+
+class _Build:
+    """A build's face as ``verdict`` sees it: ``elu(x, alpha, out=)`` writing ``fn(x, alpha)`` into out's first
+    ``written`` elements, and its spec's source path."""
+
+    def __init__(self, name, fn, written=None):
+        self.spec, self.fn, self.written, self.calls = SimpleNamespace(source_path=Path(name)), fn, written, 0
+
+    def elu(self, x, alpha, out):
+        self.calls += 1
+        out[: self.written].copy_(self.fn(x, alpha)[: self.written])
+        return out
+
+
+def test_a_builds_verdict_names_its_file_an_input_and_both_values_and_is_kept():
+    silu = _Build("my/silu.cu", lambda x, alpha: F.silu(x))
+    why = ops.verdict(silu, "cpu")
+    assert re.fullmatch(r"my/silu\.cu does not compute ELU: at x = \S+ \(alpha = 1\) it gives \S+ where F\.elu gives "
+                        r"\S+, beyond the study's tolerance \(atol 0\.0001, rtol 0\.0001\); .*", why), why
+    assert ops.verdict(silu, "cpu") == why and silu.calls == 1  # once per build
+    tail = _Build("tail.cu", F.elu, written=-1)  # the last element left unwritten (NaN)
+    assert "(alpha = 1) it gives nan" in ops.verdict(tail, "cpu")
+    fixed_alpha = _Build("one.cu", lambda x, alpha: F.elu(x))
+    assert "(alpha = -0.7)" in ops.verdict(fixed_alpha, "cpu")
+    elu = _Build("elu.cu", F.elu)
+    assert ops.verdict(elu, "cpu") == "" and elu.calls == len(ops.PROBE_ALPHAS)
+
+
 # ---------------------------------------------------------------- on the GPU: the kernels
 
 
@@ -470,3 +556,24 @@ def test_cuda_graph_captures_and_replays_forward_and_backward(defaults):
     graph.replay()
     torch.testing.assert_close(y.detach(), F.elu(x.detach(), 0.5))
     torch.testing.assert_close(x.grad, torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x.detach()), rtol=0, atol=0)
+
+
+@gpu
+def test_a_kernel_that_is_not_elu_is_refused_before_its_first_call(tmp_path):
+    """A user's SiLU compiled as a variant: its first CUDA tensor is refused with one input and both values, every
+    later one too (the verdict kept); a CPU tensor still gets F.elu (no kernel runs for it)."""
+    silu = tmp_path / "silu.cu"
+    silu.write_text((KERNELS_DIR / "1_naive.cu").read_text().replace("elu::Expf{}(x[i], alpha)",
+                                                                      "x[i] / (1.0f + expf(-x[i]))"))
+    message = r"silu\.cu does not compute ELU: at x = \S+ \(alpha = 1\) it gives \S+ where F\.elu gives \S+"
+    for _ in range(2):
+        with pytest.raises(ValueError, match=message):
+            ELU(variant=silu)(torch.randn(5, device="cuda"))
+    x = torch.randn(5)
+    torch.testing.assert_close(ELU(variant=silu)(x), F.elu(x), rtol=0, atol=0)
+
+
+@gpu
+@pytest.mark.parametrize("step", sorted(known_variants()))
+def test_every_study_step_passes_the_probe(step):
+    assert ops.verdict(compile_variant(step)) == ""

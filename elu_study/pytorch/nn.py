@@ -25,12 +25,21 @@ from elu_study.pytorch.ops import elu, entry_points, module_for
 
 class ELU(nn.Module):
     """``nn.ELU(alpha, inplace)`` by the study's operator: the defaults (``variant=None``), or the build of a
-    step name or .cu path. ``strict=True``: a study kernel computes every call, or an error names why none can.
+    step name or .cu path. ``strict=True``: a study kernel computes every call, or an error (eager and compiled
+    alike) names why none can.
+
+    What differs from nn.ELU: a CUDA float32 tensor's ELU is the build's kernel's, within the build's worst ulp
+    error of F.elu (the default's, over every negative float32, is the model record's accuracy check), not F.elu's
+    bits. Every other tensor gets F.elu's bits: the defaults' float16 and bfloat16 kernels are bit for bit, and ATen
+    computes float64 and every tensor off CUDA (once the build is loaded, a non-dense one from a contiguous copy).
+    Where float32 must be F.elu's bits, keep nn.ELU there: no option of this module gives them on CUDA. The first
+    CUDA tensor builds the variant (nvcc, or the disk cache); a model that never sees one builds nothing. Where a
+    GPU is, a build whose kernel does not compute ELU on a probe is refused (ValueError) before it runs.
+    torch.jit.script takes ``ELU()`` without strict and loads (or builds) the defaults: the scripted forward calls
+    ``torch.ops.elu_study.elu`` (a process that loads it calls ``elu_study.pytorch.ops.module_for()`` first).
 
     Its ``extra_repr`` is nn.ELU's, so a printed model reads the same. An unknown variant is a ValueError here;
-    nothing is built until a kernel runs. torch.jit.script takes ``ELU()`` without strict and loads (or builds) the
-    defaults: the scripted forward calls ``torch.ops.elu_study.elu`` (a process that loads it calls
-    ``elu_study.pytorch.ops.module_for()`` first)."""
+    nothing is built until a kernel runs."""
 
     __constants__ = ["alpha", "inplace", "variant", "strict"]
 
@@ -90,7 +99,11 @@ class ELU(nn.Module):
 
 def swap_elu(model: nn.Module, variant: str | os.PathLike | None = None, *, strict: bool = False) -> nn.Module:
     """Replace every ``nn.ELU`` in ``model`` (nested, in containers, or the model itself) by ``ELU`` with the same
-    alpha and inplace; in place, and returns the model (or the new module if the model itself was an nn.ELU)."""
+    alpha and inplace; in place, and returns the model (or the new module if the model itself was an nn.ELU).
+
+    Nothing is built here, nor for a model that never sees a CUDA tensor: its ELUs are F.elu's, bit for bit. On
+    CUDA, float32 activations come from the study's kernel, within its worst ulp of nn.ELU's rather than
+    bit for bit (``ELU`` says what differs); leave a model unswapped where it must reproduce nn.ELU's bits."""
     if type(model) is nn.ELU:
         return ELU(model.alpha, model.inplace, variant, strict=strict)
     for name, child in list(model.named_children()):

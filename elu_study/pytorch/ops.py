@@ -6,7 +6,7 @@ PyTorch's docs register from Python: the fake implementations and the vmap rules
 table, dtype x direction -> the study entry whose build runs it. ``elu`` is the eager entry point of
 ``elu_study.ELU``: the dispatcher from its top (``module.call_elu``), its build loaded at the first CUDA tensor
 (a tensor elsewhere needs none: ``F.elu``); under torch.compile ``F.elu`` (Inductor fuses it), or the operator
-with ``strict=True``.
+with ``strict=True``. Where a GPU is, a build is used only once its kernel is found to compute ELU (``verdict``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch.overrides import handle_torch_function, has_torch_function_unary
 
 from elu_study.core.build import binding_features, build_spec, compile_variant, resolve_variant
+from elu_study.core.check import ATOL, RTOL
 from elu_study.core.entries import ENTRIES
 
 NAMESPACE = "elu_study"  # torch.ops.elu_study: the defaults
@@ -95,10 +96,13 @@ def register_python_side(ns: str) -> None:
 
 
 def loaded(module):
-    """A compiled module with its operator's Python side registered (once per namespace)."""
+    """A compiled module with its operator's Python side registered (once per namespace), and where a GPU is, its
+    float32 kernel found to compute ELU (``verdict``): a ValueError, before any call of it, where it does not."""
     if module.op_namespace not in _REGISTERED:
         register_python_side(module.op_namespace)
         _REGISTERED.add(module.op_namespace)
+    if torch.cuda.is_available() and (why := verdict(module)):
+        raise ValueError(why)
     return module
 
 
@@ -146,6 +150,43 @@ def namespace(variant: str | None) -> str:
 def takes16(variant: str | os.PathLike | None) -> bool:
     """Whether ``variant``'s build computes float16 and bfloat16 (the defaults do: by their 16-bit build)."""
     return variant is None or "storage16" in binding_features(resolve_variant(variant).read_text())
+
+
+# ---------------------------------------------------------------- is it ELU? (once per build, on the GPU)
+
+PROBE_ALPHAS = (1.0, -0.7)
+
+
+def probe() -> torch.Tensor:
+    """float32 inputs a kernel must get right to pass for ELU: negative and positive, both zeros, tiny (subnormal
+    too) and large (up to float32's largest), and an odd count (a vector kernel's tail)."""
+    special = [0.0, -0.0, 1e-45, -1e-45, 1e-30, -1e-30, 1e-7, -1e-7, 1e4, -1e4, -88.0, -104.0, 3e38, -3e38]
+    return torch.cat([torch.linspace(-12, 12, 1001, dtype=torch.float32), torch.tensor(special, dtype=torch.float32)])
+
+
+def mismatch(x: torch.Tensor, y: torch.Tensor, alpha: float) -> str:
+    """"" where ``y`` is ELU(x) within the study's tolerance (core.check's ATOL + RTOL x |ELU(x)|, against F.elu in
+    float64), every element written; else the worst input, y's value there and F.elu's."""
+    want = F.elu(x.double(), alpha)
+    excess = ((y.double() - want).abs() - (ATOL + RTOL * want.abs())).nan_to_num(nan=math.inf)
+    i = int(excess.argmax())
+    if excess[i] <= 0:
+        return ""
+    return f"at x = {x[i]:.9g} (alpha = {alpha:g}) it gives {y[i]:.9g} where F.elu gives {want[i]:.9g}"
+
+
+@functools.cache
+def verdict(module, device: str = "cuda") -> str:
+    """"" where the build's float32 kernel computes ELU on ``probe()`` at each of PROBE_ALPHAS (into a NaN-filled
+    output), else why it is refused; once per build, outside any tensor mode (a fake tensor's, a user's)."""
+    with torch.utils._python_dispatch._disable_current_modes():
+        x = probe()
+        for alpha in PROBE_ALPHAS:
+            y = module.elu(x.to(device), alpha, out=torch.full_like(x, math.nan, device=device)).cpu()
+            if why := mismatch(x, y, alpha):
+                return (f"{module.spec.source_path} does not compute ELU: {why}, beyond the study's tolerance "
+                        f"(atol {ATOL:g}, rtol {RTOL:g}); elu_study.ELU runs only kernels that compute ELU")
+    return ""
 
 
 # ---------------------------------------------------------------- fake implementations and vmap rules
