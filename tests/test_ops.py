@@ -9,6 +9,14 @@ differs. With a GPU the same checks run on the kernels, plus CUDA graphs and the
 from __future__ import annotations
 
 import copy
+import math
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -20,7 +28,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from elu_study.core import record
 from elu_study.core.entries import ENTRIES
-from elu_study.core.build import build_spec
+from elu_study.core.build import KERNELS_DIR, build_spec, compile_variant, known_variants
+from elu_study.core.check import ATOL, RTOL
 from elu_study.pytorch import ops
 from elu_study.pytorch.nn import ELU, swap_elu
 
@@ -192,12 +201,29 @@ def test_torch_compile_fuses_and_strict_keeps_the_op(defaults, device):
         return gm
 
     x = torch.randn(4, 9, device=device)
-    for strict in (False, True):
+    for strict in (False, True) if device == "cuda" else (False,):  # (strict refuses a CPU tensor: below)
         torch._dynamo.reset()
         fn = torch.compile(lambda t, s=strict: ELU(0.5, strict=s)(t) * 2 + 1, backend=backend, fullgraph=True)
         torch.testing.assert_close(fn(x), F.elu(x, 0.5) * 2 + 1)
     assert "torch.nn.functional.elu" in graphs[0] and "elu_study" not in graphs[0]
-    assert "torch.ops.elu_study.elu" in graphs[1]
+    assert device == "cpu" or "torch.ops.elu_study.elu" in graphs[1]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strict_refuses_alike_in_eager_and_under_torch_compile(device):
+    """What no study kernel computes (a CPU tensor, float64, a non-finite alpha, 16 bits where the build has no
+    16-bit path) strict=True refuses with one error, eager or compiled (Dynamo raises it from the traced call)."""
+    cases = [(torch.randn(5), 0.5, None), (torch.randn(5, device=device, dtype=torch.float64), 0.5, None),
+             (torch.randn(5, device=device), math.inf, None),
+             (torch.randn(5, device=device, dtype=torch.bfloat16), 0.5, "1_naive")]
+    for x, alpha, variant in cases:
+        with pytest.raises((ValueError, TypeError)) as eager:
+            ELU(alpha, variant=variant, strict=True)(x)
+        assert str(eager.value).startswith("elu (strict): ")
+        torch._dynamo.reset()
+        with pytest.raises(type(eager.value), match=re.escape(str(eager.value))):
+            torch.compile(ELU(alpha, variant=variant, strict=True), backend="aot_eager")(x)
+        assert ops.refusal(x, alpha, variant)[0] is type(eager.value)
 
 
 def test_torch_export_records_the_operator(defaults):
@@ -305,7 +331,7 @@ def test_bad_inputs_name_the_problem_leave_the_input_and_the_next_call_works(def
         (lambda: torch.ops.elu_study.elu_backward(x, x[:4], 1.0, False), ValueError,
          r"self has shape \(4,3\) but grad_output has shape \(5,3\)"),
         (lambda: ELU(strict=True)(x.double()), ValueError if device == "cpu" else TypeError,
-         "on cpu: the kernels take CUDA" if device == "cpu" else "no study kernel computes Double"),
+         "on cpu: the kernels take CUDA" if device == "cpu" else "no study kernel computes torch.float64"),
         (lambda: ELU(float("inf"), strict=True)(x), ValueError, "on cpu" if device == "cpu" else "alpha must be finite"),
     ]
     for call, error, words in calls:
@@ -320,6 +346,171 @@ def test_a_users_own_build_registers_its_own_namespace():
     assert module.op_namespace == build_spec("1_naive").op_namespace() != ops.NAMESPACE
     x = torch.randn(7, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradgradcheck(ELU(0.7, variant="1_naive"), (x,))
+
+
+def test_a_non_tensor_input_is_a_type_error_that_names_it(defaults):
+    """Before and after the module's first call (its entry point into the operator kept), strict or not, in place
+    or not, through the module or the function."""
+    warm, warm_ = ELU(), ELU(inplace=True)
+    warm(torch.randn(3))
+    warm_(torch.randn(3))
+    for call in (ELU(), warm, warm_, ELU(strict=True), ELU(inplace=True), lambda v: ops.elu(v, 0.5)):
+        for value in ([1.0, 2.0], None, 3.0):
+            with pytest.raises(TypeError, match=f"^elu_?: expected a Tensor, got {type(value).__name__}$"):
+                call(value)
+
+
+def test_a_model_on_the_cpu_builds_nothing_and_gets_nn_elus_bits(tmp_path):
+    """Without a GPU, nvcc or a CUDA toolkit, and with an empty extensions folder (a fresh process): ELU and a
+    swap_elu'd model give F.elu's and nn.ELU's bits, outputs and gradients, in place too; strict refuses, a non-tensor
+    is named; nothing is built."""
+    script = textwrap.dedent("""
+        import copy
+        import pytest
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+        from elu_study import ELU, swap_elu
+
+        assert not torch.cuda.is_available()
+        for dtype in (torch.float32, torch.float64, torch.bfloat16):
+            x = (torch.randn(1000, dtype=torch.float64) * 4).to(dtype)
+            g = torch.randn_like(x)
+            for alpha, inplace in ((1.0, False), (0.5, True), (-0.7, False)):
+                a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+                ours, theirs = ELU(alpha, inplace)(a * 1), F.elu(b * 1, alpha, inplace)
+                assert torch.equal(ours, theirs), (dtype, alpha)
+                assert torch.equal(*(torch.autograd.grad(y, v, g)[0] for y, v in ((ours, a), (theirs, b))))
+        ref = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ELU(0.5), nn.Flatten(), nn.Linear(144, 2), nn.ELU(inplace=True))
+        model = swap_elu(copy.deepcopy(ref))
+        assert [type(m) for m in model if "ELU" in type(m).__name__] == [ELU, ELU]
+        inputs = torch.randn(5, 3, 8, 8)
+        outs = [m(inputs) for m in (ref, model)]
+        assert torch.equal(*outs)
+        for out in outs:
+            out.square().sum().backward()
+        for p, q in zip(ref.parameters(), model.parameters()):
+            assert torch.equal(p.grad, q.grad)
+        with pytest.raises(ValueError, match="no study kernel computes a tensor on cpu"):
+            ELU(strict=True)(inputs)
+        with pytest.raises(TypeError, match="expected a Tensor, got list"):
+            ELU()([1.0, 2.0])
+        print("ok")
+    """)
+    no_nvcc = [d for d in os.environ["PATH"].split(os.pathsep) if d and not Path(d, "nvcc").exists()]
+    extensions = tmp_path / "extensions"
+    extensions.mkdir()
+    env = {**os.environ, "PATH": os.pathsep.join(no_nvcc), "CUDA_HOME": str(tmp_path / "no-cuda"),
+           "CUDA_PATH": str(tmp_path / "no-cuda"), "TORCH_EXTENSIONS_DIR": str(extensions), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    assert list(extensions.iterdir()) == []
+
+
+def test_torch_jit_script_runs_the_operator_and_names_what_it_cannot_script(defaults, tmp_path):
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(4, 6), nn.ELU(0.5), nn.Linear(6, 2), nn.ELU(2, inplace=True))
+    scripted = torch.jit.script(swap_elu(copy.deepcopy(ref)))
+    assert "elu_study::elu(" in str(getattr(scripted, "1").graph) and "elu_study::elu_(" in str(getattr(scripted, "3").graph)
+    torch.jit.save(scripted, tmp_path / "model.pt")
+    x = torch.randn(3, 4)
+    for model in (scripted, torch.jit.load(tmp_path / "model.pt")):
+        outs = [m(x) for m in (ref, model)]
+        torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+        for out in outs:
+            out.sum().backward()
+        for p, q in zip(ref.parameters(), model.parameters()):
+            torch.testing.assert_close(q.grad, p.grad, rtol=0, atol=0)
+            p.grad = q.grad = None
+    with pytest.raises(NotImplementedError, match=r"variant='1_naive'.*script ELU\(\) \(the defaults\)"):
+        torch.jit.script(ELU(variant="1_naive"))
+    with pytest.raises(NotImplementedError, match=r"strict=True.*script ELU\(strict=False\)"):
+        torch.jit.script(nn.Sequential(ELU(strict=True)))
+
+
+# ---------------------------------------------------------------- is it ELU? the probe of a build
+
+
+def _expm1_poly(x):
+    """Step 6's Expm1Poly (kernels/common/elu.cuh) in float32 (its FMAs as a multiply and an add)."""
+    r = torch.full_like(x, 1.29130902e-4)
+    for c in (1.30112644e-3, 8.27620830e-3, 4.16474678e-2, 1.66663662e-1, 4.99999851e-1):
+        r = r * x + c
+    return torch.where(x > -1, torch.copysign(x * x * r + x, x), torch.exp2(x * math.log2(math.e)) - 1)
+
+
+def _flushed(f):
+    """f with denormals flushed to zero, in and out (--use_fast_math)."""
+    tiny = torch.finfo(torch.float32).tiny
+    return lambda x: (lambda y: torch.where(y.abs() < tiny, 0 * y, y))(f(torch.where(x.abs() < tiny, 0 * x, x)))
+
+
+# The exponentials of the study's float32 kernels, computed by torch in float32; "exp - 1" ones cancel near 0.
+STUDY_FORMULAS = {
+    "Expf, exp - 1 (steps 1-3)": lambda x: torch.exp(x) - 1,
+    "FastExpf, exp - 1, flushed (step 4)": _flushed(lambda x: torch.exp2(x * math.log2(math.e)) - 1),
+    "Expm1f (step 5)": torch.expm1,
+    "Expm1Poly (steps 6, 7)": _expm1_poly,
+}
+
+
+@pytest.mark.parametrize("formula", sorted(STUDY_FORMULAS))
+def test_the_probe_passes_each_study_formula(formula):
+    x = ops.probe()
+    assert x.dtype == torch.float32 and x.numel() % 2 == 1
+    subnormal, large = (x != 0) & (x.abs() < torch.finfo(torch.float32).tiny), x.abs() > 1e38
+    for sign in (x.signbit(), ~x.signbit()):  # each kind of input on both sides of zero
+        assert all((sign & kind).any() for kind in (x == 0, subnormal, large, x.abs() < 1e-6, x.abs() > 1))
+    for alpha in ops.PROBE_ALPHAS:
+        y = torch.where(x > 0, x, alpha * STUDY_FORMULAS[formula](x))
+        assert ops.mismatch(x, y, alpha) == ""
+        if "exp - 1" in formula:  # accepted, though far from F.elu's bits near 0 (relative error)
+            near = (x < 0) & (x > -1e-6)
+            assert ((y[near].double() - F.elu(x[near].double(), alpha)).abs() > 1e-9).any()
+
+
+def test_the_probe_refuses_what_is_not_elu_naming_an_input_and_both_values():
+    x = ops.probe()
+    why = ops.mismatch(x, F.silu(x), 1.0)
+    found = re.fullmatch(r"at x = (\S+) \(alpha = 1\) it gives (\S+) where F.elu gives (\S+)", why)
+    assert found, why
+    xi, got, want = map(float, found.groups())
+    assert xi in x.tolist() and abs(got - want) > ATOL + RTOL * abs(want)
+    assert got == pytest.approx(F.silu(torch.tensor(xi)).item(), rel=1e-6)
+    assert want == pytest.approx(F.elu(torch.tensor(xi, dtype=torch.float64)).item(), rel=1e-8)
+    assert ops.mismatch(x, F.elu(x, 1.0), -0.7).startswith("at x = -")  # alpha ignored
+    unwritten = F.elu(x, 0.5)
+    unwritten[-1] = math.nan  # a vector kernel's tail left unwritten
+    assert ops.mismatch(x, unwritten, 0.5) == f"at x = {x[-1]:.9g} (alpha = 0.5) it gives nan where F.elu gives " \
+                                             f"{F.elu(x[-1:].double(), 0.5).item():.9g}"
+
+
+class _Build:
+    """A build's face as ``verdict`` sees it: ``elu(x, alpha, out=)`` writing ``fn(x, alpha)`` into out's first
+    ``written`` elements, and its spec's source path."""
+
+    def __init__(self, name, fn, written=None):
+        self.spec, self.fn, self.written, self.calls = SimpleNamespace(source_path=Path(name)), fn, written, 0
+
+    def elu(self, x, alpha, out):
+        self.calls += 1
+        out[: self.written].copy_(self.fn(x, alpha)[: self.written])
+        return out
+
+
+def test_a_builds_verdict_names_its_file_an_input_and_both_values_and_is_kept():
+    silu = _Build("my/silu.cu", lambda x, alpha: F.silu(x))
+    why = ops.verdict(silu, "cpu")
+    assert re.fullmatch(r"my/silu\.cu does not compute ELU: at x = \S+ \(alpha = 1\) it gives \S+ where F\.elu gives "
+                        r"\S+, beyond the study's tolerance \(atol 0\.0001, rtol 0\.0001\); .*", why), why
+    assert ops.verdict(silu, "cpu") == why and silu.calls == 1  # once per build
+    tail = _Build("tail.cu", F.elu, written=-1)  # the last element left unwritten (NaN)
+    assert "(alpha = 1) it gives nan" in ops.verdict(tail, "cpu")
+    fixed_alpha = _Build("one.cu", lambda x, alpha: F.elu(x))
+    assert "(alpha = -0.7)" in ops.verdict(fixed_alpha, "cpu")
+    elu = _Build("elu.cu", F.elu)
+    assert ops.verdict(elu, "cpu") == "" and elu.calls == len(ops.PROBE_ALPHAS)
 
 
 # ---------------------------------------------------------------- on the GPU: the kernels
@@ -365,3 +556,24 @@ def test_cuda_graph_captures_and_replays_forward_and_backward(defaults):
     graph.replay()
     torch.testing.assert_close(y.detach(), F.elu(x.detach(), 0.5))
     torch.testing.assert_close(x.grad, torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x.detach()), rtol=0, atol=0)
+
+
+@gpu
+def test_a_kernel_that_is_not_elu_is_refused_before_its_first_call(tmp_path):
+    """A user's SiLU compiled as a variant: its first CUDA tensor is refused with one input and both values, every
+    later one too (the verdict kept); a CPU tensor still gets F.elu (no kernel runs for it)."""
+    silu = tmp_path / "silu.cu"
+    silu.write_text((KERNELS_DIR / "1_naive.cu").read_text().replace("elu::Expf{}(x[i], alpha)",
+                                                                      "x[i] / (1.0f + expf(-x[i]))"))
+    message = r"silu\.cu does not compute ELU: at x = \S+ \(alpha = 1\) it gives \S+ where F\.elu gives \S+"
+    for _ in range(2):
+        with pytest.raises(ValueError, match=message):
+            ELU(variant=silu)(torch.randn(5, device="cuda"))
+    x = torch.randn(5)
+    torch.testing.assert_close(ELU(variant=silu)(x), F.elu(x), rtol=0, atol=0)
+
+
+@gpu
+@pytest.mark.parametrize("step", sorted(known_variants()))
+def test_every_study_step_passes_the_probe(step):
+    assert ops.verdict(compile_variant(step)) == ""

@@ -45,8 +45,7 @@ OPS: dict[str, OpSpec] = {
 }
 # Public names of a module that are not kernel ops: its BuildSpec, the dispatcher operator's entry points and
 # namespace (binding.cpp), and the launch-shape controls (binding = launch-shape).
-NOT_OPS = frozenset({"spec", "op_namespace", "call_elu", "call_elu_", "kernel_refusal", "set_launch_shape",
-                     "launch_shapes"})
+NOT_OPS = frozenset({"spec", "op_namespace", "call_elu", "call_elu_", "set_launch_shape", "launch_shapes"})
 SIXTEEN_BIT_FEATURE = {"elu": "storage16", "elu_backward": "backward16"}  # core.build.BINDING_FEATURES for 16 bits
 
 

@@ -3,10 +3,11 @@
 >>> model = swap_elu(model)   # every nn.ELU, at any depth, now runs the study's best builds (ops.DEFAULTS)
 
 ``ELU`` calls ``elu_study.pytorch.ops.elu``: the operator in PyTorch's dispatcher, so it goes wherever
-nn.ELU goes (autograd to any order, forward-mode AD, vmap, autocast, CUDA graphs, torch.export, every dtype and
-device, ATen computing what no kernel takes), keeps a channels_last input channels_last, and fuses under
-torch.compile (there it is ``F.elu``; ``strict=True`` keeps the kernel, opaque). It has no parameters, so state
-dicts are unchanged.
+nn.ELU goes (autograd to any order, forward-mode AD, vmap, autocast, CUDA graphs, torch.export, torch.jit.script,
+every dtype and device, ATen computing what no kernel takes), keeps a channels_last input channels_last, and fuses
+under torch.compile (there it is ``F.elu``; ``strict=True`` keeps the kernel, opaque). It has no parameters, so
+state dicts are unchanged. Its build is made (nvcc, or the disk cache) at the first CUDA tensor: a model that never
+sees one needs no CUDA toolkit.
 """
 
 from __future__ import annotations
@@ -19,12 +20,23 @@ from torch import nn
 from torch.overrides import has_torch_function_unary
 
 from elu_study.core.build import resolve_variant
-from elu_study.pytorch.ops import elu, entry_points
+from elu_study.pytorch.ops import elu, entry_points, module_for
 
 
 class ELU(nn.Module):
     """``nn.ELU(alpha, inplace)`` by the study's operator: the defaults (``variant=None``), or the build of a
-    step name or .cu path. ``strict=True``: a study kernel computes every call, or an error names why none can.
+    step name or .cu path. ``strict=True``: a study kernel computes every call, or an error (eager and compiled
+    alike) names why none can.
+
+    What differs from nn.ELU: a CUDA float32 tensor's ELU is the build's kernel's, within the build's worst ulp
+    error of F.elu (the default's, over every negative float32, is the model record's accuracy check), not F.elu's
+    bits. Every other tensor gets F.elu's bits: the defaults' float16 and bfloat16 kernels are bit for bit, and ATen
+    computes float64 and every tensor off CUDA (once the build is loaded, a non-dense one from a contiguous copy).
+    Where float32 must be F.elu's bits, keep nn.ELU there: no option of this module gives them on CUDA. The first
+    CUDA tensor builds the variant (nvcc, or the disk cache); a model that never sees one builds nothing. Where a
+    GPU is, a build whose kernel does not compute ELU on a probe is refused (ValueError) before it runs.
+    torch.jit.script takes ``ELU()`` without strict and loads (or builds) the defaults: the scripted forward calls
+    ``torch.ops.elu_study.elu`` (a process that loads it calls ``elu_study.pytorch.ops.module_for()`` first).
 
     Its ``extra_repr`` is nn.ELU's, so a printed model reads the same. An unknown variant is a ValueError here;
     nothing is built until a kernel runs."""
@@ -42,14 +54,33 @@ class ELU(nn.Module):
         self.strict = bool(strict)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.ELU's name
-        # Eager, plain and not strict: straight to the operator's entry point (ops.elu's own eager route, one
-        # Python call fewer: nn.ELU spends the same on F.elu's). Everything else: ops.elu.
+        if torch.jit.is_scripting():  # TorchScript compiles this branch alone: the defaults' operator (ops.NAMESPACE)
+            if self.inplace:
+                torch.ops.elu_study.elu_(input, float(self.alpha))
+                return input
+            return torch.ops.elu_study.elu(input, float(self.alpha))
+        # Eager, plain and not strict, the build loaded: straight to the operator's entry point (ops.elu's own eager
+        # route, one Python call fewer: nn.ELU spends the same on F.elu's). Everything else: ops.elu.
         if not torch.compiler.is_dynamo_compiling() and self._entry is not None and not has_torch_function_unary(input):
             return self._entry[self.inplace](input, self.alpha)
         out = elu(input, self.alpha, self.inplace, variant=self.variant, strict=self.strict)
         if not self.strict and not torch.compiler.is_dynamo_compiling():
-            self._entry = entry_points(self.variant)
+            self._entry = entry_points(self.variant)  # None until a CUDA tensor (or module_for) loads the build
         return out
+
+    def __prepare_scriptable__(self):
+        """torch.jit.script: the scripted forward calls the defaults' operator, loaded here (built if need be)."""
+        if self.variant is not None:
+            raise NotImplementedError(
+                f"torch.jit.script(ELU(variant={self.variant!r})): TorchScript calls an operator by a name written in "
+                "the source, and a variant's is its build's (torch.ops.elu_<hash>); script ELU() (the defaults), or "
+                "use torch.compile or torch.export, which take any variant")
+        if self.strict:
+            raise NotImplementedError(
+                "torch.jit.script(ELU(strict=True)): strict checks every call in Python, which TorchScript does not "
+                "run; script ELU(strict=False), or use torch.compile, which keeps the checks")
+        module_for(None)
+        return self
 
     def __setattr__(self, name, value):
         if name in ("variant", "strict"):  # the entry points are the variant's, and strict checks every call
@@ -68,7 +99,11 @@ class ELU(nn.Module):
 
 def swap_elu(model: nn.Module, variant: str | os.PathLike | None = None, *, strict: bool = False) -> nn.Module:
     """Replace every ``nn.ELU`` in ``model`` (nested, in containers, or the model itself) by ``ELU`` with the same
-    alpha and inplace; in place, and returns the model (or the new module if the model itself was an nn.ELU)."""
+    alpha and inplace; in place, and returns the model (or the new module if the model itself was an nn.ELU).
+
+    Nothing is built here, nor for a model that never sees a CUDA tensor: its ELUs are F.elu's, bit for bit. On
+    CUDA, float32 activations come from the study's kernel, within its worst ulp of nn.ELU's rather than
+    bit for bit (``ELU`` says what differs); leave a model unswapped where it must reproduce nn.ELU's bits."""
     if type(model) is nn.ELU:
         return ELU(model.alpha, model.inplace, variant, strict=strict)
     for name, child in list(model.named_children()):

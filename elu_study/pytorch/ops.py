@@ -4,13 +4,15 @@ Every build registers in C++ (``kernels/common/binding.cpp``) ``torch.ops.<names
 ``elu_backward``: its CUDA kernels, ATen for every input no kernel takes, autograd in C++. This module adds what
 PyTorch's docs register from Python: the fake implementations and the vmap rules. ``DEFAULTS`` is the drop-in's
 table, dtype x direction -> the study entry whose build runs it. ``elu`` is the eager entry point of
-``elu_study.ELU``: the dispatcher from its top (``module.call_elu``); under torch.compile ``F.elu`` (Inductor
-fuses it), or the operator with ``strict=True``.
+``elu_study.ELU``: the dispatcher from its top (``module.call_elu``), its build loaded at the first CUDA tensor
+(a tensor elsewhere needs none: ``F.elu``); under torch.compile ``F.elu`` (Inductor fuses it), or the operator
+with ``strict=True``. Where a GPU is, a build is used only once its kernel is found to compute ELU (``verdict``).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 
@@ -18,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import handle_torch_function, has_torch_function_unary
 
-from elu_study.core.build import build_spec, compile_variant
+from elu_study.core.build import binding_features, build_spec, compile_variant, resolve_variant
+from elu_study.core.check import ATOL, RTOL
 from elu_study.core.entries import ENTRIES
 
 NAMESPACE = "elu_study"  # torch.ops.elu_study: the defaults
@@ -93,26 +96,35 @@ def register_python_side(ns: str) -> None:
 
 
 def loaded(module):
-    """A compiled module with its operator's Python side registered (once per namespace)."""
+    """A compiled module with its operator's Python side registered (once per namespace), and where a GPU is, its
+    float32 kernel found to compute ELU (``verdict``): a ValueError, before any call of it, where it does not."""
     if module.op_namespace not in _REGISTERED:
         register_python_side(module.op_namespace)
         _REGISTERED.add(module.op_namespace)
+    if torch.cuda.is_available() and (why := verdict(module)):
+        raise ValueError(why)
     return module
 
 
 _REGISTERED: set[str] = set()
+_LOADED: dict = {}  # variant -> its module, once module_for loaded it: one dict lookup per eager call
 
 
 @functools.cache
 def module_for(variant: str | os.PathLike | None = None):
     """The compiled module whose operator ``elu`` calls: the defaults (``variant=None``), or the build of a
-    step name or .cu path with its own defaults. Built on first use (disk-cached), then kept."""
+    step name or .cu path with its own defaults. Built on first use (disk-cached), then kept: from then on ``elu``
+    sends every tensor of that variant through it (call it to have a CPU tensor's ELU recorded as the operator, by
+    torch.export for one)."""
     if variant is None:
         builds = default_builds()
         loaded(compile_variant(builds["16-bit"][0], extra_cuda_cflags=builds["16-bit"][1]))  # the delegate first
         v32, f32, cpp = builds["float32"]
-        return loaded(compile_variant(v32, extra_cuda_cflags=f32, extra_cflags=cpp))
-    return loaded(compile_variant(variant))
+        module = loaded(compile_variant(v32, extra_cuda_cflags=f32, extra_cflags=cpp))
+    else:
+        module = loaded(compile_variant(variant))
+    _LOADED[variant] = module
+    return module
 
 
 def sixteen_bit_module():
@@ -122,15 +134,59 @@ def sixteen_bit_module():
     return loaded(compile_variant(v16, extra_cuda_cflags=f16))
 
 
-def entry_points(variant: str | os.PathLike | None = None) -> tuple:
-    """(out of place, in place): the eager entry points into ``variant``'s operator, indexed by ``inplace``."""
-    module = module_for(variant)
-    return module.call_elu, module.call_elu_
+def entry_points(variant: str | os.PathLike | None = None) -> tuple | None:
+    """(out of place, in place): the eager entry points into ``variant``'s operator, indexed by ``inplace``; None
+    while its build is not loaded."""
+    module = _LOADED.get(variant)
+    return None if module is None else (module.call_elu, module.call_elu_)
 
 
 @torch.compiler.assume_constant_result  # Dynamo: a constant (it builds or loads a module)
 def namespace(variant: str | None) -> str:
     return module_for(variant).op_namespace
+
+
+@torch.compiler.assume_constant_result  # Dynamo: a constant (it reads the kernel file)
+def takes16(variant: str | os.PathLike | None) -> bool:
+    """Whether ``variant``'s build computes float16 and bfloat16 (the defaults do: by their 16-bit build)."""
+    return variant is None or "storage16" in binding_features(resolve_variant(variant).read_text())
+
+
+# ---------------------------------------------------------------- is it ELU? (once per build, on the GPU)
+
+PROBE_ALPHAS = (1.0, -0.7)
+
+
+def probe() -> torch.Tensor:
+    """float32 inputs a kernel must get right to pass for ELU: negative and positive, both zeros, tiny (subnormal
+    too) and large (up to float32's largest), and an odd count (a vector kernel's tail)."""
+    special = [0.0, -0.0, 1e-45, -1e-45, 1e-30, -1e-30, 1e-7, -1e-7, 1e4, -1e4, -88.0, -104.0, 3e38, -3e38]
+    return torch.cat([torch.linspace(-12, 12, 1001, dtype=torch.float32), torch.tensor(special, dtype=torch.float32)])
+
+
+def mismatch(x: torch.Tensor, y: torch.Tensor, alpha: float) -> str:
+    """"" where ``y`` is ELU(x) within the study's tolerance (core.check's ATOL + RTOL x |ELU(x)|, against F.elu in
+    float64), every element written; else the worst input, y's value there and F.elu's."""
+    want = F.elu(x.double(), alpha)
+    excess = ((y.double() - want).abs() - (ATOL + RTOL * want.abs())).nan_to_num(nan=math.inf)
+    i = int(excess.argmax())
+    if excess[i] <= 0:
+        return ""
+    return f"at x = {x[i]:.9g} (alpha = {alpha:g}) it gives {y[i]:.9g} where F.elu gives {want[i]:.9g}"
+
+
+@functools.cache
+def verdict(module, device: str = "cuda") -> str:
+    """"" where the build's float32 kernel computes ELU on ``probe()`` at each of PROBE_ALPHAS (into a NaN-filled
+    output), else why it is refused; once per build, outside any tensor mode (a fake tensor's, a user's)."""
+    with torch.utils._python_dispatch._disable_current_modes():
+        x = probe()
+        for alpha in PROBE_ALPHAS:
+            y = module.elu(x.to(device), alpha, out=torch.full_like(x, math.nan, device=device)).cpu()
+            if why := mismatch(x, y, alpha):
+                return (f"{module.spec.source_path} does not compute ELU: {why}, beyond the study's tolerance "
+                        f"(atol {ATOL:g}, rtol {RTOL:g}); elu_study.ELU runs only kernels that compute ELU")
+    return ""
 
 
 # ---------------------------------------------------------------- fake implementations and vmap rules
@@ -184,26 +240,41 @@ def vmap_elu_backward(op, info, in_dims, grad, saved, alpha, is_result):
 
 # ---------------------------------------------------------------- the entry point
 
-_ERRORS = {"ValueError": ValueError, "TypeError": TypeError}
-
-
-def refuse(module, x: torch.Tensor, alpha: float) -> None:
-    """strict=True: raise where no study kernel computes x (the build says why), naming the problem."""
-    kind, why = module.kernel_refusal(x, alpha)
-    if kind:
-        raise _ERRORS[kind](f"elu (strict): {why}; pass strict=False to let ATen compute it")
+def refusal(x: torch.Tensor, alpha: float, variant: str | os.PathLike | None) -> tuple[type, str] | None:
+    """Why no study kernel computes ELU(x) at ``alpha``, as (exception type, message), or None where one does: the
+    kernels take (binding.cpp's forward_route) a strided CUDA tensor of float32, or of float16 or bfloat16 where
+    the build has a 16-bit path, at a finite alpha. Needs no build."""
+    if x.device.type != "cuda":
+        return ValueError, f"no study kernel computes a tensor on {x.device}: the kernels take CUDA tensors"
+    if x.layout != torch.strided or x.is_nested:
+        return ValueError, (f"no study kernel computes a {'nested' if x.is_nested else x.layout} tensor: the kernels "
+                            "take dense (strided) tensors")
+    if not math.isfinite(alpha):
+        return ValueError, f"alpha must be finite for the kernels, got {alpha}"
+    if x.dtype == torch.float32 or (x.dtype in SIXTEEN_BITS and takes16(variant)):
+        return None
+    if x.dtype in SIXTEEN_BITS:
+        return TypeError, f"the build of {variant} has no 16-bit path for {x.dtype}"
+    return TypeError, (f"no study kernel computes {x.dtype}: the kernels take float32, and float16/bfloat16 where "
+                       "the build has a 16-bit path")
 
 
 def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # noqa: A002 - F.elu's names
         variant: str | os.PathLike | None = None, strict: bool = False) -> torch.Tensor:
     """``F.elu(input, alpha, inplace)`` by the operator of ``variant``'s build (None: the defaults, ``DEFAULTS``).
 
-    Eager: the operator, through the dispatcher. Under torch.compile: ``F.elu`` (Inductor fuses it), or with
-    ``strict=True`` the operator (the kernel, opaque). ``strict=True`` in eager: a ValueError or TypeError that
-    names why no study kernel computes ``input``, where none does."""
+    Eager: the operator, through the dispatcher, for a CUDA tensor (the first one builds or loads the build) and
+    for any tensor once the build is loaded; before that a tensor on another device is ``F.elu``'s, which is what
+    the operator runs there too (ATen), and nothing is built. Under torch.compile: ``F.elu`` (Inductor fuses it),
+    or with ``strict=True`` the operator (the kernel, opaque). ``strict=True``, eager or compiled: the ValueError
+    or TypeError of ``refusal``, where no study kernel computes ``input``."""
     if has_torch_function_unary(input):
         return handle_torch_function(elu, (input,), input, alpha, inplace, variant=variant, strict=strict)
-    if torch.compiler.is_dynamo_compiling():  # (export without Dynamo traces the operator, with its fake)
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"elu: expected a Tensor, got {type(input).__name__}")
+    if strict and (why := refusal(input, alpha, variant)):
+        raise why[0](f"elu (strict): {why[1]}; pass strict=False to let ATen compute it")
+    if torch.compiler.is_dynamo_compiling():  # (export without Dynamo takes the eager route below, with fakes)
         if not strict:
             return F.elu(input, alpha, inplace)
         op = getattr(torch.ops, namespace(variant))
@@ -211,10 +282,10 @@ def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # no
             op.elu_(input, alpha)
             return input
         return op.elu(input, alpha)
-    module = _LOADED.get(variant) or _LOADED.setdefault(variant, module_for(variant))
-    if strict:
-        refuse(module, input, alpha)
+    module = _LOADED.get(variant)
+    if module is None:
+        if not input.is_cuda:
+            return F.elu(input, alpha, inplace)
+        module = module_for(variant)
     return module.call_elu_(input, alpha) if inplace else module.call_elu(input, alpha)
 
-
-_LOADED: dict = {}  # variant -> module: one dict lookup per eager call (functools.cache's wrapper costs more)

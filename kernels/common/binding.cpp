@@ -252,7 +252,8 @@ void set_launch_shape(const Variant& v, int64_t threads, int64_t vectors, bool h
 // anything else (float64, integers, a non-finite alpha) ATen. Every other device: ATen
 // (CompositeExplicitAutograd). Layout, on every route: a dense, non-overlapping input (channels_last
 // included) is computed in its own memory order into an output with its strides; any other is made
-// contiguous first. elu_study.pytorch.ops registers the fake implementations with the same rule.
+// contiguous first. elu_study.pytorch.ops registers the fake implementations with the same rule, and its
+// refusal() (strict=True) names what forward_route gives ATen.
 
 enum class Route { kKernel, kDelegate, kATen };
 
@@ -537,28 +538,6 @@ at::Tensor elu_backward_autograd(const Variant& v, c10::DispatchKeySet ks, const
   return EluBackwardFunction::apply(grad, saved, alpha, is_result, reinterpret_cast<int64_t>(&v));
 }
 
-// Why this build's kernels do not compute ELU(x) at this alpha, as (Python exception type, message), or two empty
-// strings where they (or its 16-bit delegate) do: elu_study.ELU(strict=True) raises it.
-std::pair<std::string, std::string> kernel_refusal(const Variant& v, const at::Tensor& x, double alpha) {
-  if (!x.is_cuda()) {
-    return {"ValueError", "no study kernel computes a tensor on " + x.device().str() + ": the kernels take CUDA tensors"};
-  }
-  if (x.layout() != at::kStrided || x.is_nested()) {
-    return {"ValueError", std::string("no study kernel computes a ") +
-                              (x.is_nested() ? std::string("nested") : c10::str(x.layout())) +
-                              " tensor: the kernels take dense (strided) tensors"};
-  }
-  if (!std::isfinite(alpha)) return {"ValueError", "alpha must be finite for the kernels, got " + std::to_string(alpha)};
-  if (forward_route(v, x, alpha) != Route::kATen) return {"", ""};
-  if (sixteen_bits(x.scalar_type())) {
-    return {"TypeError", std::string("the build ") + v.ns + " has no 16-bit path for " +
-                             c10::toString(x.scalar_type())};
-  }
-  return {"TypeError", std::string("no study kernel computes ") + c10::toString(x.scalar_type()) +
-                           ": the kernels take float32, and float16/bfloat16 where the build has a 16-bit path"};
-}
-
-
 // ---------------------------------------------------------------- registration, at run time
 
 // The operator of one build, registered with libraries built at run time (what TORCH_LIBRARY and
@@ -612,7 +591,7 @@ bool unpack(PyObject* const* args, Py_ssize_t nargs, const char* name, double* a
     return false;
   }
   if (!THPVariable_Check(args[0])) {
-    PyErr_Format(PyExc_TypeError, "%s(x, alpha): x must be a Tensor, got %s", name, Py_TYPE(args[0])->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s: expected a Tensor, got %s", name, Py_TYPE(args[0])->tp_name);
     return false;
   }
   if (PyBool_Check(args[1]) || !PyNumber_Check(args[1]) || PyComplex_Check(args[1])) {
@@ -688,9 +667,6 @@ pybind11::dict register_variant(const std::string& ns, uintptr_t table, const st
       "float16/bfloat16 where the kernel file has a 16-bit backward)",
       py::arg("grad_output"), py::arg("x"), py::arg("alpha") = 1.0, py::arg("is_result") = false,
       py::arg("out") = py::none());
-  m["kernel_refusal"] = py::cpp_function([v](const at::Tensor& x, double alpha) { return kernel_refusal(*v, x, alpha); },
-      "Why this build's kernels do not compute ELU(x) at this alpha: (exception type, message), empty where they do",
-      py::arg("x"), py::arg("alpha"));
   if (v->k->set_launch_shape && v->k->launch_shapes) {
     m["set_launch_shape"] = py::cpp_function([v](int64_t threads, int64_t vectors, bool hints, int64_t blocks_per_sm) {
       set_launch_shape(*v, threads, vectors, hints, blocks_per_sm);
@@ -718,6 +694,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_variant", &register_variant,
         "Register a build's kernel table (the address of its elu_kernel_table()) as torch.ops.<ns>; its 16-bit "
         "tensors go to the build registered as torch.ops.<delegate16> where that is not empty. Returns the "
-        "build's functions (elu, elu_backward, call_elu, call_elu_, kernel_refusal, ...)",
+        "build's functions (elu, elu_backward, call_elu, call_elu_, ...)",
         pybind11::arg("ns"), pybind11::arg("table"), pybind11::arg("delegate16") = "");
 }
