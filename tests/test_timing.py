@@ -1,9 +1,12 @@
-"""CPU-only tests of timing (elu_study.core.timing): the short protocol's summaries, energy and NVML fields (a fake
-do_bench), the sustained protocol's settle rule and energy per pass (a fake NVML whose readings follow a trace in
-real time, fake passes that advance its energy counter), None fields without NVML."""
+"""CPU-only tests of timing (elu_study.core.timing) and of what the main job says of the regime it measured: the
+short protocol's summaries, energy and NVML fields (a fake do_bench), the sustained protocol's settle rule and energy
+per pass (a fake NVML whose readings follow a trace in real time, fake passes that advance its energy counter), None
+fields without NVML, the rows timed sustained, the printed summary's warning when clocks moved, and the record's
+schema for the new fields."""
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 import types
@@ -11,7 +14,9 @@ from dataclasses import asdict
 
 import pytest
 
-from elu_study.core import timing
+from elu_study.core import derived, record, timing
+from elu_study.core.entries import roof_for, study_entries, sustained_entries
+from elu_study.jobs.study import report
 
 _FAKE_NVML = types.SimpleNamespace(nvmlClocksEventReasonSwPowerCap=4, nvmlClocksEventReasonGpuIdle=1,
                                    nvmlClocksEventReasonAll=0xFF, nvmlClocksEventReasonNone=0)
@@ -226,3 +231,72 @@ def test_sustained_does_not_settle_on_a_ramp_and_stops_at_the_maximum(monkeypatc
     assert out["settled"] is False
     assert rule.settle_max_s <= out["settle_s"] < rule.settle_max_s + 0.2  # a chunk of passes past it, no more
     assert out["capped_fraction"] == 0.0
+
+
+# -- the main job: which rows, what it says --------------------------------------------------------------------
+
+
+def test_sustained_rows_cover_the_readme_table_and_each_one_s_roof():
+    names = {e.name for e in sustained_entries()}
+    assert {e.name for e in study_entries() if e.kind in report.KINDS_SHOWN} <= names
+    assert {roof_for(e.direction, e.dtype) for e in sustained_entries()} <= names
+    assert {"7_sixteen_bits bfloat16", "7_backward float16", "elu_backward"} <= names
+    assert not names & {e.name for e in study_entries() if e.kind == "ablation"}  # the time budget
+
+
+@pytest.fixture
+def steady_record() -> dict:
+    """The committed main record with every round at 1980 MHz, no power cap, and sustained fields on two rows."""
+    rec = copy.deepcopy(record.load(record.REFERENCE_GPU))
+    for r in rec["rows"]:
+        for s in r["timing"]["nvml"]:
+            s["sm_clock_mhz"]["median"], s["clock_event_reasons"] = 1980.0, {}
+    rec["method"]["sustained"] = asdict(timing.Sustained())
+    rec["provenance"]["power_limit_w"] = 700.0
+    for name, settled, capped in (("6_beyond_copy", True, 0.0), ("copy_", False, 0.5)):
+        r = record.row(rec, name)
+        r["timing"] |= {"sm_clock_mhz": 1980.0, "power_w": 600.0, "energy_j": 1.9, "capped_fraction": 0.0}
+        r["timing"]["sustained"] = {"median_ms": 3.1, "p10_ms": 3.0, "p90_ms": 3.2, "runs": 480, "settle_s": 5.0,
+                                    "settled": settled, "sm_clock_mhz": 1500.0, "power_w": 699.0, "energy_j": 2.1,
+                                    "capped_fraction": capped}
+    return rec
+
+
+def test_summary_says_the_regime_and_warns_when_a_rows_clock_moved_between_rounds(steady_record):
+    quiet = report.summary(steady_record, live=True)
+    assert "WARNING" not in quiet
+    assert "and sustained (2 rows" in quiet and "not settled within 5 s: `copy_`)" in quiet
+    assert "power limit 700 W reached by `copy_`." in quiet  # capped under sustained load only
+
+    moved = copy.deepcopy(steady_record)
+    clocks = (1980.0, 1980.0, 1500.0, 1560.0, 1980.0)
+    for s, mhz in zip(record.row(moved, "2_float4")["timing"]["nvml"], clocks):
+        s["sm_clock_mhz"]["median"] = mhz
+    for s, mhz in zip(record.row(moved, "F.elu")["timing"]["nvml"], (1980.0, 1890.0, 1980.0, 1980.0, 1980.0)):
+        s["sm_clock_mhz"]["median"] = mhz  # 4.8 %: not moved
+    record.row(moved, "F.elu")["timing"]["nvml"][0]["clock_event_reasons"] = {"SwPowerCap": 0.2}
+    assert report.regime(moved)["moved"] == {"2_float4": (1500.0, 1980.0)}
+    text = report.summary(moved, live=True)
+    assert "WARNING: the SM clock moved by more than 5 % between rounds for `2_float4` (1500-1980 MHz)" in text
+    assert "reached by `copy_`, `F.elu`." in text
+
+    short = copy.deepcopy(steady_record)
+    del short["method"]["sustained"], short["provenance"]["power_limit_w"]
+    assert "interleaved rounds) only; the power limit reached by `copy_`." in report.summary(short, live=True)
+
+
+def test_the_schema_takes_the_new_fields_and_refuses_wrong_types(steady_record):
+    body = record.stamped(derived.strip(copy.deepcopy(steady_record)), "study")
+    record.check_schema(body, "study", "test")
+    r = next(r for r in body["rows"] if r["name"] == "copy_")
+    r["timing"]["sustained"] |= {"settled": None, "energy_j": None}  # no NVML
+    record.check_schema(body, "study", "test")
+    for where, key, bad in ((r["timing"], "energy_j", "1.9 J"), (r["timing"]["sustained"], "settled", "no"),
+                            (body["provenance"], "power_limit_w", "700 W")):
+        good, where[key] = where[key], bad
+        with pytest.raises(record.RecordError, match=key):
+            record.check_schema(body, "study", "test")
+        where[key] = good
+    del r["timing"]["sustained"]["median_ms"]
+    with pytest.raises(record.RecordError, match="median_ms"):
+        record.check_schema(body, "study", "test")
