@@ -1,4 +1,4 @@
-"""CPU-only tests of the harness: ncu CSV parsing, timing summaries, the study's entries, the committed
+"""CPU-only tests of the harness: ncu CSV parsing, the study's entries, the committed
 H200 records, and the no-toolkit path of the notebooks. Nothing here needs a GPU or compiles a kernel
 (except the notebook run at the end, which executes two notebooks with nvcc hidden)."""
 
@@ -10,7 +10,6 @@ import math
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -199,60 +198,7 @@ def test_counter_record_kernel_counts(counter_record):
     assert {n: rows[n]["kernels"] for n in ours} == {n: 1 for n in ours}
 
 
-# -- 3. timing -----------------------------------------------------------------------------------------
-
-_FAKE_NVML = types.SimpleNamespace(nvmlClocksEventReasonSwPowerCap=4, nvmlClocksEventReasonGpuIdle=1,
-                                   nvmlClocksEventReasonAll=0xFF, nvmlClocksEventReasonNone=0)
-
-
-def test_summarize_quantiles_rounds_and_noise():
-    rounds = [[3.0, 1.0, 2.0], [5.0, 4.0], [6.0, 7.0, 8.0, 9.0, 10.0, 11.0]]  # 1..11 over three rounds
-    s = timing.summarize(rounds)
-    # linear interpolation over 11 sorted samples: quantile q sits at index 10 q
-    assert s["p10_ms"] == pytest.approx(2.0)
-    assert s["median_ms"] == pytest.approx(6.0)
-    assert s["p90_ms"] == pytest.approx(10.0)
-    assert s["p99_ms"] == pytest.approx(10.9)
-    assert (s["mean_ms"], s["min_ms"], s["max_ms"], s["runs"]) == (6.0, 1.0, 11.0, 11)
-    assert s["round_medians_ms"] == [2.0, 4.5, 8.5]
-    assert s["round_p90_ms"] == pytest.approx([2.8, 4.9, 10.5])
-    assert s["samples_ms"] == rounds  # kept per round, in order
-    assert timing.noise_ms(s) == pytest.approx(8.5 - 2.0)
-
-
-def test_summarize_rounds_samples_but_not_statistics():
-    s = timing.summarize([[0.123456789, 0.2], [0.3]])
-    assert s["samples_ms"] == [[round(0.123456789, timing.SAMPLE_DECIMALS), 0.2], [0.3]]
-    assert s["samples_ms"][0][0] == 0.12346
-    assert s["min_ms"] == 0.123456789
-
-
-def test_decode_reasons_names_set_bits():
-    assert timing.decode_reasons(5, _FAKE_NVML) == ["GpuIdle", "SwPowerCap"]
-    assert timing.decode_reasons(4, _FAKE_NVML) == ["SwPowerCap"]
-    assert timing.decode_reasons(0, _FAKE_NVML) == []
-    assert timing.decode_reasons(0xFF, _FAKE_NVML) == ["GpuIdle", "SwPowerCap"]  # "All" is not a reason
-    legacy = types.SimpleNamespace(**vars(_FAKE_NVML), nvmlClocksThrottleReasonSwPowerCap=4)
-    assert timing.decode_reasons(4, legacy) == ["SwPowerCap"]  # old and new names of one bit: once
-
-
-def test_nvml_sampler_summary():
-    sampler = timing.NvmlSampler()
-    sampler.samples = []
-    assert sampler.summary()["samples"] == 0
-
-    sampler._nvml = _FAKE_NVML  # decode masks with the fake bits; no NVML call is made
-    sampler.samples = [(1980, 3201, 300.0, 40, 0), (1755, 3201, 500.0, 44, 4), (1980, 3201, 400.0, 42, 5),
-                       (1980, 3201, 400.0, 41, 0)]
-    s = sampler.summary()
-    assert s["samples"] == 4
-    assert s["sm_clock_mhz"] == {"min": 1755.0, "median": 1980.0, "max": 1980.0}
-    assert s["power_w"] == {"mean": 400.0, "max": 500.0}
-    assert s["temperature_c"] == {"max": 44.0}
-    assert s["clock_event_reasons"] == {"GpuIdle": 0.25, "SwPowerCap": 0.5}
-
-
-# -- 4. the study's entries ----------------------------------------------------------------------------
+# -- 3. the study's entries ----------------------------------------------------------------------------
 
 
 def _knobs(entry: study.Entry) -> dict[str, str]:
@@ -304,7 +250,7 @@ def test_builds_cover_every_compiled_entry_once():
     assert all(variant for variant, _ in b)
 
 
-# -- 5. the committed main record ----------------------------------------------------------------------
+# -- 4. the committed main record ----------------------------------------------------------------------
 
 
 def test_main_record_rows_are_the_study(main_record):
@@ -328,7 +274,7 @@ def test_main_record_annotation_is_up_to_date(main_record):
     assert derived.annotate(copy.deepcopy(main_record)) == main_record
 
 
-# -- 6. no CUDA toolkit: the notebooks show the recorded SASS ----------------------------------------
+# -- 5. no CUDA toolkit: the notebooks show the recorded SASS ----------------------------------------
 
 
 def test_without_toolkit_inspect_shows_the_recorded_sass(tmp_path, monkeypatch, capsys):
@@ -349,7 +295,7 @@ def test_without_toolkit_inspect_shows_the_recorded_sass(tmp_path, monkeypatch, 
     assert shown.strip() == got.summary()
 
 
-# -- 7. two notebooks, run with nbval, with nvcc hidden ----------------------------------------------
+# -- 6. two notebooks, run with nbval, with nvcc hidden ----------------------------------------------
 
 NOTEBOOKS = ("notebooks/00_problem_and_floor.ipynb", "notebooks/02_float4.ipynb")
 

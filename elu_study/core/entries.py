@@ -103,6 +103,14 @@ def study_entries() -> list[Entry]:
     return [e for e in ENTRIES.values() if e.kind in KINDS] + list(BACKWARD) + sixteen
 
 
+def sustained_entries() -> list[Entry]:
+    """The main study's rows also timed under sustained load (timing.time_sustained, 3.5-6.5 s each: 26 rows in
+    1.5-3 min; all 53 would take up to 6): the README table's (baselines, steps, peers), and the float32 backward's
+    and step 7's defaults with their roofs."""
+    return [e for e in study_entries() if e.kind in ("baseline", "step", "peer")
+            or e.name.split()[0] in ("elu_backward", "torch.add", "copy_", "7_sixteen_bits", "7_backward")]
+
+
 def profiled_entries() -> list[Entry]:
     """The entries ``python -m elu_study profile`` reads counters of by default: the float32 forward rows that
     launch a kernel (copy_ is a driver copy). Step 7's kernels have theirs in step 7's record."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from elu_study.core.build import configure_toolchain
+from elu_study.core.timing import NvmlSampler
 
 SHAPE = (4096, 393216)  # the original task's input
 DTYPE_BYTES = 4  # float32
@@ -107,6 +108,7 @@ def provenance() -> dict:
         "python": platform.python_version(),
         "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "commit": code_commit(),
+        "power_limit_w": NvmlSampler().query("nvmlDeviceGetEnforcedPowerLimit", 1e3),  # mW; read, never set
     }
 
 

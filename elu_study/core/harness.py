@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import torch
@@ -18,7 +18,7 @@ from elu_study.core import derived, exhaustive
 from elu_study.core.entries import ALPHA, DTYPES16, Entry, resolve
 from elu_study.core.hardware import SHAPE, gpu_spec, provenance
 from elu_study.core.sass import inspect_variant
-from elu_study.core.timing import time_interleaved
+from elu_study.core.timing import Sustained, time_interleaved, time_sustained
 
 
 def elu_fn(entry: Entry) -> Callable:
@@ -189,8 +189,10 @@ def check_entry(entry: Entry, m: Measurement, shape, trials: int) -> None:
         m.near_zero_rel_err = near_zero_rel_error(fn, ALPHA)
 
 
-def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress: bool = False) -> dict:
-    """Check every entry, then time them all in interleaved rounds; return a results record."""
+def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress: bool = False,
+            sustained=()) -> dict:
+    """Check every entry, then time them all in interleaved rounds (the short protocol), then each of ``sustained``
+    (entries) alone under sustained load (``timing.time_sustained``); return a results record."""
     entries = resolve(entries)
     rows = {}
     sass: dict[tuple, dict] = {}
@@ -211,6 +213,8 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
         calls = {e.name: timed_call(e, x, y, cache) for e in entries}
         for name, timing in time_interleaved(calls, rounds=rounds, progress=progress).items():
             rows[name].timing = timing
+        for entry in tqdm(resolve(sustained), desc="timing (sustained)", unit="entry", disable=not progress):
+            rows[entry.name].timing["sustained"] = time_sustained(calls[entry.name])
         del x, y, calls, cache
         torch.cuda.empty_cache()
     record = {"provenance": provenance()}
@@ -219,7 +223,8 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
         "problem": {"shape": list(shape), "dtype": "float32", "alpha": ALPHA, "numel": shape[0] * shape[1]},
         "peak_bytes_per_s": spec.peak_bytes_per_s if spec else None,
         "peak_source": f"{spec.label} {spec.source}" if spec else None,
-        "method": {"trials": trials, "rounds": rounds, "interleaved": True},
+        "method": {"trials": trials, "rounds": rounds, "interleaved": True}
+        | ({"sustained": asdict(Sustained())} if sustained else {}),
         "rows": [m.__dict__ for m in rows.values()],
     }
     if any(m.exhaustive for m in rows.values()):

@@ -1,11 +1,14 @@
-"""Timing with CUDA events through triton.testing.do_bench (L2 flushed between calls), in interleaved rounds,
-every sample kept, with the GPU's clocks, power and clock-event ("throttle") reasons sampled through NVML."""
+"""Timing with CUDA events, in two protocols: short (``time_interleaved``: triton.testing.do_bench, L2 flushed
+between calls, in interleaved rounds, every sample kept) and sustained (``time_sustained``: one entry back to back
+until the board's power and SM clock settle, then timed), with the GPU's clocks, power, clock-event ("throttle")
+reasons and energy counter read through NVML. Nothing here changes a clock or a power limit."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -13,6 +16,24 @@ import torch
 from tqdm import tqdm
 
 SAMPLE_DECIMALS = 5  # 10 ns: far below event resolution, keeps the record small
+POWER_CAP = ("SwPowerCap", "HwPowerBrakeSlowdown")  # clock-event reasons that mean: held at the power limit
+ENERGY = "nvmlDeviceGetTotalEnergyConsumption"  # mJ since the driver loaded
+
+
+@dataclass(frozen=True)
+class Sustained:
+    """The sustained protocol: settled once, after at least ``settle_min_s`` back to back, the last ``window_s`` of
+    NVML samples has mean power within ``power_tol`` of the window before's and median SM clock within
+    ``clock_tol_mhz`` (one 15 MHz clock bin) of it; timed after ``settle_max_s`` even if not; then ``timed_s`` of
+    passes timed. Per entry 2-5 s settling + 1.5 s timed."""
+
+    settle_min_s: float = 2.0
+    settle_max_s: float = 5.0
+    window_s: float = 1.0  # NVML's power reading averages over about a second
+    power_tol: float = 0.02
+    clock_tol_mhz: float = 15.0
+    timed_s: float = 1.5
+    chunk_s: float = 0.1  # passes enqueued between two looks at the samples
 
 
 def summarize(rounds: list[list[float]]) -> dict:
@@ -65,10 +86,18 @@ class NvmlSampler:
             int(reasons_fn(h)),
         )
 
+    def query(self, fn: str, scale: float = 1.0) -> float | None:
+        """One NVML reading of this GPU by function name, divided by ``scale``; None without NVML or where the GPU
+        does not report it."""
+        try:
+            return getattr(self._nvml, fn)(self._handle) / scale
+        except Exception:  # noqa: BLE001 - no NVML, or not supported: no reading
+            return None
+
     def _loop(self):
         while not self._stop.is_set():
             try:
-                self.samples.append(self._read())
+                self.samples.append((*self._read(), time.monotonic()))  # (sm, mem, W, C, reasons, t)
             except Exception as exc:  # noqa: BLE001
                 self.error = f"NVML read failed: {exc}"
                 return
@@ -107,6 +136,15 @@ class NvmlSampler:
             "clock_event_reasons": {k: v / len(self.samples) for k, v in sorted(reasons.items())},  # share of samples
         }
 
+    def regime(self, samples: list[tuple]) -> dict:
+        """Over some of its samples: SM clock (median, MHz), power (mean, W) and the share at the power limit
+        (a POWER_CAP reason set); None where there are none."""
+        if not samples:
+            return dict.fromkeys(("sm_clock_mhz", "power_w", "capped_fraction"))
+        capped = sum(not set(POWER_CAP).isdisjoint(decode_reasons(s[4], self._nvml)) for s in samples)
+        return {"sm_clock_mhz": float(np.median([s[0] for s in samples])),
+                "power_w": float(np.mean([s[2] for s in samples])), "capped_fraction": capped / len(samples)}
+
 
 def decode_reasons(mask: int, nvml=None) -> list[str]:
     """Names of the set bits of an NVML clock-event ("throttle") reason mask."""
@@ -123,22 +161,91 @@ def decode_reasons(mask: int, nvml=None) -> list[str]:
 
 def time_interleaved(calls: dict[str, Callable[[], object]], rounds: int = 5, warmup_ms: float = 50,
                      rep_ms: float = 200, progress: bool = False) -> dict[str, dict]:
-    """Time every call once per round, in the same order; per call: ``summarize`` and each round's NVML ``summary``."""
+    """Time every call once per round, in the same order; per call: ``summarize``, each round's NVML ``summary``, and
+    over all its rounds the NVML ``regime`` (its power is NVML's ~1 s average, so it mixes neighbouring entries) and
+    ``energy_j``: NVML's energy counter over its do_bench calls divided by the passes they ran (counted), the energy
+    of this regime, not of the sustained loop's (their L2 flushes, 256 MB a pass, included)."""
     from triton.testing import do_bench  # noqa: PLC0415 - lazy: triton is optional where nothing is timed
 
     samples: dict[str, list[list[float]]] = {name: [] for name in calls}
     nvml: dict[str, list[dict]] = {name: [] for name in calls}
+    kept: dict[str, list[tuple]] = {name: [] for name in calls}
+    energy_mj: dict[str, float | None] = dict.fromkeys(calls, 0.0)
+    passes = Counter()
     sampler = NvmlSampler()
     bar = tqdm(total=rounds * len(calls), desc="timing (interleaved rounds)", unit="entry", disable=not progress)
     for _ in range(rounds):
         for name, fn in calls.items():
+            def counted(fn=fn, name=name):
+                passes[name] += 1
+                return fn()
+
+            before = sampler.query(ENERGY)
             with sampler:
-                times = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
+                times = do_bench(counted, warmup=warmup_ms, rep=rep_ms, return_mode="all")
+            after = sampler.query(ENERGY)
+            energy_mj[name] = None if None in (before, after, energy_mj[name]) else energy_mj[name] + after - before
             samples[name].append([float(t) for t in times])
             nvml[name].append(sampler.summary())
+            kept[name] += sampler.samples
             bar.update()
     bar.close()
-    return {name: {**summarize(samples[name]), "nvml": nvml[name]} for name in calls}
+    return {name: {**summarize(samples[name]), "nvml": nvml[name], **sampler.regime(kept[name]),
+                   "energy_j": None if energy_mj[name] is None else energy_mj[name] / 1e3 / passes[name]}
+            for name in calls}
+
+
+def settled(samples: list[tuple], rule: Sustained = Sustained()) -> bool:
+    """Whether NVML samples (NvmlSampler's, time last) show the board settled by ``rule`` (see Sustained)."""
+    a = np.asarray([(s[0], s[2], s[-1]) for s in samples], dtype=np.float64).reshape(-1, 3)
+    if not len(a) or a[-1, 2] - a[0, 2] < 2 * rule.window_s:
+        return False
+    age = a[-1, 2] - a[:, 2]
+    last, prev = a[age < rule.window_s], a[(age >= rule.window_s) & (age < 2 * rule.window_s)]
+    if not len(prev):
+        return False
+    return bool(abs(last[:, 1].mean() - prev[:, 1].mean()) <= rule.power_tol * prev[:, 1].mean()
+                and abs(np.median(last[:, 0]) - np.median(prev[:, 0])) <= rule.clock_tol_mhz)
+
+
+def _event_times(fn: Callable[[], object], n: int) -> list[float]:
+    """n passes of fn back to back, each between two CUDA events (ms), once they have run."""
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+    events[0].record()
+    for end in events[1:]:
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) for a, b in zip(events, events[1:])]
+
+
+def time_sustained(fn: Callable[[], object], rule: Sustained = Sustained()) -> dict:
+    """One call alone, back to back, until the board's power and SM clock settle (``settled``; at most
+    ``rule.settle_max_s``, and that long without NVML: ``settled`` None), then ``rule.timed_s`` of passes timed with
+    CUDA events while NVML samples, its energy counter read before and after them: median and spread, the NVML
+    ``regime`` and energy per pass (J). No L2 flush between passes: each moves 6.4-19 GB through a 60 MiB L2, so a
+    pass finds nothing of its input there, and a flush's own energy would count in every pass."""
+    sampler = NvmlSampler()
+    start, n = time.monotonic(), 1
+    with sampler:
+        while True:
+            ms = float(np.median(_event_times(fn, n)))
+            waited = time.monotonic() - start
+            if sampler._nvml is not None and waited >= rule.settle_min_s and settled(list(sampler.samples), rule):
+                done = True
+                break
+            if waited >= rule.settle_max_s:
+                done = None if sampler._nvml is None else False
+                break
+            n = max(1, round(rule.chunk_s * 1e3 / ms))
+        n, first = max(1, round(rule.timed_s * 1e3 / ms)), len(sampler.samples)
+        before = sampler.query(ENERGY)
+        times = _event_times(fn, n)
+        after = sampler.query(ENERGY)
+    p10, p50, p90 = np.quantile(times, [0.1, 0.5, 0.9])
+    return {"median_ms": float(p50), "p10_ms": float(p10), "p90_ms": float(p90), "runs": n,
+            "settle_s": round(waited, 2), "settled": done, **sampler.regime(sampler.samples[first:]),
+            "energy_j": None if None in (before, after) else (after - before) / 1e3 / n}
 
 
 def sleep_cycles_per_ms(cycles: int = 10_000_000) -> float:

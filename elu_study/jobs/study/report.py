@@ -8,7 +8,9 @@ import pandas as pd
 
 from elu_study.core import record, text
 from elu_study.core.check import ATOL
-from elu_study.core.entries import DTYPES16, ENTRIES, NOT_MEASURED, PEERS, STEPS, grid_stride_blocks, group
+from elu_study.core.entries import DTYPES16, ENTRIES, KINDS, NOT_MEASURED, PEERS, STEPS, grid_stride_blocks, group
+from elu_study.core.tables import markdown
+from elu_study.core.timing import POWER_CAP
 from elu_study.jobs.study import figures as plots
 
 ZOOM = ("copy_", "copy_kernel", "F.elu", "torch.compile(F.elu)", "F.elu_", *(e.name for e in STEPS),
@@ -18,6 +20,7 @@ WAVE_SWEEP = ("3_grid_stride_1_waves", "3_grid_stride_2_waves", "3_grid_stride_8
 STEP5_ABLATIONS = ("2_float4", *(e.name for e in group("step5_one_change")), "5_streaming", "5_streaming_expf")
 README_BLOCK = "results-table"
 KINDS_SHOWN = ("step", "baseline", "peer")  # the README table's rows
+CLOCK_MOVED = 0.05  # a row's SM clock moved between rounds when its round medians differ by more than this share
 
 
 def frame(rec: dict, kinds=KINDS_SHOWN, names=None) -> pd.DataFrame:
@@ -67,6 +70,29 @@ def caption(rec: dict) -> str:
     """Where, with what and how the record was measured."""
     return text.render("study/caption.md.j2", rec=rec, shape=tuple(rec["problem"]["shape"]),
                        runs=sorted({r["timing"]["runs"] for r in rec["rows"]}))
+
+
+def regime(rec: dict) -> dict:
+    """The regime a record measured: the rows timed under sustained load, those that did not settle, those held at
+    the power limit in either protocol, and those whose SM clock moved between rounds (name -> (low, high) MHz)."""
+    sustained = {r["name"]: r["timing"]["sustained"] for r in rec["rows"] if r["timing"].get("sustained")}
+    moved = {}
+    for r in rec["rows"]:
+        mhz = [s["sm_clock_mhz"]["median"] for s in r["timing"].get("nvml", []) if s.get("samples")]
+        if mhz and max(mhz) > (1 + CLOCK_MOVED) * min(mhz):
+            moved[r["name"]] = (min(mhz), max(mhz))
+    return {"sustained": list(sustained), "unsettled": [n for n, t in sustained.items() if t["settled"] is False],
+            "capped": [r["name"] for r in rec["rows"] if (sustained.get(r["name"]) or {}).get("capped_fraction")
+                       or any(set(POWER_CAP) & set(s.get("clock_event_reasons", ())) for s in r["timing"].get("nvml", []))],
+            "moved": moved}
+
+
+def summary(rec: dict, live: bool) -> str:
+    """The main job's printed summary: the table, the rows against their own roofs, the caption and the regime."""
+    roofs = own_roof_rows(rec)
+    return text.render("study/main.md.j2", live=live, table=markdown(frame(rec, kinds=KINDS)),
+                       roofs=roofs and markdown(roofs_frame(rec)), caption=caption(rec), rec=rec,
+                       regime=regime(rec), moved_pct=100 * CLOCK_MOVED)
 
 
 def checked_line(rec: dict) -> str:
