@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 export PYTHONPATH=$(pwd)${PYTHONPATH:+:$PYTHONPATH}  # notebook kernels start in notebooks/: find elu_study
-if [ -d .whl ] && ! python3 -c "import nbval, ipykernel" 2>/dev/null; then  # a machine without jupyter: carried wheels
+if [ -d .whl ] && ! python3 -c "import nbval, ipykernel, msgspec" 2>/dev/null; then  # no jupyter or msgspec: carried wheels
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   python3 -m ipykernel install --user >/dev/null

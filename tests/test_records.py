@@ -26,7 +26,13 @@ def fingerprint_of(path, *at):
 
 
 def set_fingerprint(path, value, *at):
-    record.set_part(path, (*at, "fingerprint"), value)
+    """Set a record's (or a part's) fingerprint; None takes it away, as a record is before its stage is stamped."""
+    if value is not None:
+        return record.set_part(path, (*at, "fingerprint"), value)
+    rec = json.loads(path.read_text())
+    fingerprint_of(path, *at)  # there is one to take away
+    (rec[at[0]] if at else rec).pop("fingerprint")
+    path.write_text(record.dumps(rec) + "\n")
 
 
 def make_current(results, name):

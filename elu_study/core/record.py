@@ -1,26 +1,27 @@
 """The one record format: every job's ``results/<gpu>[-<job>].json``, written and read here only.
 
 A record is strict JSON whose first key is ``"schema": {"job": <job>, "version": <n>}`` (``VERSIONS``); ``load``
-refuses a job or version this code does not read. One key per line, lists of numbers on one line (readable diffs).
+refuses a job or version this code does not read, and a record that is not of its job's type (``core.schema``;
+``python -m elu_study.core.record JOB`` prints its JSON Schema). One key per line, lists of numbers on one line.
 """
 
 from __future__ import annotations
 
-import functools
+import argparse
 import json
 import math
 import re
+import sys
 from pathlib import Path
 
-import fastjsonschema
 import matplotlib.pyplot as plt
+import msgspec
 import torch
 
-from elu_study.core import derived, text
+from elu_study.core import derived, schema, text
 from elu_study.core.paths import README, RESULTS_DIR
 from elu_study.core.timing import noise_ms
 
-SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"  # one declared schema per job
 REFERENCE_GPU = "nvidia-h200"  # the GPU whose committed records are shown where there is no GPU
 
 # job -> the schema version this code reads and writes; bump it when old readers would misread the body.
@@ -106,14 +107,9 @@ def set_part(path: Path, keys: tuple[str, ...], value) -> None:
     Path(path).write_text(dumps(rec) + "\n")
 
 
-@functools.cache
-def _validator(job: str):
-    """The job's declared schema (elu_study/schemas/<job>.schema.json), compiled once."""
-    return fastjsonschema.compile(json.loads((SCHEMAS_DIR / f"{job}.schema.json").read_text()))
-
-
 def check_schema(record: dict, job: str, path: Path | str) -> dict:
-    """The record, if it is ``job``'s, of this code's version and valid against its schema; else a RecordError."""
+    """The record, if it is ``job``'s, of this code's version and of its type (``core.schema.TYPES[job]``, strictly:
+    nothing coerced); else a RecordError naming the file and the field. The record itself is returned as it was."""
     found = record.get("schema")
     if not isinstance(found, dict) or found.get("job") != job:
         raise RecordError(f"{path}: not a {job!r} record (its schema stamp is {found!r})")
@@ -122,11 +118,24 @@ def check_schema(record: dict, job: str, path: Path | str) -> dict:
                           f"this code reads version {VERSIONS[job]} only (re-run `python -m elu_study {job}` "
                           "or use the code that wrote it)")
     try:
-        _validator(job)(record)
-    except fastjsonschema.JsonSchemaValueException as err:
-        field = err.name.removeprefix("data") or "the record"
-        raise RecordError(f"{path}: {field.lstrip('.') or field}: {err.message.removeprefix(err.name + ' ')}") from None
+        msgspec.convert(record, schema.TYPES[job], strict=True)
+    except msgspec.ValidationError as err:  # "Expected `int`, got `str` - at `$.rows[3].timing.runs`"
+        raise RecordError(f"{path}: {err}") from None
     return record
+
+
+def json_schema(job: str) -> dict:
+    """The JSON Schema of a job's record, generated from its type (a number's unit is its "unit")."""
+    return {"title": f"elu-study {job} record, schema version {VERSIONS[_check_job(job)]}",
+            **msgspec.json.schema(schema.TYPES[job])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m elu_study.core.record JOB``: print a job's JSON Schema."""
+    parser = argparse.ArgumentParser(prog="python -m elu_study.core.record", description=json_schema.__doc__)
+    parser.add_argument("job", choices=VERSIONS)
+    print(json.dumps(json_schema(parser.parse_args(argv).job), indent=1, ensure_ascii=False))
+    return 0
 
 
 def read(path: Path | str, job: str) -> dict:
@@ -236,3 +245,7 @@ def save_figure(fig, path: Path, dpi: int = 110) -> Path:
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""The model record read back (``core.record.load(gpu, "model")``, checked against schemas/model.schema.json):
+"""The model record read back (``core.record.load(gpu, "model")``, checked against its type in core/schema.py):
 the frames and figures notebook 11 shows. Derived values (ratios, shares, verdicts) are computed here from the
 measured ones, never stored."""
 

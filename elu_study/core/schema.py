@@ -1,0 +1,994 @@
+"""Every record's type: one msgspec Struct per job (``TYPES``), built from pieces shared across records.
+
+``record.check_schema`` validates a record read from disk against its job's type (``msgspec.convert``, strict: no
+coercion); the record itself stays the plain dict its readers use. A field is required unless it has a default
+(``UNSET``: the key may be absent, never null); keys a type does not name are allowed. ``dict[str, X]`` is a map
+keyed by a name, an alpha or a length. A number's unit is in its JSON schema (``record.json_schema``) as "unit".
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import UNSET, Meta, Struct, UnsetType, field
+
+
+def _unit(kind: type, unit: str):
+    return Annotated[kind, Meta(extra_json_schema={"unit": unit})]
+
+
+Ms, Us, Ns, Sec, Pct, Ulp, GiB, TBps = (_unit(float, u) for u in ("ms", "µs", "ns", "s", "%", "ulp", "GiB", "TB/s"))
+PerS, PerMs, BytesPerS, NBytes = _unit(float, "1/s"), _unit(float, "1/ms"), _unit(float, "B/s"), _unit(float, "B")
+Bytes, Elements, UlpCount = _unit(int, "B"), _unit(int, "elements"), _unit(int, "ulp")
+MHz, Watts, Joules = _unit(float, "MHz"), _unit(float, "W"), _unit(float, "J")
+Unset = UnsetType
+Dtype = Literal["float32", "bfloat16", "float16"]
+Direction = Literal["forward", "backward"]
+
+
+# -- shared by every record ---------------------------------------------------------------------------------------
+class Stamp(Struct):
+    job: str
+    version: int
+
+
+class Provenance(Struct):
+    gpu: str
+    sm_count: int
+    l2_cache_mib: float
+    memory_gib: GiB
+    compute_capability: str
+    driver: str | None
+    cuda_runtime: str
+    torch: str
+    triton: str | None
+    nvcc: str | None
+    python: str
+    date_utc: str
+    commit: str | None
+    power_limit_w: Watts | None | Unset = UNSET  # NVML's enforced limit (records before it: absent)
+
+
+class Fingerprint(Struct):  # elu_study.core.fingerprint: what determined the record (python -m elu_study records)
+    code: dict[str, str]
+    catalogue: str
+    builds: dict[str, str]
+    toolchain: dict[str, str | None]
+
+
+class Record(Struct, kw_only=True):
+    schema: Stamp
+    provenance: Provenance
+    fingerprint: Fingerprint | Unset = UNSET  # written after the job's run, beside its record
+
+
+# -- timing -------------------------------------------------------------------------------------------------------
+class Quantiles(Struct):
+    median_ms: Ms
+    p10_ms: Ms
+    p90_ms: Ms
+    p99_ms: Ms
+    mean_ms: Ms
+    min_ms: Ms
+    max_ms: Ms
+    runs: int
+
+
+class Spread(Struct):
+    min: float
+    median: float
+    max: float
+
+
+class Power(Struct):
+    mean: float
+    max: float
+
+
+class Temperature(Struct):
+    max: float
+
+
+class Nvml(Struct):  # core.timing.NvmlSampler.summary: one round's clocks, power and clock-event reasons
+    samples: int
+    sm_clock_mhz: Spread | Unset = UNSET  # absent where NVML gave no sample (then "error" says why)
+    mem_clock_mhz: Spread | Unset = UNSET
+    power_w: Power | Unset = UNSET
+    temperature_c: Temperature | Unset = UNSET
+    clock_event_reasons: dict[str, float] | Unset = UNSET  # reason -> share of samples
+    error: str | None | Unset = UNSET
+
+
+class Regime(Struct):  # core.timing.NvmlSampler.regime over some samples (null: none), and energy per pass
+    sm_clock_mhz: MHz | None
+    power_w: Watts | None
+    capped_fraction: float | None  # share of samples at the power cap
+    energy_j: Joules | None
+
+
+class Sustained(Regime):  # core.timing.time_sustained: one entry alone, back to back, once the board settled
+    median_ms: Ms
+    p10_ms: Ms
+    p90_ms: Ms
+    runs: int
+    settle_s: Sec
+    settled: bool | None  # null: no NVML to tell
+
+
+class SustainedRule(Struct):  # core.timing.Sustained
+    settle_min_s: Sec
+    settle_max_s: Sec
+    window_s: Sec
+    power_tol: float
+    clock_tol_mhz: MHz
+    timed_s: Sec
+    chunk_s: Sec
+
+
+class Timing(Quantiles):  # core.timing.time_interleaved: one entry over interleaved rounds
+    round_medians_ms: list[Ms]
+    round_p90_ms: list[Ms]
+    samples_ms: list[list[Ms]]
+    nvml: list[Nvml]
+    sm_clock_mhz: MHz | None | Unset = UNSET  # its Regime over every round (records before it: absent)
+    power_w: Watts | None | Unset = UNSET
+    capped_fraction: float | None | Unset = UNSET
+    energy_j: Joules | None | Unset = UNSET
+    sustained: Sustained | Unset = UNSET  # the rows timed under sustained load too
+
+
+class Medians(Struct):
+    median_ms: Ms
+    p10_ms: Ms
+    p90_ms: Ms
+    round_medians_ms: list[Ms]
+
+
+class Process(Struct):  # core.processes: one entry in one fresh process
+    median_ms: Ms
+    x_copy: float | None
+    round_medians_ms: list[Ms]
+    x_roof: float | None | Unset = UNSET
+
+
+class Problem(Struct):
+    shape: list[int]
+    numel: Elements
+
+
+class TimedProblem(Problem):
+    dtype: str
+    alpha: float
+
+
+# -- checks and static SASS -----------------------------------------------------------------------------------------
+class Check(Struct):  # core.check.CheckResult: float32 forward against torch and float64
+    passed: bool
+    trials: int
+    unwritten: int
+    max_abs_err_vs_torch: float
+    max_abs_err_vs_fp64: float
+    max_rel_err_vs_fp64: float
+
+
+class RowCheck(Struct):  # a row's: a Check, or a float32 backward's against aten (core.exhaustive.check_backward32)
+    passed: bool
+    trials: int | Unset = UNSET
+    unwritten: int | Unset = UNSET
+    max_abs_err_vs_torch: float | Unset = UNSET
+    max_abs_err_vs_fp64: float | Unset = UNSET
+    max_rel_err_vs_fp64: float | Unset = UNSET
+    against: str | Unset = UNSET
+    elements: int | Unset = UNSET
+    alpha: float | Unset = UNSET
+    grad: str | Unset = UNSET
+    bit_mismatches: int | Unset = UNSET
+    max_abs_err: float | Unset = UNSET
+    untouched: int | Unset = UNSET
+
+
+class Exhaustive(Struct, kw_only=True):  # core.exhaustive.tally: every bit pattern of a 16-bit dtype, every alpha
+    dtype: str
+    inputs: int
+    alphas: int
+    mismatches: int
+    required_alphas: list[float]
+    required_mismatches: int
+    alphas_with_mismatches: int
+    first_mismatching: list[list[float]]  # [alpha, mismatches]
+    nan_payload_only: int
+    untouched: int
+    grads: int | Unset = UNSET  # a backward's: the gradients each pattern met
+
+
+class Sass(Struct):  # core.sass.KernelReport
+    function: str
+    loads: dict[str, int]  # opcode -> count
+    stores: dict[str, int]
+    mufu_ex2: int
+    fp32_ops: int
+    round_down_ffma: int
+    ftz_ops: int
+    registers: int
+    stack_bytes: Bytes
+    local_bytes: Bytes
+
+
+class Row(Struct, kw_only=True):  # core.harness.Measurement: a row of the study, step 6's and step 7's records
+    name: str
+    kind: str
+    what: str
+    group: str
+    base: str | None
+    flags: list[str]
+    timing: Timing
+    check: RowCheck | None
+    near_zero_rel_err: dict[str, float] | None  # |x| bound -> worst relative error
+    sass: Sass | None
+    extra: dict
+    mode: Literal["", "in_place", "bfloat16", "float16"]  # core.entries.BYTES_PER_ELEMENT
+    dtype: Dtype
+    direction: Direction
+    exhaustive: Exhaustive | None
+
+
+class Method(Struct, kw_only=True):
+    trials: int
+    rounds: int
+    interleaved: bool
+    sustained: SustainedRule | Unset = UNSET
+
+
+class Rows(Record, kw_only=True):  # core.harness.measure's record: rows checked, then timed in interleaved rounds
+    problem: TimedProblem
+    peak_bytes_per_s: BytesPerS | None
+    peak_source: str | None
+    method: Method
+    rows: list[Row]
+    alphas16: list[float] | Unset = UNSET  # where a row was checked on every 16-bit pattern: the alphas
+
+
+# -- Nsight Compute -------------------------------------------------------------------------------------------------
+class NcuSetup(Struct):
+    version: str
+    clock_control: str
+    metrics: dict[str, str]  # name in the record -> ncu metric
+    stall_metrics: list[str]
+    skipped_metrics: list[str]
+    command: str
+
+
+class Counters(Struct, kw_only=True):  # core.ncu: one entry's kernels, combined; a counter ncu lacks is null
+    name: str
+    kernel: str
+    kernels: int
+    duration_ns: Ns | None
+    dram_read_bytes: NBytes | None
+    dram_write_bytes: NBytes | None
+    dram_pct_of_peak: Pct | None
+    dram_active_pct: Pct | None
+    dram_active_read_pct: Pct | None
+    dram_active_write_pct: Pct | None
+    l2_read_sectors: float | None
+    l2_write_sectors: float | None
+    l2_hit_pct: Pct | None
+    l2_pct_of_peak: Pct | None
+    sm_pct_of_peak: Pct | None
+    achieved_occupancy_pct: Pct | None
+    registers: float | None
+    grid_size: float | None
+    block_size: float | None
+    waves_per_sm: float | None
+    warp_instructions: float | None
+    sm_cycles_per_s: PerS | None
+    dram_cycles_per_s: PerS | None
+    stalls: dict[str, float]  # stall reason -> warps per issue
+    units: dict[str, str] | Unset = UNSET  # a counter ncu gave in a unit other than the expected one
+    dram_tbps: TBps | Unset = UNSET
+    dram_bytes_over_min: float | Unset = UNSET
+    thread_instructions_per_element: float | Unset = UNSET
+    sm_clock_ghz: float | Unset = UNSET
+
+
+class CounterRows(Struct):  # a record's "counters": Nsight Compute's rows, or why there are none
+    rows: list[Counters]
+    ncu: NcuSetup | Unset = UNSET
+    skipped: str | Unset = UNSET
+
+
+class Ncu(Record, kw_only=True):
+    ncu: NcuSetup
+    problem: Problem
+    note: str
+    rows: list[Counters]
+
+
+# -- study ----------------------------------------------------------------------------------------------------------
+class Backward(Struct, kw_only=True):  # the backward rows in fresh processes (study --confirm-backward)
+    provenance: Provenance
+    names: list[str]
+    processes: list[dict[str, Process]]
+    counters: CounterRows
+    fingerprint: Fingerprint | Unset = UNSET
+
+
+class Study(Rows, kw_only=True):
+    backward: Backward | Unset = UNSET
+
+
+# -- beyond (step 6) --------------------------------------------------------------------------------------------------
+class BeyondMethod(Method, kw_only=True):
+    processes: int
+
+
+class AlphaBits(Struct):
+    mismatches: int
+    max_ulp: UlpCount
+    untouched: int
+
+
+class Bits16(Struct):  # a 16-bit dtype through the float32 build, against F.elu
+    dtype: str
+    inputs: int
+    alphas: dict[str, AlphaBits]
+    random_aligned_mismatches: int
+    random_misaligned_mismatches: int
+    random_length: int
+    bit_identical: bool
+    passed: bool
+
+
+class Confirmation(Struct):
+    names: list[str]
+    provenance: Provenance
+    processes: list[dict[str, Process]]
+
+
+class Beyond(Rows, kw_only=True):
+    method: BeyondMethod
+    accuracy16: dict[str, dict[str, Bits16]]  # build -> dtype
+    counters: CounterRows
+    processes: list[dict[str, Process]]
+    confirmation: Confirmation | Unset = UNSET  # beyond --confirm
+
+
+# -- sixteen (step 7) -------------------------------------------------------------------------------------------------
+Build = list[str | list[str] | None]  # [variant (None: a library's peer), flags]
+
+
+class SixteenProblem(TimedProblem):
+    input: str
+
+
+class Batch(Struct):
+    names: list[str]
+    roof_ms: Ms
+
+
+class Eps(Struct):
+    literal: str
+    eps: float
+
+
+class Delta(Struct):
+    inputs: int
+    delta: float
+    delta_log2: float
+    argmax_x: float
+    fast_at_argmax: float
+    expm1f_at_argmax: float
+    differ: int
+    tiny_inputs: int
+    tiny_differ: int
+    zero_results: int
+    zero_results_equal: bool
+    binades: list[int]
+    binade_max_rel: list[float]
+    bound: float
+    bound_holds: bool
+    holds: bool
+
+
+class FormulaDelta(Eps):
+    build: Build
+    bfloat16: Delta
+    float16: Delta
+
+
+class Fallback(Struct):
+    values: float
+    pairs: float
+    warp_pair_slots: float
+    sample: int
+
+
+class BuildExhaustive(Exhaustive, kw_only=True):
+    build: Build
+    expect_exact: bool
+
+
+class PeerExhaustive(BuildExhaustive, kw_only=True):
+    peer: bool
+
+
+class Sass16(Struct):  # the static SASS of a 16-bit kernel, or (only) why there is none
+    function: str | Unset = UNSET
+    kernel: str | Unset = UNSET
+    instructions: int | Unset = UNSET
+    elements_per_thread: int | Unset = UNSET
+    opcodes: dict[str, int] | Unset = UNSET
+    error: str | Unset = UNSET
+
+    def __post_init__(self):
+        given = [f for f in self.__struct_fields__ if getattr(self, f) is not UNSET]
+        if given != ["error"] and given != list(self.__struct_fields__[:-1]):
+            raise ValueError(f"expected every field but 'error', or 'error' alone; got {given}")
+
+
+class Alphas(Struct):
+    required: list[float]
+    random: int
+    seed: int
+    extremes: list[float]
+    all: list[float]
+
+
+class Row16(Row, kw_only=True):
+    batch: str  # the dtype batch it was timed in
+
+
+class Sixteen(Rows, kw_only=True):
+    problem: SixteenProblem
+    rows: list[Row16]
+    batches: dict[str, Batch]  # dtype
+    eps: dict[str, Eps]  # formula
+    delta: dict[str, FormulaDelta]
+    fallback: dict[str, dict[str, Fallback]]  # formula -> dtype
+    exhaustive: dict[str, PeerExhaustive]  # entry
+    exhaustive_backward: dict[str, BuildExhaustive]
+    sass16: dict[str, Sass16]
+    formula_of: dict[str, str]
+    alphas: Alphas
+    timed_alpha: float
+    rounding: float
+    counters: CounterRows
+
+
+# -- accuracy -------------------------------------------------------------------------------------------------------
+class AccuracyMethod(Struct):
+    inputs: str
+    ulp: str
+    ulp_error: str
+    reference: str
+    tolerance: str
+    bound_model: str
+    binade: str
+    pattern_ranges: list[list[int]]
+    n_inputs: int
+    every_input: bool
+    chunk: int
+    alphas: list[float]
+    margin_ulp64: UlpCount
+    histogram_labels: list[str]
+    classes: list[str]
+    seconds: Sec
+    peak_gpu_memory_gib: GiB
+
+
+class Formula(Struct):
+    name: str
+    what: str
+    exponential: str
+    documented_bound: str
+    variant: str | None
+    flushes_denormals: bool
+    fast_math: bool
+
+
+class TieCheck(Struct):
+    n: Elements
+    disagree: int
+
+
+class SampleCheck(Struct):
+    n: Elements
+    max_err_ulp64: Ulp
+    max_err_at: str
+
+
+class Reference(Struct):
+    margin_ulp64: UlpCount
+    near_midpoint: int
+    exact_ties_tiny_x: int
+    ties_corrected: int
+    resolved: int
+    corrected: int
+    unresolved: int
+    max_err_ulp64_resolved: Ulp
+    tie_check: TieCheck
+    sample_check: SampleCheck
+
+
+class SameAs(Struct):
+    as_: str = field(name="as")
+    n_differ: int
+
+
+class At(Struct):  # an input, the output and the reference there
+    x: str
+    x_bits: str
+    y: str
+    y_bits: str
+    reference: str
+    reference_f32: str
+
+
+class Worst(Struct):
+    ulp: Ulp
+    n_at_max: int
+    at: At
+
+
+class Signs(Struct):
+    negative: Worst | None
+    positive: Worst | None
+
+
+class Histogram(Struct):
+    negative: list[int]
+    positive: list[int]
+
+
+class Tolerance(Struct):
+    n_checked: int
+    n_fail: int
+    max_ratio: float | None
+    max_ratio_at: At | None
+
+
+class Bound(Struct):
+    exponential: str
+    documented: str
+    n_exceed: int
+    n_exceed_denormal_in_or_out: int
+    max_excess_ulp: Ulp | None
+    max_excess_at: At | None
+
+
+class InputClass(Struct):
+    n: Elements
+    correctly_rounded: int
+    identical_to_felu: int
+    nan_out: int
+    plus_zero_out: int
+    minus_zero_out: int
+    equal_input: int
+    max_ulp: Ulp | Unset = UNSET  # absent where the class holds no input
+
+
+class Binades(Struct):  # one entry per negative binade
+    max_ulp: list[Ulp]
+    predicted_max_ulp: list[Ulp]
+    max_tol_ratio: list[float]
+    n_exceed_bound: list[int]
+    n_not_correctly_rounded: list[int]
+    n_differ_from_felu: list[int]
+    n_fail_tol: list[int]
+
+
+class FormulaErrors(Struct):
+    n: Elements
+    max_ulp: Signs
+    histogram: Histogram
+    correctly_rounded: int
+    bit_identical_to_felu: int
+    differ_from_felu_only_in_nan_bits: int
+    nan_mismatch: int
+    zero_sign_mismatch: int
+    inf_error_on_finite_input: int
+    tolerance: Tolerance
+    bound: Bound
+    classes: dict[str, InputClass]
+    binades_negative: Binades
+
+
+class AccuracyRun(Struct):  # one alpha
+    reference: Reference
+    same_as: dict[str, SameAs]  # a build whose outputs are another's, bit for bit
+    formulas: dict[str, FormulaErrors]
+
+
+class Special(Struct):
+    label: str
+    x_bits: str
+    x: str
+
+
+class Specials(Struct):
+    inputs: list[Special]
+    outputs: dict[str, dict[str, list[str | None]]]  # alpha -> formula -> one output per input
+
+
+class Accuracy(Record, kw_only=True):
+    method: AccuracyMethod
+    formulas: list[Formula]
+    runs: dict[str, AccuracyRun]  # alpha
+    specials: Specials
+
+
+# -- sizes ----------------------------------------------------------------------------------------------------------
+class SizesProblem(Struct):
+    dtype: str
+    alpha: float
+    bytes_per_element: int
+    input: str
+
+
+class SizesEntry(Struct):
+    name: str
+    kind: str
+    what: str
+    checked: bool
+
+
+class SizesRuns(Struct):
+    min: int
+    max: int
+    cold_ms: Ms
+    warm_ms: Ms
+    host_gpu_ms: Ms
+    host_repeats: int
+
+
+class SizesMethod(Struct):
+    cold: str
+    warm: str
+    host: str
+    check: str
+    runs: SizesRuns
+    sleep_cycles_per_ms: PerMs
+
+
+class PointCheck(Struct):
+    passed: bool
+    unwritten: int
+    max_abs_err_vs_torch: float
+    elements_compared: int
+
+
+class SleepRetries(Struct):
+    cold: int
+    warm: int
+
+
+class Point(Struct):
+    entry: str
+    kind: str
+    n: Elements
+    bytes: Bytes
+    check: PointCheck | None
+    cold: Quantiles
+    warm: Quantiles
+    host: Quantiles
+    host_calls_per_loop: int
+    sleep_retries: SleepRetries
+    host_loops_gpu_busy: int
+    cold_tbps: TBps
+    warm_tbps: TBps
+
+
+class Launch(Struct):
+    grid: int
+    block: int
+
+
+class CubHistory(Struct):  # sizes.history: CUB's first call in a fresh process, then CUB and copy_ at the main length
+    first_numel: int
+    main_numel: int
+    passed: bool
+    cub_ms: Medians
+    copy_ms: Medians
+    launch: Launch | None
+
+
+class Floor(Struct):
+    datasheet_ms: Ms
+    stream_cold_ms: Ms
+    stream_warm_ms: Ms
+
+
+class Regimes(Struct):
+    reference: str
+    launch_bound_max_n: int
+    l2_fit_max_n: int
+    warm_gain: dict[Annotated[str, Meta(pattern="^[1-9][0-9]*$")], float]  # length -> cold over warm median
+
+
+class Sizes(Record, kw_only=True):
+    job: str
+    problem: SizesProblem
+    l2_bytes: Bytes
+    peak_bytes_per_s: BytesPerS | None
+    peak_source: str | None
+    sizes: list[int]
+    entries: list[SizesEntry]
+    method: SizesMethod
+    torch_compile_graphs: int
+    errors: list
+    points: list[Point]
+    floors: dict[str, Floor]  # length
+    regimes: Regimes
+    wall_s: Sec
+    cub_history: list[CubHistory] | Unset = UNSET
+
+
+# -- launch ---------------------------------------------------------------------------------------------------------
+class LaunchMethod(Struct):
+    rounds: int
+    warmup_ms: Ms
+    rep_ms: Ms
+    interleaved: bool
+    check_trials: int
+    check: str
+    timed_call: str
+    noise: str
+    occupancy: str
+
+
+class Timed(Struct):
+    what: str
+    timing: Timing
+    x_copy: float
+    noise_ms: Ms
+
+
+class CheckedTimed(Timed):
+    check: Check
+
+
+class References(Struct):
+    copy_: Timed
+    float4: CheckedTimed = field(name="2_float4")
+
+
+class Occupancy(Struct):
+    registers: int
+    resident_blocks_per_sm: int
+    resident_threads_per_sm: int
+    occupancy_pct: Pct
+    load_bytes_in_flight_per_sm: int
+
+
+class Cell(Struct):
+    name: str
+    threads: int
+    vectors: int
+    hints: bool
+    blocks_per_sm: int
+    grid_stride: bool
+    check: Check
+    bit_identical_to_2_float4: bool
+    correct: bool
+    occupancy: Occupancy
+    local_bytes: Bytes
+    timing: Timing
+    x_copy: float
+    noise_ms: Ms
+
+
+class Noise(Struct):
+    copy_: Ms
+    max_over_cells: Ms
+    median_over_cells: Ms
+
+
+class Best(Struct):
+    name: str
+    x_copy: float
+    median_ms: Ms
+    runner_up: str
+    margin_ms: Ms
+    noise_ms: Ms
+    margin_over_noise: float
+    tie: bool
+    tied: list[str]
+
+
+class LaunchRecord(Record, kw_only=True):
+    problem: TimedProblem
+    peak_bytes_per_s: BytesPerS | None
+    peak_source: str | None
+    kernel: str
+    method: LaunchMethod
+    references: References
+    cells: list[Cell]
+    roof_ms: Ms
+    noise_ms: Noise
+    best: Best
+
+
+# -- model ----------------------------------------------------------------------------------------------------------
+class Default(Struct):
+    dtype: str
+    direction: Direction
+    build: str
+    flags: str
+    measured_as: str = field(name="measured as")
+
+
+class Part(Struct):
+    commit: str | None
+    date_utc: str
+
+
+class AccuracyCheck(Struct):
+    passed: bool
+    worst_ulp_by_alpha: dict[str, dict[str, Ulp]]  # alpha -> route
+    inputs_per_alpha: int
+
+
+class DtypeBits(Struct):
+    forward_bit_identical: bool
+    forward_worst_ulp: Ulp | None
+    backward_bit_identical: bool
+
+
+class BitsCheck(Struct):
+    passed: bool
+    by_dtype: dict[str, DtypeBits]
+
+
+class Opcheck(Struct):
+    passed: bool
+    calls: int
+    failed: list[str]
+
+
+class Gradients(Struct):
+    passed: bool
+    gradcheck_float64: bool
+    gradgradcheck_float64: bool
+    float32_grad_bit_identical: bool
+    float32_double_backward_bit_identical: bool
+    forward_ad_equal: bool
+    vmap_close: bool
+
+
+class CudaGraph(Struct):
+    passed: bool
+    replay_equals_eager_forward: bool
+    replay_equals_eager_backward: bool
+
+
+class Layouts(Struct):
+    passed: bool
+    channels_last_kept: bool
+    channels_last_kernels: int
+    export_has_the_op: bool
+    export_output_equal: bool
+    compile_fuses_f_elu: bool
+    compile_strict_keeps_the_op: bool
+    autocast_bit_identical: bool
+
+
+class Checks(Struct):
+    accuracy: AccuracyCheck
+    bits: BitsCheck
+    opcheck: Opcheck
+    gradients: Gradients
+    cuda_graph: CudaGraph
+    layouts_and_tracing: Layouts
+
+
+class HostCost(Struct):
+    route: str
+    numel: Elements
+    requires_grad: bool
+    autocast: bool
+    us_per_call: Us
+    us_runs: list[Us]
+
+
+class HostProfile(Struct):
+    route: str
+    requires_grad: bool
+    name: str
+    count_per_call: float
+    self_us_per_call: Us
+
+
+class Step(Struct, kw_only=True):  # whole steps of a model, timed in runs
+    model: str
+    dtype: str
+    mode: Literal["train", "infer"]
+    compiled: bool
+    elu: str
+    ms: Ms
+    noise_ms: Ms
+    ms_runs: list[Ms]
+    steps_per_run: int
+    elu_ms: Annotated[Ms, Meta(description="ELU's kernels' device time in one profiled step")]
+    timer: Annotated[Literal["cuda_events", "wall_clock"], Meta(
+        description="how a run was timed: CUDA events around its steps; absent: wall clock over the run")] | Unset = UNSET
+    device_ms: Annotated[Ms, Meta(description="everything the device ran in that profiled step")] | Unset = UNSET
+    device_events: Annotated[int, Meta(ge=1, description="device events (kernels, copies, fills) that step ran")] \
+        | Unset = UNSET
+
+
+class Model(Record, kw_only=True):
+    defaults: list[Default]
+    parts: dict[str, Part]  # part -> when it was measured
+    checks: Checks
+    host_cost: list[HostCost]
+    host_profile: list[HostProfile]
+    end_to_end: list[Step]
+
+
+# -- sanitize and tests ---------------------------------------------------------------------------------------------
+class Verdict(Struct):
+    errors: int | None
+    ok: bool
+
+
+class SanitizerRun(Struct):  # jobs.sanitize.runs.Run
+    tool: str
+    builds: list[str]
+    returncode: int
+    errors: int | None
+    warnings: int
+    child_ok: bool
+    seconds: Sec
+    findings: list[str]
+    log_tail: str
+    ok: bool
+
+
+class Sanitize(Record, kw_only=True):
+    passed: bool
+    compute_sanitizer: str | None
+    tools: list[str]
+    builds: dict[str, dict[str, Verdict]]  # build -> tool
+    runs: list[SanitizerRun]
+
+
+class Counts(Struct):
+    passed: int
+    failed: int
+    error: int
+    skipped: int
+    xfailed: int
+    xpassed: int
+
+
+class Fuzz(Struct):
+    examples_per_test: int
+    hypothesis_seed: int | str
+    seed_source: str
+    builds: Literal["files", "all"]  # testing.suite.BUILD_SETS
+    rerun_with: str
+
+
+class Sanitizer(Struct):
+    passed: bool
+    compute_sanitizer: str | None
+    errors: dict[str, dict[str, int | None]]  # build -> tool -> errors
+
+
+class Tests(Record, kw_only=True):
+    date_utc: str
+    command: str
+    duration_s: Sec | None
+    exit_status: int
+    passed: bool
+    counts: Counts
+    per_file: dict[str, dict[str, int]]  # test file -> outcome -> tests
+    failures: list[str]
+    skip_reasons: dict[str, int]
+    fuzz: Fuzz
+    sanitizer: Sanitizer | None | Unset = UNSET
+
+
+TYPES: dict[str, type[Record]] = {
+    "study": Study, "ncu": Ncu, "accuracy": Accuracy, "sanitize": Sanitize, "beyond": Beyond, "sizes": Sizes,
+    "launch": LaunchRecord, "model": Model, "sixteen": Sixteen, "tests": Tests,
+}
