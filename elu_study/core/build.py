@@ -18,8 +18,9 @@ import multiprocessing
 import os
 import re
 import shutil
+import textwrap
 import types
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -306,11 +307,21 @@ def build_in_subprocess(job: tuple) -> str:
     return str(_compile(build_spec(name, list(flags), list(cpp[0]) if cpp else None)))
 
 
+def default_workers(builds: int) -> int:
+    """``build_all``'s processes where none are asked for: one per core, at most one per build."""
+    return max(1, min(builds, os.cpu_count() or 2))
+
+
 def build_all(jobs: list[tuple], workers: int | None = None) -> None:
-    """Compile several (variant, extra flags) builds side by side, each in its own process, for the disk cache.
-    A process that has used CUDA already builds in spawned workers (a fork could not initialize CUDA again)."""
-    workers = workers or max(1, min(len(jobs), os.cpu_count() or 2))
+    """Compile several (variant, extra flags) builds side by side, each in its own process, for the disk cache;
+    the progress bar names each build as it is done. A process that has used CUDA already builds in spawned workers
+    (a fork could not initialize CUDA again)."""
     binding()  # once, before the builds that share it
     context = multiprocessing.get_context("spawn") if torch.cuda.is_initialized() else None
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        list(tqdm(pool.map(build_in_subprocess, jobs), total=len(jobs), desc="compiling", unit="variant"))
+    with ProcessPoolExecutor(max_workers=workers or default_workers(len(jobs)), mp_context=context) as pool, \
+            tqdm(total=len(jobs), desc="compiling", unit="build", mininterval=0) as bar:  # every build shown
+        futures = {pool.submit(build_in_subprocess, job): job for job in jobs}
+        for done in as_completed(futures):
+            done.result()
+            bar.set_postfix_str(textwrap.shorten(" ".join([futures[done][0], *futures[done][1]]), 50), refresh=False)
+            bar.update()
