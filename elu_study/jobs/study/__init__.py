@@ -6,7 +6,6 @@ import argparse
 import math
 import os
 import sys
-import textwrap
 
 import torch
 
@@ -17,7 +16,7 @@ from elu_study.core.harness import measure
 from elu_study.core.sass import inspect_variant
 from elu_study.core.timing import Sustained
 from elu_study.jobs.study import backward
-from elu_study.jobs.study.report import WIDTH, own_roof_rows, summary, write_report
+from elu_study.jobs.study.report import fit, own_roof_rows, summary, write_report
 
 __all__ = ["main", "write_report"]
 
@@ -36,12 +35,10 @@ def plan(gpu: str | None, builds: int, workers: int, trials: int, rounds: int, s
     compile_s = BINDING_S + math.ceil(builds / workers) * BUILD_S
     entries, arch = len(study_entries()), os.environ.get("TORCH_CUDA_ARCH_LIST", "")
     measure_s = entries * (trials * CHECK_S + rounds * ROUND_S) + sustained * SUSTAINED_S
-    line = text.render("study/plan.md.j2", gpu=gpu, builds=builds, workers=workers, compile_s=compile_s,
-                       entries=entries, trials=trials, rounds=rounds, sustained=sustained, readme=readme,
-                       minutes=(compile_s + measure_s) / 60,
-                       path=record.record_path(gpu or record.REFERENCE_GPU),
-                       arch="/".join(f"sm_{a.replace('.', '')}" for a in arch.replace(";", " ").split()))
-    return textwrap.fill(line, WIDTH, break_on_hyphens=False)
+    return fit(text.render("study/plan.md.j2", gpu=gpu, builds=builds, workers=workers, compile_s=compile_s,
+                           entries=entries, trials=trials, rounds=rounds, sustained=sustained, readme=readme,
+                           minutes=(compile_s + measure_s) / 60, path=record.record_path(gpu or record.REFERENCE_GPU),
+                           arch="/".join(f"sm_{a.replace('.', '')}" for a in arch.replace(";", " ").split())))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     build_all(jobs, workers=workers)
     for entry in SASS_SHOWN:
         report = inspect_variant(compile_variant(entry.variant, extra_cuda_cflags=list(entry.flags)))
-        print("\n" + text.render("study/sass.md.j2", entry=entry, summary=report.summary()))
+        print("\n" + fit(text.render("study/sass.md.j2", entry=entry, summary=report.summary())))
     if live:
         rec = measure(study_entries(), trials=args.trials, rounds=args.rounds, progress=True, sustained=sustained)
         path = record.save(rec)

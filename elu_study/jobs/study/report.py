@@ -107,8 +107,16 @@ def regime(rec: dict) -> dict:
 
 def summary(rec: dict, live: bool) -> str:
     """The main job's printed summary: the tables (``printed_tables``), the caption and the regime."""
-    return text.render("study/main.md.j2", live=live, **printed_tables(rec), caption=caption(rec), rec=rec,
-                       regime=regime(rec), moved_pct=100 * CLOCK_MOVED)
+    return fit(text.render("study/main.md.j2", live=live, **printed_tables(rec), caption=caption(rec), rec=rec,
+                           regime=regime(rec), moved_pct=100 * CLOCK_MOVED))
+
+
+def fit(printed: str, width: int = WIDTH) -> str:
+    """The command line's output within ``width`` columns: each line of prose wrapped (indented below itself), each
+    table line (``printed_tables`` fit them) as it is."""
+    return "\n".join(line if line.startswith("|") else textwrap.fill(
+        line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 2), break_on_hyphens=False)
+        for line in printed.splitlines())
 
 
 def checked_line(rec: dict) -> str:
