@@ -68,20 +68,3 @@ def test_header_edits_change_the_extension_name(tmp_path, monkeypatch):
         (common / f.name).write_text(f.read_text() + "\n// edited\n")
     monkeypatch.setattr(build, "COMMON_DIR", common)
     assert build.build_spec("2_float4").extension_name() != before
-
-
-def test_users_own_kernel_file(tmp_path):
-    """compile_variant builds a file outside kernels/ that follows the launch_elu contract."""
-    user = tmp_path / "my_elu.cu"
-    user.write_text(
-        '#include "common/elu.cuh"\n'
-        "__global__ void my_kernel(const float* x, float* y, int64_t n, float a) {\n"
-        "  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;\n"
-        "  if (i < n) y[i] = elu::Expm1f{}(x[i], a);\n}\n"
-        "void launch_elu(const float* x, float* y, int64_t n, float a, cudaStream_t s) {\n"
-        "  my_kernel<<<elu::grid_blocks(elu::ceil_div(n, 128)), 128, 0, s>>>(x, y, n, a);\n}\n"
-    )
-    module = compile_variant(user)
-    assert module.spec.label == "my_elu"
-    report = inspect_variant(module)
-    assert report.function == "_Z9my_kernelPKfPflf" and report.access_bits == {32}

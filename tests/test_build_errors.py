@@ -39,6 +39,13 @@ def test_flags_given_as_a_string_and_unknown_binding_flags_are_refused():
         build.compile_variant("2_float4", extra_cflags=["-O3"])
 
 
+@pytest.mark.parametrize("name", ["my_elu.cpp", "kernels/common/elu.cuh", "/tmp/mine.py"])
+def test_a_file_that_is_not_a_cu_file_is_named_as_such(name):
+    with pytest.raises(ValueError, match=rf"{name}: compile_variant builds a CUDA file ending in \.cu that defines "
+                                         rf"launch_elu \(examples/my_elu\.cu is a template\), not a \.\w+ file"):
+        build.compile_variant(name)
+
+
 def test_a_second_build_compiles_its_kernel_only(extensions):
     """The binding is built once; each build's load_inline gets no torch header and no host code of its own."""
     args = build.load_arguments(build.build_spec("2_float4"))

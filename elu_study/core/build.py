@@ -18,8 +18,9 @@ import multiprocessing
 import os
 import re
 import shutil
+import textwrap
 import types
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +82,9 @@ def resolve_variant(name_or_path: str | os.PathLike) -> Path:
         if not path.is_file():
             raise FileNotFoundError(f"no kernel file at {path}")
         return path.resolve()
+    if path.suffix:
+        raise ValueError(f"{name_or_path}: compile_variant builds a CUDA file ending in .cu that defines launch_elu "
+                         f"(examples/my_elu.cu is a template), not a {path.suffix} file")
     variants, key = known_variants(), str(name_or_path)
     for stem, file in variants.items():
         number, _, label = stem.partition("_")
@@ -156,9 +160,27 @@ def build_spec(name_or_path: str | os.PathLike, extra_cuda_cflags: list[str] | t
 
 def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[str] | tuple[str, ...] | None = None,
                     extra_cflags: list[str] | tuple[str, ...] | None = None, verbose: bool = False):
-    """Build a step from ``kernels/`` (or your own ``.cu`` file) and return its module, e.g.
-    ``compile_variant("1_naive").elu(x, alpha=0.5)``. ``extra_cflags`` go to binding.cpp (``-DELU_OP_NAMESPACE=``).
-    Cached on disk (``TORCH_EXTENSIONS_DIR``, by a hash of sources and flags) and in memory."""
+    """Build a step of ``kernels/`` (``"2_float4"``, ``"2"`` or ``"float4"``) or your own ``.cu`` file and return
+    its module, e.g. ``compile_variant("examples/my_elu.cu").elu(x, alpha=0.5)``. Compiling needs no GPU; without
+    one (and without ``TORCH_CUDA_ARCH_LIST``) the build targets sm_90 only.
+
+    Your file defines ``void launch_elu(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream);``
+    (``examples/my_elu.cu``, a template, states the contract in full). The binding calls it with n > 0 float32
+    values in one dense run, on x and y that may be misaligned views (``x[1:]``), y possibly x (in place), on the
+    current device and stream; it refuses other dtypes and devices, which the operator sends to ATen.
+    ``kernels/common/backward.cu`` (ELU's backward) is appended to every build.
+
+    ``extra_cuda_cflags``: nvcc flags as a list (``["-DMY_THREADS=128"]``, not a string), after the file's own
+    ``// elu-study: nvcc-flags = ...``; ``extra_cflags``: ``-DELU_OP_NAMESPACE=<ns>`` and ``-DELU_DELEGATE16=<ns>``
+    only. Cached on disk (``TORCH_EXTENSIONS_DIR``, by a hash of sources and flags) and in memory.
+
+    The module: ``elu(x, alpha=1.0, out=None)`` and ``elu_backward(grad_output, x, alpha=1.0, is_result=False,
+    out=None)``, the kernels alone; ``call_elu(x, alpha)`` and ``call_elu_(x, alpha)``, the dispatcher operator
+    ``torch.ops.<op_namespace>.elu`` / ``elu_`` (autograd; ATen for what the kernels do not take);
+    ``kernel_refusal(x, alpha)``, why the kernels would not take x; ``op_namespace``; ``spec``, what was built; with
+    a ``// elu-study: binding = launch-shape`` line, ``set_launch_shape`` and ``launch_shapes``.
+    ``elu_study.check_variant(module)`` checks it against F.elu and ``elu_study.time_variant(module)`` times it
+    against copy_, as the study does its steps (on a GPU)."""
     configure_toolchain()
     return _load(build_spec(name_or_path, extra_cuda_cflags, extra_cflags), verbose)
 
@@ -285,11 +307,21 @@ def build_in_subprocess(job: tuple) -> str:
     return str(_compile(build_spec(name, list(flags), list(cpp[0]) if cpp else None)))
 
 
+def default_workers(builds: int) -> int:
+    """``build_all``'s processes where none are asked for: one per core, at most one per build."""
+    return max(1, min(builds, os.cpu_count() or 2))
+
+
 def build_all(jobs: list[tuple], workers: int | None = None) -> None:
-    """Compile several (variant, extra flags) builds side by side, each in its own process, for the disk cache.
-    A process that has used CUDA already builds in spawned workers (a fork could not initialize CUDA again)."""
-    workers = workers or max(1, min(len(jobs), os.cpu_count() or 2))
+    """Compile several (variant, extra flags) builds side by side, each in its own process, for the disk cache;
+    the progress bar names each build as it is done. A process that has used CUDA already builds in spawned workers
+    (a fork could not initialize CUDA again)."""
     binding()  # once, before the builds that share it
     context = multiprocessing.get_context("spawn") if torch.cuda.is_initialized() else None
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        list(tqdm(pool.map(build_in_subprocess, jobs), total=len(jobs), desc="compiling", unit="variant"))
+    with ProcessPoolExecutor(max_workers=workers or default_workers(len(jobs)), mp_context=context) as pool, \
+            tqdm(total=len(jobs), desc="compiling", unit="build", mininterval=0) as bar:  # every build shown
+        futures = {pool.submit(build_in_subprocess, job): job for job in jobs}
+        for done in as_completed(futures):
+            done.result()
+            bar.set_postfix_str(textwrap.shorten(" ".join([futures[done][0], *futures[done][1]]), 50), refresh=False)
+            bar.update()

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.library import opcheck
 
+from elu_study.core.check import ulp_error
 from elu_study.pytorch.nn import ELU, swap_elu
 
 SPECIALS = (0.0, -0.0, 1e-30, -1e-30, 1e-45, -1e-45, -1e-7, -88.0, -104.0, -1e30, 3e38, -3e38, float("inf"),
@@ -31,14 +32,6 @@ def inputs(n: int, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit for bit, NaN where the other has NaN."""
     return bool(torch.equal(a.detach().nan_to_num(7), b.detach().nan_to_num(7)))
-
-
-def ulp_error(got: torch.Tensor, x: torch.Tensor, alpha: float) -> torch.Tensor:
-    """|got - ELU(x)| in float32 ulps of the exact ELU(x) (float64 expm1), for finite x; 0 where both agree."""
-    exact = torch.where(x > 0, x.double(), alpha * torch.expm1(x.double()))
-    _, e = torch.frexp(exact.float())
-    err = (got.double() - exact).abs() / torch.ldexp(torch.ones_like(exact), (e - 24).clamp(min=-149))
-    return torch.where(got.double() == exact, torch.zeros_like(err), err)
 
 
 def worst_ulp(fn, alpha: float) -> float:

@@ -3,19 +3,42 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 
 import torch
 
-from elu_study.core import record
-from elu_study.core.build import build_all, compile_variant
-from elu_study.core.entries import PEERS, STEPS, builds, study_entries, sustained_entries
+from elu_study.core import record, text
+from elu_study.core.build import build_all, compile_variant, configure_toolchain, default_workers
+from elu_study.core.entries import DTYPES16, ENTRIES, PEERS, STEPS, builds, study_entries, sustained_entries
 from elu_study.core.harness import measure
 from elu_study.core.sass import inspect_variant
+from elu_study.core.timing import Sustained
 from elu_study.jobs.study import backward
-from elu_study.jobs.study.report import own_roof_rows, summary, write_report
+from elu_study.jobs.study.report import fit, own_roof_rows, summary, write_report
 
 __all__ = ["main", "write_report"]
+
+# Each kernel file's SASS, shown by every run: the steps, and step 7's build (its float32 kernel).
+SASS_SHOWN = (*STEPS, ENTRIES[f"7_sixteen_bits {DTYPES16[0]}"])
+# Rough costs (s) for the opening line's estimate: nvcc on one core, once for the shared binding and per build;
+# per entry, a full-size check trial and a timing round (do_bench's 50 ms warm-up and 200 ms of runs, set-up); per
+# sustained row, the protocol's mean settling and its timed seconds.
+BINDING_S, BUILD_S, CHECK_S, ROUND_S = 40, 3, 1.0, 0.4
+SUSTAINED_S = (Sustained().settle_min_s + Sustained().settle_max_s) / 2 + Sustained().timed_s
+
+
+def plan(gpu: str | None, builds: int, workers: int, trials: int, rounds: int, sustained: int, readme: bool) -> str:
+    """The opening lines: whether a GPU was found (its name, or None), what will run, and roughly how long."""
+    configure_toolchain()
+    compile_s = BINDING_S + math.ceil(builds / workers) * BUILD_S
+    entries, arch = len(study_entries()), os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+    measure_s = entries * (trials * CHECK_S + rounds * ROUND_S) + sustained * SUSTAINED_S
+    return fit(text.render("study/plan.md.j2", gpu=gpu, builds=builds, workers=workers, compile_s=compile_s,
+                           entries=entries, trials=trials, rounds=rounds, sustained=sustained, readme=readme,
+                           minutes=(compile_s + measure_s) / 60, path=record.record_path(gpu or record.REFERENCE_GPU),
+                           arch="/".join(f"sm_{a.replace('.', '')}" for a in arch.replace(";", " ").split())))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
     parser.add_argument("--protocol", choices=("both", "short"), default="both",
                         help="short: interleaved rounds only; both: then the README's rows under sustained load too")
-    parser.add_argument("--jobs", type=int, default=None, help="parallel builds (default: cores/2)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help=f"parallel builds (default: one per core, {default_workers(os.cpu_count() or 2)} here)")
     parser.add_argument("--no-readme", action="store_true", help="keep the README block")
     parser.add_argument("--confirm-backward", type=int, metavar="N", help="backward only: N fresh processes")
     args = parser.parse_args(argv)
@@ -33,13 +57,17 @@ def main(argv: list[str] | None = None) -> int:
         rec = backward.confirm(args.confirm_backward)
         print(f"wrote {record.save(rec)}\n\n{backward.table(rec)}\n\n{backward.aim_line(rec)}")
         return 0
-    build_all(builds() if live else builds(STEPS), workers=args.jobs)
-    for entry in STEPS:
-        print(f"\n[{entry.name}] {entry.what}")
-        print(inspect_variant(compile_variant(entry.variant, extra_cuda_cflags=list(entry.flags))).summary())
+    jobs = builds() if live else builds(SASS_SHOWN)
+    workers = args.jobs or default_workers(len(jobs))
+    sustained = sustained_entries() if args.protocol == "both" else []
+    print(plan(record.this_gpu(), len(jobs), workers, args.trials, args.rounds, len(sustained), not args.no_readme),
+          flush=True)
+    build_all(jobs, workers=workers)
+    for entry in SASS_SHOWN:
+        report = inspect_variant(compile_variant(entry.variant, extra_cuda_cflags=list(entry.flags)))
+        print("\n" + fit(text.render("study/sass.md.j2", entry=entry, summary=report.summary())))
     if live:
-        rec = measure(study_entries(), trials=args.trials, rounds=args.rounds, progress=True,
-                      sustained=sustained_entries() if args.protocol == "both" else ())
+        rec = measure(study_entries(), trials=args.trials, rounds=args.rounds, progress=True, sustained=sustained)
         path = record.save(rec)
         written = write_report(rec["provenance"]["gpu"], readme=not args.no_readme)
         print(f"\nwrote {path} and " + ", ".join(str(p) for p in written))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +10,7 @@ import pandas as pd
 from elu_study.core import record, text
 from elu_study.core.check import ATOL
 from elu_study.core.entries import DTYPES16, ENTRIES, KINDS, NOT_MEASURED, PEERS, STEPS, grid_stride_blocks, group
-from elu_study.core.tables import markdown
+from elu_study.core.tables import FORMATS, markdown
 from elu_study.core.timing import POWER_CAP
 from elu_study.jobs.study import figures as plots
 
@@ -21,6 +22,9 @@ STEP5_ABLATIONS = ("2_float4", *(e.name for e in group("step5_one_change")), "5_
 README_BLOCK = "results-table"
 KINDS_SHOWN = ("step", "baseline", "peer")  # the README table's rows
 CLOCK_MOVED = 0.05  # a row's SM clock moved between rounds when its round medians differ by more than this share
+WIDTH = 120  # the command line's tables fit a terminal this wide
+SHORT = {"% of peak": "%peak", "p90/median": "p90/med", "correct": "ok", "max abs err vs fp64": "err fp64",
+         "x own roof": "x roof"}  # their headers
 
 
 def frame(rec: dict, kinds=KINDS_SHOWN, names=None) -> pd.DataFrame:
@@ -57,6 +61,20 @@ def roofs_frame(rec: dict) -> pd.DataFrame:
     return df.sort_values(["_order", "x own roof"], kind="stable").drop(columns="_order").set_index("entry")
 
 
+def printed_tables(rec: dict, width: int = WIDTH) -> dict[str, str]:
+    """The command line's tables (``python -m elu_study``), within ``width`` columns: the main one with short headers
+    and what each entry is listed below it (``legend``), the roofs' without the dtype their roof names."""
+    def printed(df: pd.DataFrame) -> str:
+        return markdown(df.rename(columns=SHORT), {SHORT.get(c, c): f for c, f in FORMATS.items()})
+
+    main = frame(rec, kinds=KINDS)
+    pad = max(map(len, main.index)) + 2
+    legend = (textwrap.fill(f"{name:<{pad}}{what}", width, subsequent_indent=" " * pad)
+              for name, what in main["what"].items())
+    return {"table": printed(main.drop(columns="what")), "legend": "\n".join(legend),
+            "roofs": printed(roofs_frame(rec).drop(columns="dtype")) if own_roof_rows(rec) else ""}
+
+
 def roof_panels(rec: dict) -> dict[str, list[str]]:
     """The roofs figure's panels: each dtype's forward (over its copy_) and backward (over its torch.add)."""
     panels: dict[str, list[str]] = {}
@@ -88,11 +106,17 @@ def regime(rec: dict) -> dict:
 
 
 def summary(rec: dict, live: bool) -> str:
-    """The main job's printed summary: the table, the rows against their own roofs, the caption and the regime."""
-    roofs = own_roof_rows(rec)
-    return text.render("study/main.md.j2", live=live, table=markdown(frame(rec, kinds=KINDS)),
-                       roofs=roofs and markdown(roofs_frame(rec)), caption=caption(rec), rec=rec,
-                       regime=regime(rec), moved_pct=100 * CLOCK_MOVED)
+    """The main job's printed summary: the tables (``printed_tables``), the caption and the regime."""
+    return fit(text.render("study/main.md.j2", live=live, **printed_tables(rec), caption=caption(rec), rec=rec,
+                           regime=regime(rec), moved_pct=100 * CLOCK_MOVED))
+
+
+def fit(printed: str, width: int = WIDTH) -> str:
+    """The command line's output within ``width`` columns: each line of prose wrapped (indented below itself), each
+    table line (``printed_tables`` fit them) as it is."""
+    return "\n".join(line if line.startswith("|") else textwrap.fill(
+        line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 2), break_on_hyphens=False)
+        for line in printed.splitlines())
 
 
 def checked_line(rec: dict) -> str:

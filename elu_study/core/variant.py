@@ -1,0 +1,175 @@
+"""Your own build, checked and timed as the study checks and times its steps (both need a CUDA GPU).
+
+``check_variant``: ``core.check.check_elu`` (fresh inputs, NaN-poisoned outputs, F.elu within the study's
+tolerance) at the study's full size and on odd lengths, each into ``out=``, in place, misaligned and strided, at
+every alpha the issue requires, with the worst error in ulp of the exact ELU. ``time_variant``:
+``core.timing.time_interleaved`` (interleaved rounds of CUDA-event-timed runs after a warm-up) of the build against
+copy_ on the study's input, as one line. Both take a module from ``compile_variant`` or the path of a .cu file.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import statistics
+from dataclasses import dataclass, field
+
+import torch
+
+from elu_study.core import text
+from elu_study.core.build import compile_variant, resolve_variant
+from elu_study.core.check import ATOL, CheckResult, EluFn, check_elu, max_ulp
+from elu_study.core.entries import ALPHA, ENTRIES
+from elu_study.core.exhaustive import REQUIRED_ALPHAS
+from elu_study.core.hardware import SHAPE, tbps
+from elu_study.core.harness import input_tensor, timed_call
+from elu_study.core.timing import noise_ms, time_interleaved
+
+LENGTHS = (1, 3, 4, 5, 4097, 2**20 + 3)  # odd lengths: a float4 kernel's tails, grids of one and of partial blocks
+OFFSETS = (1, 2, 3)  # elements past a 16-byte boundary: every misalignment a float32 view can have
+SHOWN_FAILURES = 10
+
+
+@dataclass
+class Verdict:
+    """What ``check_variant`` found: the checks run, those that failed and why, the worst error in ulp and where."""
+
+    name: str
+    checks: int = 0
+    failed: list[str] = field(default_factory=list)
+    worst_ulp: float = 0.0
+    worst_at: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.checks > 0 and not self.failed
+
+    def add(self, case: str, result: CheckResult, ulp: float) -> None:
+        self.checks += 1
+        if not result.passed:
+            self.failed.append(f"{case}: " + (f"outputs left unwritten: {result.unwritten}" if result.unwritten else
+                                              f"max abs err {result.max_abs_err_vs_torch:.1e} from F.elu"))
+        if ulp > self.worst_ulp or not self.worst_at:
+            self.worst_ulp, self.worst_at = ulp, case
+
+    def __str__(self) -> str:
+        return text.render("variant/check.md.j2", v=self, atol=ATOL, shown=SHOWN_FAILURES)
+
+
+def layouts(module) -> dict[str, EluFn]:
+    """How the check calls the build, each as check_elu's ``fn(x, alpha, out) -> out``: into out, in place, on x and
+    out misaligned by each of OFFSETS (in place too), and on a strided x (every other element of a wider buffer)."""
+    elu = module.elu
+
+    def shifted(t: torch.Tensor, k: int) -> torch.Tensor:  # t's values k elements into a buffer of their own
+        return torch.empty(t.numel() + k, device=t.device, dtype=t.dtype)[k:].view(t.shape).copy_(t)
+
+    def misaligned(k: int) -> EluFn:
+        return lambda x, alpha, out: out.copy_(elu(shifted(x, k), alpha, out=shifted(out, k)))
+
+    def misaligned_in_place(x, alpha, out):
+        v = shifted(x, 1)
+        return out.copy_(elu(v, alpha, out=v))
+
+    return {"out=": lambda x, alpha, out: elu(x, alpha, out=out),
+            "in place": lambda x, alpha, out: elu(out.copy_(x), alpha, out=out),
+            **{f"misaligned by {4 * k} bytes": misaligned(k) for k in OFFSETS},
+            "in place, misaligned by 4 bytes": misaligned_in_place,
+            "strided": lambda x, alpha, out: elu(torch.stack([x, x], -1)[..., 0], alpha, out=out)}
+
+
+def check_variant(mod_or_path, *, alphas=REQUIRED_ALPHAS, shape=SHAPE, lengths=LENGTHS, trials: int = 3,
+                  show: bool = True) -> Verdict:
+    """Check a build against F.elu as the study checks its steps, and print the verdict (``show``): at each of
+    ``alphas`` (default: the issue's required ones), ``trials`` fresh inputs of the study's ``shape`` (4096 x 393216:
+    about 26 GB of GPU memory; pass a smaller one where that does not fit), then one of each of ``lengths`` in each of
+    ``layouts``; every output NaN-poisoned first, each result within core.check's ATOL/RTOL of F.elu and fully
+    written. The verdict also holds the worst error in ulp of the exact ELU (float64), and where it was."""
+    alphas, (trials,), shape, lengths = _alphas(alphas), _positive("trials", trials), _positive("shape", shape), \
+        _positive("lengths", lengths)
+    module = _build(mod_or_path, "check_variant")
+    fns, verdict = layouts(module), Verdict(_name(module))
+    cases = [(f"shape {shape}, out=", shape, "out=", trials)]
+    cases += [(f"n={n}, {layout}", (n,), layout, 1) for n in lengths for layout in fns]
+    for alpha in alphas:
+        for what, size, layout, n_trials in cases:
+            ulps: list[float] = []
+            case = f"alpha={alpha:g}, {what}"
+            try:
+                result = check_elu(_noting_ulps(fns[layout], ulps), shape=size, alpha=alpha, trials=n_trials)
+            except RuntimeError as err:  # a launch that failed: which call made it
+                raise RuntimeError(f"{verdict.name}, {case}: {err}") from err
+            verdict.add(case, result, max(ulps, default=math.inf))
+    if show:
+        print(verdict)
+    return verdict
+
+
+def _noting_ulps(fn: EluFn, ulps: list[float]) -> EluFn:
+    def run(x, alpha, out):
+        y = fn(x, alpha, out)
+        ulps.append(max_ulp(y, x, alpha))
+        return y
+
+    return run
+
+
+def time_variant(mod_or_path, *, shape=SHAPE, alpha: float = ALPHA, rounds: int = 5, show: bool = True) -> dict:
+    """Time a build's ``elu(x, alpha, out=y)`` against ``y.copy_(x)`` as the study times its steps: on the study's
+    input (randn x 4 of ``shape``, 6.4 GB each way by default), in ``rounds`` interleaved rounds of CUDA-event-timed
+    runs after a warm-up (core.timing.time_interleaved), and print ``timing_line`` (``show``). Returns the timings,
+    ``{"copy_": ..., name: ...}``, as time_interleaved gives them."""
+    (alpha,), (rounds,), shape = _alphas([alpha]), _positive("rounds", rounds), _positive("shape", shape)
+    module = _build(mod_or_path, "time_variant")
+    name, x = _name(module), input_tensor(shape)
+    y = torch.empty_like(x)
+    timings = time_interleaved({"copy_": timed_call(ENTRIES["copy_"], x, y),
+                                name: lambda: module.elu(x, alpha, out=y)}, rounds=rounds)
+    if show:
+        print(timing_line(name, timings, x.numel()))
+    return timings
+
+
+def timing_line(name: str, timings: dict, numel: int) -> str:
+    """One line from ``time_variant``'s timings: the build's median, its ratio to copy_'s, its bandwidth (float32,
+    read once and written once), the spread of its round medians and the SM clock while it ran (where NVML read it)."""
+    t, copy = timings[name], timings["copy_"]
+    clocks = [s["sm_clock_mhz"] for s in t.get("nvml", []) if s.get("samples")]
+    clock = clocks and {"median": statistics.median(c["median"] for c in clocks),
+                        "min": min(c["min"] for c in clocks), "max": max(c["max"] for c in clocks)}
+    return text.render("variant/time.md.j2", build=name, t=t, copy=copy, x_copy=t["median_ms"] / copy["median_ms"],
+                       tbps=tbps(numel, t["median_ms"]), spread=100 * noise_ms(t) / t["median_ms"], clock=clock)
+
+
+def _alphas(alphas) -> list[float]:
+    alphas = [alphas] if isinstance(alphas, numbers.Real) else list(alphas)
+    if not alphas or any(isinstance(a, bool) or not isinstance(a, numbers.Real) or not math.isfinite(a) for a in alphas):
+        raise ValueError(f"alpha must be a finite real number (alphas: a list of them), got {alphas!r}")
+    return [float(a) for a in alphas]
+
+
+def _positive(what: str, values) -> tuple[int, ...]:
+    values = (values,) if isinstance(values, int) else tuple(values)
+    if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+        raise ValueError(f"{what} must be positive integers, got {values!r}")
+    return values
+
+
+def _build(mod_or_path, helper: str):
+    """A module as it is, or the path of a kernel file (said wrong before anything runs) compiled, once the GPU that
+    running it needs is there."""
+    if not callable(getattr(mod_or_path, "elu", None)):
+        if not isinstance(mod_or_path, (str, os.PathLike)):
+            raise TypeError(f"{helper} takes a module from compile_variant or the path of a .cu file, "
+                            f"got {type(mod_or_path).__name__}")
+        resolve_variant(mod_or_path)
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"{helper} runs the build's kernel, so it needs a CUDA GPU, and torch sees none here "
+                           "(compile_variant needs none: it compiles without one)")
+    return mod_or_path if callable(getattr(mod_or_path, "elu", None)) else compile_variant(mod_or_path)
+
+
+def _name(module) -> str:
+    spec = getattr(module, "spec", None)
+    return spec.label if spec is not None else getattr(module, "__name__", "build")

@@ -1,0 +1,97 @@
+"""``python -m elu_study`` on the command line: its opening line, its progress bar, its tables' width, its --jobs
+default and the SASS of every kernel file."""
+
+import math
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from elu_study.core import build, record
+from elu_study.core.entries import KINDS, builds
+from elu_study.core.sass import KernelReport
+from elu_study.jobs import study
+from elu_study.jobs.study.report import WIDTH, frame, printed_tables
+
+
+def test_the_opening_line_says_whether_a_gpu_was_found_what_runs_and_how_long(monkeypatch):
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # configure_toolchain's sm_90
+    compile_s = study.BINDING_S + math.ceil(8 / 3) * study.BUILD_S
+    line = re.sub(r"\s+", " ", study.plan(None, 8, 3, 3, 5, 0, True))
+    assert line.startswith("No CUDA GPU found") and "nothing will be checked or timed" in line
+    assert f"the 8 builds of the steps for sm_90 in 3 processes (about {compile_s} s" in line
+    assert str(record.record_path()) in line
+    line = re.sub(r"\s+", " ", study.plan("NVIDIA H200", 95, 16, 3, 5, 26, True))
+    entries = len(study.study_entries())
+    minutes = (study.BINDING_S + 6 * study.BUILD_S + entries * (3 * study.CHECK_S + 5 * study.ROUND_S)
+               + 26 * study.SUSTAINED_S) / 60
+    assert line.startswith("GPU: NVIDIA H200. Compiling 95 builds in 16 processes")
+    assert (f"checking and timing {entries} entries (3 full-size check trials and 5 interleaved timing rounds each, "
+            "then 26 of them under sustained load)") in line
+    assert f"about {minutes:.0f} min in all" in line and "README's results block" in line
+    assert "sustained" not in study.plan("NVIDIA H200", 95, 16, 3, 5, 0, True)
+    assert "README" not in study.plan("NVIDIA H200", 95, 16, 3, 5, 0, False)
+
+
+def test_jobs_default_in_help_is_what_build_all_takes(monkeypatch, capsys):
+    monkeypatch.setattr(build.os, "cpu_count", lambda: 6)
+    with pytest.raises(SystemExit):
+        study.main(["--help"])
+    assert "(default: one per core, 6 here)" in re.sub(r"\s+", " ", capsys.readouterr().out)
+    assert build.default_workers(10) == 6 and build.default_workers(3) == 3  # one per build at most
+
+
+def test_the_progress_bar_names_each_build(monkeypatch, capsys):
+    jobs = [("1_naive", ()), ("3_grid_stride", ("-DELU_GRID_WAVES=2",)), ("6_beyond_copy", ("-DELU6_THREADS=128",) * 12)]
+    workers = []
+
+    def pool(max_workers, mp_context):
+        workers.append(max_workers)
+        return ThreadPoolExecutor(max_workers)
+
+    monkeypatch.setattr(build, "binding", lambda: None)
+    monkeypatch.setattr(build, "ProcessPoolExecutor", pool)
+    monkeypatch.setattr(build, "build_in_subprocess", lambda job: "built")
+    build.build_all(jobs)
+    bar = capsys.readouterr().err
+    assert "3/3" in bar and workers == [build.default_workers(3)]
+    assert "1_naive" in bar and "3_grid_stride -DELU_GRID_WAVES=2" in bar and "6_beyond_copy -DELU6_THREADS=128" in bar
+    assert max(len(part) for part in bar.split("\r")) <= WIDTH  # a long build's name is shortened
+
+
+def test_the_printed_tables_fit_and_hold_the_record_s_numbers():
+    rec = record.load()
+    tables = printed_tables(rec)
+    assert max(len(line) for text in tables.values() for line in text.splitlines()) <= WIDTH
+    rows = [line.split("|")[1:-1] for line in tables["table"].splitlines()[2:]]
+    shown = {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows}
+    assert list(shown) == list(frame(rec, kinds=KINDS).index)
+    for r in rec["rows"]:
+        if r["kind"] in KINDS:
+            assert shown[r["name"]][:4] == [f"{r['timing']['median_ms']:.3f}", f"{r['tbps']:.2f}",
+                                            f"{r['pct_of_peak']:.1f}", f"{r['x_copy']:.3f}"]
+            assert re.search(rf"^{re.escape(r['name'])} +{re.escape(r['what'][:20])}", tables["legend"], re.MULTILINE)
+    roofs = tables["roofs"].splitlines()
+    assert len(roofs) == 2 + len(study.own_roof_rows(rec)) and "x roof" in roofs[0]
+
+
+def test_without_a_gpu_it_opens_with_its_plan_and_shows_every_kernel_file_s_sass(monkeypatch, capsys):
+    """The whole run without a GPU, compiling and disassembling left out: the SASS shown is the record's."""
+    rec = record.load()
+    sass = {r["name"]: r["sass"] for r in rec["rows"] if r.get("sass")}
+    built = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(study, "build_all", lambda jobs, workers: built.append((jobs, workers)))
+    monkeypatch.setattr(study, "compile_variant", lambda variant, extra_cuda_cflags: (variant, tuple(extra_cuda_cflags)))
+    by_build = {(e.variant, e.flags): e.name for e in study.SASS_SHOWN}
+    monkeypatch.setattr(study, "inspect_variant", lambda b: KernelReport.from_dict(sass[by_build[b]]))
+    assert study.main(["--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("No CUDA GPU found") and built == [(builds(study.SASS_SHOWN), 2)]
+    assert {v for v, _ in built[0][0]} == set(build.known_variants())  # every kernel file, step 7's included
+    for entry in study.SASS_SHOWN:
+        assert f"[{entry.variant if entry.mode else entry.name}] " in out
+    assert sass["7_sixteen_bits bfloat16"]["function"] in out
+    assert max(map(len, out.splitlines())) <= WIDTH  # tables, prose and SASS alike
