@@ -16,7 +16,7 @@ import pytest
 
 from elu_study.core import text
 from elu_study.core.paths import KERNELS_DIR
-from elu_study.core.record import check_schema, load
+from elu_study.core.record import load
 from elu_study.jobs.model import analysis, end_to_end, host
 from elu_study.pytorch import ops
 
