@@ -165,17 +165,18 @@ def test_every_time_prediction_is_graded_on_its_own_range(rec):
     assert held > 0
 
 
-def test_the_round_1_count_is_the_held_rows(rec):
-    from elu_study.jobs.sixteen.predictions import PREDICTIONS_POLY
+def test_the_graded_table_is_the_one_prediction_following_the_record(rec):
+    from elu_study.jobs.sixteen.predictions import PREDICTION
 
-    grades = analysis.grades(rec, PREDICTIONS_POLY)
-    held = sum(g["verdict"] == "HELD" for g in grades)
-    assert f"Round 1 against this record: {held} of {len(PREDICTIONS_POLY)} held." in analysis.show("graded", rec)
-    broken = copy.deepcopy(rec)  # Lean's side condition broken: its argument now fails
-    broken["delta"]["Lean"]["float16"]["tiny_differ"] = 1
-    grades = analysis.grades(broken, PREDICTIONS_POLY)
-    assert next(g for g in grades if g["name"] == "Lean" and g["metric"] == "argument")["verdict"] == "MISSED"
-    assert f"{sum(g['verdict'] == 'HELD' for g in grades)} of" in analysis.show("graded", broken)
+    def verdicts(r):
+        return [line.split(" | ")[-1].rstrip(" |") for line in str(analysis.show("graded", r)).splitlines()
+                if line.startswith("| 7_sixteen_bits") and " to " in line]
+
+    assert verdicts(rec) == [g["verdict"] for g in analysis.grades(rec, PREDICTION)] and len(PREDICTION) == 6
+    broken = copy.deepcopy(rec)  # one mismatch on float16: its row misses, the others stay
+    broken["exhaustive"]["7_sixteen_bits float16"]["mismatches"] = 1
+    before, after = verdicts(rec), verdicts(broken)
+    assert [i for i, (x, y) in enumerate(zip(before, after)) if x != y] == [5] and after[5] == "MISSED"
 
 
 def test_the_budget_is_issue_slots_in_copys_time_per_element(rec):

@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from elu_study.core.entries import ENTRIES
 from elu_study.core.text import fmt
 from elu_study.jobs.accuracy.definitions import DENORMAL_OUTPUT
 
@@ -148,12 +147,6 @@ def bounds_table(record: dict, alpha: str) -> pd.DataFrame:
 
 
 # -- numbers for the text ----------------------------------------------------------------------
-def not_in_record(record: dict) -> list[str]:
-    """The study's steps and peers (float32 builds) that the record neither holds nor checks bit for bit."""
-    covered = {f["name"] for f in record["formulas"]} | {n for run in record["runs"].values() for n in run["same_as"]}
-    return [e.name for e in ENTRIES.values() if e.kind in ("step", "peer") and not e.mode and e.name not in covered]
-
-
 def same_as(record: dict) -> dict[str, dict]:
     """{copied build: {"same": builds bit-identical at every alpha, "differ": {build: {alpha: n differ}}}}."""
     groups: dict = {}

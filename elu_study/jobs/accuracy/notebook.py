@@ -61,7 +61,7 @@ def _max_or_none(r: dict, alpha: str, name: str) -> float | None:
 CELLS = {
     "intro": lambda r, measured_here: {
         "r": r, "measured_here": measured_here, "here": this_gpu(),
-        "file": record_path(r["provenance"]["gpu"], "accuracy").name, "missing": a.code(a.not_in_record(r)),
+        "file": record_path(r["provenance"]["gpu"], "accuracy").name,
         "same": {to: [*g["same"], *a.code(g["differ"])] for to, g in a.same_as(r).items()}},
     "predictions": lambda r: {"m": {k: {"v": (v := fn(r)), "shown": None if v is None else shown(v)}
                                     for k, (fn, shown) in MEASURES.items()}},

@@ -63,8 +63,9 @@ def kernels(path: Path, names=("elu_one_shot_kernel", "elu_grid_stride_kernel"))
                 code="\n\n".join("\n".join(lines[a - 1:b]) for a, b in spans))
 
 
-def graded(record: dict) -> Text:
-    """Predictions 1-4 and the Little's-law estimate against the record. A prediction is stated for every cell of
+def graded(record: dict, numbers=(1,)) -> Text:
+    """Predictions ``numbers`` (notebook 10's is 1; 2-4 were written with it) and the Little's-law estimate against
+    the record. A prediction is stated for every cell of
     its group: it HOLDS only if every cell is inside its range (1 also: no other cell within 1 % of copy_)."""
     x = lambda n: an.cell(record, n)["x_copy"]
     farthest = lambda d, lo, hi: sorted(d.items(), key=lambda kv: -max(lo - kv[1], kv[1] - hi))
@@ -74,7 +75,7 @@ def graded(record: dict) -> Text:
               3: {c.name: x(c.name + "+hints") - x(c.name) for c in plain},
               4: {c.name: x(c.name) for c in plan() if c.grid_stride}}
     rows = []
-    for number, values in groups.items():
+    for number, values in ((n, groups[n]) for n in numbers):
         lo, hi = PREDICTIONS[number]
         extra = {c["name"]: c["x_copy"] for c in record["cells"]
                  if number == 1 and c["x_copy"] <= hi and c["name"] not in values}
@@ -129,7 +130,7 @@ def knee(record: dict, study: dict | None = None) -> Text:
     return show("launch/knee.md.j2", knee=an.gridstride_knee(record), loads=loads)
 
 
-def slow_cell(record: dict, achieved: dict, others: dict) -> Text:
+def slow_cell(record: dict, achieved: dict) -> Text:
     """The slowest no-hints one-shot cell: theoretical and achieved occupancy, a labelled hypothesis (the block
     launch rate), and its block size with more vectors, ranked among the no-hints one-shot cells."""
     one = sorted((c for c in record["cells"] if not c["grid_stride"] and not c["hints"]), key=lambda c: -c["x_copy"])
@@ -138,7 +139,7 @@ def slow_cell(record: dict, achieved: dict, others: dict) -> Text:
     pct, entry = achieved.get(slow["name"], (None, None))
     flat = [lv["threads_per_sm"] for lv in an.gridstride_knee(record)["levels"] if lv["flat"]]
     return show("launch/slow_cell.md.j2", slow=slow, n=len(one), pct=pct, entry=entry,
-                own=(an.row_of(others.get("beyond"), entry) or {}).get("x_copy"), knee_threads=(flat or [0])[0],
+                knee_threads=(flat or [0])[0],
                 blocks=blocks[slow["name"]], most=max(v for k, v in blocks.items() if k != slow["name"]),
                 fewer=[(c["name"], c["x_copy"], one.index(c) + 1) for c in reversed(one)
                        if c["threads"] == slow["threads"] and c is not slow])

@@ -24,13 +24,6 @@ def timer(record: dict) -> str:
     return "cuda_events" if all(r.get("timer") == "cuda_events" for r in record["end_to_end"]) else "wall_clock"
 
 
-def runs_of_steps(record: dict) -> bool:
-    """Whether the record's whole steps were timed in runs of several steps, with each step's device time beside
-    them (round 3 of notebook 11's predictions): ``steps_per_run`` above 1 somewhere and ``device_ms`` everywhere."""
-    rows = record["end_to_end"]
-    return any(r["steps_per_run"] > 1 for r in rows) and all("device_ms" in r for r in rows)
-
-
 def checks(record: dict) -> pd.DataFrame:
     return pd.DataFrame([{"check": k, "passed": v["passed"]} for k, v in record["checks"].items()])
 
@@ -119,7 +112,7 @@ def bars(record: dict) -> dict[str, tuple[int, int]]:
 
 
 def predictions(record: dict) -> dict:
-    """What notebook 11's predictions name, measured (their words and ranges: templates/model/graded.md.j2)."""
+    """What notebook 11's predictions name, measured (their words and ranges: PREDICTIONS)."""
     acc, h, e = accuracy(record), host(record), end_to_end(record)
     r = host_ratios(record).set_index([*GROUP, "route"])["ratio"].unstack("route")
     no_grad = h[~h["requires_grad"]]
@@ -137,18 +130,17 @@ def predictions(record: dict) -> dict:
             "f32": f32["ratio"].tolist(), "compiled": compiled["ratio"].tolist(),
             "small": eager[eager["model"].str.startswith("MLP 4x256")]["ratio"].tolist(),
             # round 2, the paired steps (notebook 11's second block of predictions)
-            "timer": timer(record),
             "resnet_noise": eager[eager["model"].str.contains("ResNet")]["noise"].tolist(),
             "explained": (matters["ratio"] - (1 - matters["ELU saving"])).tolist(),
             "beyond_doubt": int(matters["faster beyond doubt"].sum()),
             # round 3, runs of several steps (notebook 11's third block of predictions)
-            "runs_of_steps": runs_of_steps(record), "matters": len(matters),
+            "matters": len(matters),
             "resnet_train": eager[eager["model"].str.contains("ResNet") & (eager["mode"] == "train")]["ratio"].tolist(),
             "small_device_share": device_share(record, "MLP 4x256") + device_share(record, "MLP 4x2048"),
             # round 4, ResNet-18 at the batch it trains at (notebook 11's fourth block of predictions)
-            "cnn_batch": cnn_batch(record), "resnet_device_share": device_share(record, "timm ResNet-18"),
-            "resnet_train_by_dtype": {d: eager[eager["model"].str.contains("ResNet") & (eager["mode"] == "train")
-                                                & (eager["dtype"] == d)]["ratio"].tolist() for d in eager["dtype"].unique()},
+            "resnet_device_share": device_share(record, "timm ResNet-18"),
+            **{f"resnet_train_{d}": eager[eager["model"].str.contains("ResNet") & (eager["mode"] == "train")
+                                          & (eager["dtype"] == d)]["ratio"].tolist() for d in eager["dtype"].unique()},
             "faster": int(matters["faster"].sum())}
 
 
@@ -166,9 +158,68 @@ def device_share(record: dict, model: str) -> list[float]:
             if r["model"].startswith(model) and not r["compiled"] and "device_ms" in r]
 
 
+# Notebook 11's predictions, each written before a run, as (number, what, value, lo, hi): value and a str bound
+# name a key of predictions(), a list reduced by the function after the colon. 17 to 23 (ResNet-18 at batch 256)
+# are the notebook's prediction, graded there; the earlier ones are kept as written.
+PREDICTIONS = (
+    (1, "float32 default, worst ulp at alpha = 1", "ulp_default", 1, 2),
+    (1, "F.elu, worst ulp at alpha = 1", "ulp_f_elu", 0.5, 1.5), (1, "checks failed", "checks_failed", 0, 0),
+    (2, "ELU / nn.ELU host time, lowest group", "host:min", 0.75, 1),
+    (2, "ELU / nn.ELU host time, highest group", "host:max", 0.75, 1),
+    (3, "no-grad groups where the binding is not the cheapest", "binding_not_cheapest", 0, 0),
+    (4, "torch.ops / ELU host time, lowest group", "ops:min", 1.2, 2.5),
+    (4, "torch.ops / ELU host time, highest group", "ops:max", 1.2, 2.5),
+    (5, "eager bf16 steps with ELU >= 5 % where the drop-in is not faster beyond the tie", "bf16_not_faster", 0, 0),
+    (6, "eager float32 steps slower beyond the tie", "f32_slower", 0, 0),
+    (6, "eager float32 drop-in / nn.ELU, lowest", "f32:min", 0.97, 1.01),
+    (6, "eager float32 drop-in / nn.ELU, highest", "f32:max", 0.97, 1.01),
+    (7, "compiled drop-in / nn.ELU, lowest", "compiled:min", 0.98, 1.02),
+    (7, "compiled drop-in / nn.ELU, highest", "compiled:max", 0.98, 1.02),
+    (8, "small MLP eager drop-in / nn.ELU, highest", "small:max", 0.9, 1),
+    (9, "eager ResNet-18 noise (half the p10-p90 of paired ratios), highest", "resnet_noise:max", 0, 0.03),
+    (10, "compiled drop-in / nn.ELU, lowest", "compiled:min", 0.99, 1.01),
+    (10, "compiled drop-in / nn.ELU, highest", "compiled:max", 0.99, 1.01),
+    (11, "ratio - (1 - ELU saving) where ELU >= 5 %, lowest", "explained:min", -0.005, 0.005),
+    (11, "ratio - (1 - ELU saving) where ELU >= 5 %, highest", "explained:max", -0.005, 0.005),
+    (12, "steps with ELU >= 5 % faster beyond doubt", "beyond_doubt", 3, "matters"),
+    (13, "ELU / nn.ELU host time, lowest group", "host:min", 0.8, 0.95),
+    (13, "ELU / nn.ELU host time, highest group", "host:max", 0.8, 0.95),
+    (14, "eager ResNet-18 training drop-in / nn.ELU, lowest", "resnet_train:min", 0.97, 1.01),
+    (14, "eager ResNet-18 training drop-in / nn.ELU, highest", "resnet_train:max", 0.97, 1.01),
+    (15, "eager MLP 4x256 and 4x2048 steps, device time / step time, highest", "small_device_share:max", 0, 0.5),
+    (16, "steps with ELU >= 5 % faster beyond doubt", "beyond_doubt", "matters", "matters"),
+    (17, "eager ResNet-18 steps, device time / step time, lowest", "resnet_device_share:min", 0.85, 1.1),
+    (18, "eager ResNet-18 float32 training drop-in / nn.ELU", "resnet_train_float32:min", 0.99, 0.999),
+    (19, "eager ResNet-18 bfloat16 training drop-in / nn.ELU", "resnet_train_bfloat16 autocast:min", 0.975, 0.995),
+    (20, "eager ResNet-18 noise (half the p10-p90 of paired ratios), highest", "resnet_noise:max", 0, 0.02),
+    (21, "eager steps with ELU >= 5 %", "matters", 4, 4),
+    (22, "of them, faster (median paired ratio under 1)", "faster", "matters", "matters"),
+    (23, "of them, faster beyond doubt", "beyond_doubt", "matters", "matters"),
+)
+PREDICTION = tuple(p for p in PREDICTIONS if p[0] >= 17)
+
+
+def grades(record: dict, rows=PREDICTION) -> list[dict]:
+    """Each prediction's measured value (None where the record lacks it) and verdict: HELD inside its range."""
+    m, out = predictions(record), []
+
+    def value(key):
+        if not isinstance(key, str):
+            return key
+        key, _, how = key.partition(":")
+        v = m.get(key)
+        return ({"min": min, "max": max}[how](v) if v else None) if how else v
+
+    for n, what, key, lo, hi in rows:
+        v, lo, hi = value(key), value(lo), value(hi)
+        out.append({"n": n, "what": what, "value": v, "lo": lo, "hi": hi, "verdict": "NOT MEASURED" if v is None
+                    else "HELD" if lo <= v <= hi else "MISSED (lower)" if v < lo else "MISSED (higher)"})
+    return out
+
+
 def graded(record: dict) -> text.Text:
-    """The predictions graded on the record, then the bars: notebook 11's last table."""
-    return text.show("model/graded.md.j2", m=predictions(record), bars=bars(record))
+    """Notebook 11's prediction graded on the record (if it ran ResNet-18 at the batch predicted), then the bars."""
+    return text.show("model/graded.md.j2", rows=grades(record), batch=cnn_batch(record), bars=bars(record))
 
 
 ROUTE_STYLE = {"nn.ELU": ("tab:gray", "o"), "F.elu": ("tab:brown", "s"), "binding": ("tab:green", "^"),

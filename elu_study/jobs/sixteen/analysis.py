@@ -13,9 +13,7 @@ from elu_study.core.entries import is_backward, roof_of
 from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
 from elu_study.core.record import load, row
-from elu_study.jobs.sixteen.predictions import (GOALS, PREDICTIONS, PREDICTIONS_POLY, PREDICTIONS_ROUND3,
-                                                PREDICTIONS_ROUND4, PREDICTIONS_ROUND5, PREDICTIONS_TABLE,
-                                                Prediction)
+from elu_study.jobs.sixteen.predictions import GOALS, PREDICTION, PREDICTIONS, Prediction
 
 DTYPES = ("bfloat16", "float16")
 ROUNDING = 3 * 2.0 ** -24  # the roundings of r, r (1 - eps) and r (1 + eps): what eps must cover beyond delta
@@ -116,8 +114,8 @@ def main_record(gpu: str) -> dict | None:
 
 def numbers(record: dict) -> dict:
     """Everything the sixteen templates print, from the record."""
-    checks, has, first = checks_of(record), {r["name"] for r in record["rows"]}, grades(record, PREDICTIONS_POLY)
-    # The rounds are graded on this record (it holds every one-change row); the goals, about the defaults, on the
+    checks, has = checks_of(record), {r["name"] for r in record["rows"]}
+    # The prediction is graded on this record; the goals, about the defaults, on the
     # main record where it is newer (its step 7 rows are the current defaults), else on this one.
     study = main_record(record["provenance"]["gpu"])
     main = study if study and study["provenance"]["date_utc"] > record["provenance"]["date_utc"] else record
@@ -133,11 +131,7 @@ def numbers(record: dict) -> dict:
             "dram": {n: counter(record, n, "dram_pct_of_peak") for n in has},
             "bound": {n: issue_bound(issue_pct(record, n)) for n in has}, "formula_of": record.get("formula_of", {}),
             "dtypes": DTYPES, "default": DEFAULT,
-            "round5": grades(record, PREDICTIONS_ROUND5), "round4": grades(record, PREDICTIONS_ROUND4),
-            "round3": grades(record, PREDICTIONS_ROUND3),
-            "round2": grades(record, PREDICTIONS_TABLE), "round1": first,
-            "main_commit": main["provenance"]["commit"], "commit": record["provenance"]["commit"],
-            "missed": [g for g in first if g["verdict"] != "HELD"],
+            "prediction": grades(record, PREDICTION), "main_commit": main["provenance"]["commit"],
             "goals": [{"p": p, "value": measured(main, p)} for p in GOALS]}
 
 

@@ -33,7 +33,26 @@ def measured(record: dict, quantity: str, entry: str | None = None) -> float | N
             "first_call_tile": lambda: first_call_tile(record, entry)}[quantity]()
 
 
-def grade(record: dict, predictions, written: str) -> text.Text:
+# Notebook 09's predictions, (number, quantity, entry or None, (low, high)): 1 and 2, written before the sweep's first
+# H200 run, are the notebook's prediction, graded there; 3 and 4 were written with them, 5 at commit dd6e3b1, before
+# the first run with first-call processes.
+PREDICTIONS = (
+    (1, "launch_bound_max_n", None, (2**20, 2**23)),
+    (2, "l2_warm_end_n", None, (2**23, 2**25)),
+    *((3, "host_ratio", entry, bounds) for entry, bounds in [
+        ("2_float4", (0.7, 2.0)), ("cub_transform", (0.7, 2.0)), ("triton", (1.5, 8.0)),
+        ("torch.compile(F.elu)", (1.5, 10.0))]),
+    *((4, "x_copy_top", entry, bounds) for entry, bounds in [
+        ("F.elu", (0.98, 1.03)), ("2_float4", (0.98, 1.03)), ("triton", (0.98, 1.05)), ("cub_transform", (1.0, 1.2))]),
+    *((5, "first_call_tile", first, bounds) for first, bounds in [(256, (256, 256)), (1024, (1024, 1024)),
+                                                                  ("main", (1536, 3072))]),
+    *((5, "first_call_x_copy", first, bounds) for first, bounds in [(256, (1.5, 3.0)), (1024, (1.03, 1.2)),
+                                                                    ("main", (0.98, 1.02))]),
+)
+PREDICTION = PREDICTIONS[:2]
+
+
+def grade(record: dict, predictions=PREDICTION, written: str = "before the sweep's first H200 run") -> text.Text:
     """Predictions ``(number, quantity, entry or None, (low, high))`` graded against the sweep in one table (HELD
     where the measured value lies in the range), and when they were written. For CUB's first call (``first_call_*``)
     the entry is that call's length, or "main"."""
@@ -57,19 +76,19 @@ def figure(record: dict, name: str):
     return fig
 
 
-def spread(record: dict, entry: str, n: int, mode: str) -> str:
-    """A median and its p10-p90 range, µs: "3.94 (3.70-4.10)"."""
-    t = point(record, entry, n).get(mode) if ok(point(record, entry, n)) else None
-    return f"{1e3 * t['median_ms']:.2f} ({1e3 * t['p10_ms']:.2f}-{1e3 * t['p90_ms']:.2f})" if t else "failed"
+def warm_us(record: dict, entry: str, n: int) -> str:
+    """The median warm time, µs, or "failed"."""
+    p = point(record, entry, n)
+    return f"{1e3 * p['warm']['median_ms']:.2f}" if ok(p) and p.get("warm") else "failed"
 
 
 def entry_table(record: dict) -> text.Text:
     """One row per entry (the stream halves aside), sorted by x copy_ at the largest length: host cost, warm GPU
-    time (median, p10-p90) at the smallest length and the L2's edge, loop wins, x copy_ (main study's too), growth."""
+    time (median) at the smallest length and the L2's edge, loop wins, x copy_ (main study's too), growth."""
     v = numbers(record)
     n0, fit, top, kernels = record["sizes"][0], v["fit"], fmt_n(v["top"]), custom(record)
-    rows = [{"entry": c, "host µs": v["host"][c], f"warm µs, {fmt_n(n0)}": spread(record, c, n0, "warm"),
-             **({f"warm µs, {fmt_n(fit)} (L2)": spread(record, c, fit, "warm")} if fit in record["sizes"] else {}),
+    rows = [{"entry": c, "host µs": v["host"][c], f"warm µs, {fmt_n(n0)}": warm_us(record, c, n0),
+             **({f"warm µs, {fmt_n(fit)} (L2)": warm_us(record, c, fit)} if fit in record["sizes"] else {}),
              f"loop wins of {len(v['small'])}": str(v["wins"][c]) if c in kernels else "",
              f"x copy_, {top}": v["x_top"][c], "x copy_, main study": v["main_x"].get(c, float("nan")),
              f"host growth, {top}": v["grow"][c] if v["grow"] else float("nan")}
