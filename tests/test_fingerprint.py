@@ -95,3 +95,21 @@ def test_builds_are_logged_once_each_and_only_under_kernels(tmp_path, monkeypatc
     key = fingerprint.build_key("6_beyond_copy", ["-DX=1"], ["-DELU_OP_NAMESPACE=elu_study"])
     assert fingerprint.parse_build_key(key) == ("6_beyond_copy", ["-DX=1"], ["-DELU_OP_NAMESPACE=elu_study"])
     assert json.dumps(fingerprint.build_inputs(fingerprint.logged_builds(log)))  # digests without a compiler
+
+
+def test_a_module_held_as_an_input_but_now_presentation_or_bookkeeping_voids_nothing(tmp_path, monkeypatch):
+    """A fingerprint taken when a module counted (here the study's table code) is not due once that module is
+    declared presentation; a module that was deleted is gone, and due. The plan's line names a few per kind."""
+    root = package(tmp_path)
+    roots = ("elu_study.jobs.study",)
+    held = {"code": fingerprint.code_inputs(roots, root=root), "catalogue": fingerprint.catalogue_digest(root),
+            "builds": {}, "toolchain": {}}
+    assert "elu_study.jobs.study.report" in held["code"]
+    monkeypatch.setattr(fingerprint, "PRESENTATION", (*fingerprint.PRESENTATION, "elu_study/jobs/study/report.py"))
+    assert fingerprint.changes(held, roots, root=root) == []
+    assert "elu_study.core.timing" in held["code"]
+    (root / "elu_study/core/timing.py").unlink()
+    assert fingerprint.changes(held, roots, root=root) == ["code elu_study.core.timing (gone)"]
+    reasons = [f"code m{i} (changed)" for i in range(5)] + ["catalogue c.toml", "build 1_naive"]
+    assert fingerprint.summary(reasons) == ("code m0 (changed), m1 (changed), m2 (changed) and 2 more; "
+                                            "catalogue c.toml; build 1_naive")

@@ -226,6 +226,8 @@ def changes(held: dict | None, roots: tuple[str, ...], files: tuple[str, ...] = 
     found = []
     now = code_inputs(roots, files, root)
     for name in sorted(set(now) | set(held["code"])):
+        if name not in now and _no_longer_an_input(name, root):
+            continue  # presentation or bookkeeping now (or a file the stage no longer reads): it voids nothing
         if now.get(name) != held["code"].get(name):
             what = "new" if name not in held["code"] else "gone" if name not in now else "changed"
             found.append(f"code {name} ({what})")
@@ -238,6 +240,23 @@ def changes(held: dict | None, roots: tuple[str, ...], files: tuple[str, ...] = 
         if held["toolchain"].get(key) != value:
             found.append(f"toolchain {key} {held['toolchain'].get(key)} -> {value}")
     return found
+
+
+def _no_longer_an_input(name: str, root: Path) -> bool:
+    """Whether a module a fingerprint holds is one this code leaves out of every record (a module that was deleted
+    or moved is gone: what it did now happens elsewhere, or not at all)."""
+    path = _module_path(name, root) if "/" not in name else None
+    return path is not None and _excluded(path.relative_to(root).as_posix())
+
+
+def summary(reasons: list[str], shown: int = 3) -> str:
+    """``changes``' phrases grouped by kind (code, catalogue, build, toolchain), at most ``shown`` named per kind."""
+    kinds: dict[str, list[str]] = {}
+    for phrase in reasons:
+        kind, _, what = phrase.partition(" ")
+        kinds.setdefault(kind, []).append(what)
+    return "; ".join(f"{kind} {', '.join(items[:shown])}" + (f" and {len(items) - shown} more" if len(items) > shown
+                                                               else "") for kind, items in kinds.items())
 
 
 def catalogue_current(part: dict | None, root: Path = REPO_ROOT) -> bool:

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"records of {gpu}" + ("" if here else " (no GPU here: the toolchain is not compared)") + ":")
     for stage, why, runs in rows:
         state = ("due" if why else "runs") if runs else "current"
-        print(f"  {stage.name:<9} {state:<8}" + (f" {'; '.join(why)}" if why else ""))
+        print(f"  {stage.name:<9} {state:<8}" + (f" {fingerprint.summary(why)}" if why else ""))
     if args.plan:
         return 0
     if not here:
