@@ -262,7 +262,7 @@ def test_compare_prints_the_change_against_the_noise(study, capsys):
     a, b = (record.row(study.record, n)["timing"] for n in ("1_naive", "2_float4"))
     noise = max(max(t["round_medians_ms"]) - min(t["round_medians_ms"]) for t in (a, b))
     assert line(study) == (f"`2_float4` against `1_naive`: {100 * (b['median_ms'] / a['median_ms'] - 1):+.1f} % time, "
-                           f"faster (noise {100 * noise / a['median_ms']:.1f} %).")
+                           f"faster (noise {100 * noise / a['median_ms']:.2f} %).")
     moved = line(slower_study(study, "2_float4", 2.0))
     assert f"{100 * (2 * b['median_ms'] / a['median_ms'] - 1):+.1f} % time, slower" in moved
 

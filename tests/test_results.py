@@ -19,7 +19,7 @@ from elu_study.core.tables import markdown
 from elu_study.jobs import report
 from elu_study.jobs.beyond import analysis as beyond_analysis
 from elu_study.jobs.report import front
-from elu_study.jobs.study import backward, findings, step6
+from elu_study.jobs.study import backward, findings
 from elu_study.jobs.study import report as study_report
 from elu_study.jobs.study.report import README_BLOCK, caption, frame
 from elu_study.testing.records import assert_rows_are_the_catalogues
