@@ -21,7 +21,7 @@ from elu_study.core.ncu import issue_ms
 from elu_study.jobs.study.launches import (Launch, block_pass_map, kernel_knobs, launch,
                                            lines_per_instruction, persistent_runs, schedule, thread_accesses,
                                            tile_of, wave_sizes)
-from elu_study.jobs.study.notebook import Prediction, Study, code_lines, excerpt
+from elu_study.jobs.study.notebook import Study, code_lines, excerpt
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,15 +202,35 @@ def test_a_diff_leaves_comments_out_and_keeps_build_directives(study):
 # -- predictions ------------------------------------------------------------------------------------
 
 
-def test_grading_one_table(study):
+def test_grading_one_prediction_and_the_appendix(study, main_record, beyond_record):
     x = study.x("2_float4")
-    df = study.grade_frame(Prediction("2_float4", (x - 0.1, x + 0.1), "then"),
-                           Prediction("2_float4", (x + 0.1, x + 0.2), "then"),
-                           Prediction("copy_", (0, 1), "later", "pct_of_peak"))
-    assert df["verdict"].tolist() == ["HELD", "MISSED (faster)", "MISSED (faster)"]
-    assert df["written"].tolist() == ["[1]", "[1]", "[2]"]
-    one = study.grade_frame(Prediction("2_float4", (0.0, x - 0.1), "then"))
-    assert one["verdict"].tolist() == ["MISSED (slower)"] and "written" not in one
+    records = {"study": main_record, "beyond": beyond_record}
+    p = predictions.Prediction("02", "t", "2_float4", (x - 0.1, x + 0.1))
+    df = predictions.frame(records, p, predictions.Prediction("02", "t", "2_float4", (x + 0.1, x + 0.2)),
+                           predictions.Prediction("00", "t", "copy_", (0, 1), "pct_of_peak"),
+                           predictions.Prediction("02", "t", "2_float4", (0.0, x - 0.1)))
+    assert df["verdict"].tolist() == ["HELD", "MISSED (faster)", "MISSED (faster)", "MISSED (slower)"]
+    assert df["measured"].tolist()[0] == f"{x:.3f}x"
+    table = predictions.appendix(main_record, beyond_record)  # every notebook's one prediction, in order
+    assert [q.notebook for q in table] == ["00", "01", "02", "03", "04", "05", "08"]
+    assert predictions.appendix(main_record, None)[-1].notebook == "05"
+
+
+def test_a_tie_under_the_records_noise_holds(main_record):
+    x, z = record.row(main_record, "2_float4")["x_copy"], record.noise(main_record, "2_float4", "copy_")
+    grade = [predictions.graded(main_record, predictions.Prediction("02", "t", "2_float4", b))["verdict"]
+             for b in ((x + z / 2, x + 1), (x + 2 * z + 1e-6, x + 1), (x - 1, x - 2 * z - 1e-6))]
+    assert grade == ["HELD (within noise)", "MISSED (faster)", "MISSED (slower)"]
+
+
+def test_step_6s_prediction_is_graded_by_the_fastest_policy_or_order(beyond_record):
+    p = predictions.of(beyond_record, "08")
+    tried = [r for r in beyond_record["rows"] if r["name"].startswith(predictions.POLICY_OR_ORDER)
+             and " " not in r["name"]]
+    assert p.entry == min(tried, key=lambda r: r["x_copy"])["name"] and p.job == "beyond"
+    moved = copy.deepcopy(beyond_record)
+    record.row(moved, "6_reversed")["x_copy"] = 0.5
+    assert predictions.of(moved, "08").entry == "6_reversed"
 
 
 def slower_study(study: Study, name: str, factor: float = 1.5) -> Study:
@@ -226,57 +246,47 @@ def slower_study(study: Study, name: str, factor: float = 1.5) -> Study:
     return moved
 
 
-def test_the_step_notebooks_grades_follow_the_record(study, monkeypatch):
-    shown = []
-    monkeypatch.setattr(notebook, "display", shown.append)
-    study.grade(*predictions.steps(study.record)["02"])  # 2_float4 within 1.00-1.05x copy_
-    t = record.row(study.record, "2_float4")["timing"]
-    x = t["median_ms"] / record.row(study.record, "copy_")["timing"]["median_ms"]
-    spread = f"{x:.3f} ({x * t['p10_ms'] / t['median_ms']:.3f}-{x * t['p90_ms'] / t['median_ms']:.3f})"
-    assert f"| 2_float4 | 1.000 to 1.050 x copy_ | {spread}" in shown[0] and "| HELD " in shown[0]
-    slower_study(study, "2_float4").grade(*predictions.steps(study.record)["02"])
-    assert f"| {1.5 * x:.3f} (" in shown[1] and "| MISSED (slower) " in shown[1]
+def test_the_step_notebooks_grades_follow_the_record(study, capsys):
+    study.grade(predictions.of(study.record, "02"))  # 2_float4 within 1.00-1.05x copy_
+    x = study.x("2_float4")
+    assert capsys.readouterr().out.strip() == f"Prediction for `2_float4`: 1-1.05x copy_; measured {x:.3f}x: HELD"
+    slower_study(study, "2_float4").grade(predictions.of(study.record, "02"))
+    assert capsys.readouterr().out.strip().endswith(f"measured {1.5 * x:.3f}x: MISSED (slower)")
 
 
-def test_compare_prints_both_medians_the_change_and_the_noise(study, capsys):
+def test_compare_prints_the_change_against_the_noise(study, capsys):
     def line(s):
         s.compare("1_naive", "2_float4")
         return capsys.readouterr().out.strip()
 
     a, b = (record.row(study.record, n)["timing"] for n in ("1_naive", "2_float4"))
     noise = max(max(t["round_medians_ms"]) - min(t["round_medians_ms"]) for t in (a, b))
-    roof = record.row(study.record, "copy_")["timing"]["median_ms"]
-    assert line(study) == (f"1_naive -> 2_float4: {a['median_ms']:.3f} ms -> {b['median_ms']:.3f} ms, "
-                           f"{100 * (b['median_ms'] / a['median_ms'] - 1):+.1f} % time (faster; round-to-round noise "
-                           f"{noise:.3f} ms); 2_float4 at {b['median_ms'] / roof:.3f}x copy_")
+    assert line(study) == (f"`2_float4` against `1_naive`: {100 * (b['median_ms'] / a['median_ms'] - 1):+.1f} % time, "
+                           f"faster (noise {100 * noise / a['median_ms']:.2f} %).")
     moved = line(slower_study(study, "2_float4", 2.0))
-    assert f"-> {2 * b['median_ms']:.3f} ms, {100 * (2 * b['median_ms'] / a['median_ms'] - 1):+.1f} % time (" in moved
-    assert f"2_float4 at {2 * b['median_ms'] / roof:.3f}x copy_" in moved
+    assert f"{100 * (2 * b['median_ms'] / a['median_ms'] - 1):+.1f} % time, slower" in moved
 
 
 def test_a_step_notebooks_table_is_the_record(study, monkeypatch):
     shown = []
     monkeypatch.setattr(notebook, "display", shown.append)
     study.table("copy_kernel", "1_naive")
+    slower_study(study, "1_naive").table("copy_kernel", "1_naive")
     t = record.row(study.record, "1_naive")["timing"]
-    cells = next(line for line in shown[0].splitlines() if line.startswith("| 1_naive"))
-    assert [c.strip() for c in cells.split("|")[3:7]] == [
-        f"{t['median_ms']:.3f}", f"{t['median_ms'] / record.row(study.record, 'copy_')['timing']['median_ms']:.3f}",
-        f"{t['p90_ms'] / t['median_ms']:.3f}", "yes"]
+    roof = record.row(study.record, "copy_")["timing"]["median_ms"]
+    for factor, out in zip((1, 1.5), shown):
+        cells = next(line for line in out.splitlines() if line.startswith("| 1_naive"))
+        assert [c.strip() for c in cells.split("|")[2:4]] == [f"{factor * t['median_ms']:.3f}",
+                                                             f"{factor * t['median_ms'] / roof:.3f}"]
 
 
 def test_relative_predictions_follow_the_record_they_are_graded_against(main_record):
-    """Notebook 03 predicted 5-15 % over step 2: the range moves with step 2's time, and the verdict with it."""
-    by = predictions.steps(main_record)
-    assert predictions.every_step(main_record) == [p for n in ("00", "01", "02", "03", "04", "05") for p in by[n]]
-    f = main_record["rows"][[r["name"] for r in main_record["rows"]].index("2_float4")]["timing"]["median_ms"] / \
-        main_record["roof_ms"]
-    assert by["03"][0].bounds == pytest.approx((f * 1.05, f * 1.15))
+    """Notebook 03 predicted whole waves within 5 % of step 2: the range moves with step 2's time."""
+    f = record.row(main_record, "2_float4")["timing"]["median_ms"] / main_record["roof_ms"]
+    assert predictions.of(main_record, "03").bounds == pytest.approx((f, f * 1.05))
     slow = copy.deepcopy(main_record)
-    for r in slow["rows"]:
-        if r["name"] == "2_float4":
-            r["x_copy"] *= 1.5
-    assert predictions.steps(slow)["03"][0].bounds == pytest.approx((1.5 * f * 1.05, 1.5 * f * 1.15))
+    record.row(slow, "2_float4")["x_copy"] *= 1.5
+    assert predictions.of(slow, "03").bounds == pytest.approx((1.5 * f, 1.5 * f * 1.05))
 
 
 # -- step 6's prose ---------------------------------------------------------------------------------
@@ -298,17 +308,17 @@ def test_the_attempts_that_beat_step_6_come_from_the_record(beyond_record):
     assert step6.one_change(beyond_record, "6_reversed") == "-DELU6_ORDER=1"
 
 
-def test_a_slower_default_is_beaten_by_the_attempts_and_round_2_says_so(beyond_record):
+def test_a_slower_default_is_beaten_by_the_attempts(beyond_record):
     moved = copy.deepcopy(beyond_record)
     six = record.row(moved, "6_beyond_copy")
     six["x_copy"] *= 1.5
     text = step6.beat_defaults(moved)
     faster = step6.faster_than_step6(moved)
-    assert len(faster) > 1 and text.startswith(f"{len(faster)} attempts beat step 6's defaults ({six['x_copy']:.4f}x)")
+    assert len(faster) > 1 and text.startswith(f"{len(faster)} attempts beat step 6's defaults ({six['x_copy']:.3f}x)")
     own = set(record.row(moved, step6.STEP6_AS_FLAGS)["flags"])  # step 6's defaults, as flags
     for r in faster:
         change = " ".join(f for f in r["flags"] if f not in own)
-        assert f"`{r['name']}` ({r['x_copy']:.4f}x, `{change}`)" in text
+        assert f"`{r['name']}` ({r['x_copy']:.3f}x, `{change}`)" in text
     assert "each with the flags by which it differs from step 6:" in text
     cancelling = [r["name"] for r in faster if "-DELU6_OP=Expf" in r["flags"]]
     assert cancelling
@@ -332,23 +342,6 @@ def test_the_attempts_that_cancel_are_named_unless_all_do(beyond_record):
     text = step6.beat_defaults(moved)
     named = text.split("Of these, ")[1].split(" compute")[0]
     assert f"`{keep}`" not in named and all(f"`{r['name']}`" in named for r in faster[1:])
-    best = min((record.row(beyond_record, n) for n in step6.round2_names(beyond_record)), key=lambda r: r["x_copy"])
-    assert step6.round2_verdict(beyond_record).startswith(f"Fastest of round 2 and step 6: `{best['name']}` at "
-                                                          f"{best['x_copy']:.3f}x")
-    best_row = record.row(moved, best["name"])
-    best_row["x_copy"] = step6.AIM_0_97 - 0.001
-    assert "is reached in this run" in step6.round2_verdict(moved)
-
-
-def test_grading_holds_a_median_outside_its_range_by_no_more_than_its_noise(beyond_record):
-    name = "6_store_evict_first"
-    x, z = record.row(beyond_record, name)["x_copy"], record.noise(beyond_record, name, "copy_")
-    assert step6.graded(beyond_record, name, (x - 0.02, x + 0.01)) == "HELD"
-    assert step6.graded(beyond_record, name, (x + z / 2, x + 0.05)) == "HELD (within noise)"
-    assert step6.graded(beyond_record, name, (x + 2 * z + 1e-6, x + 0.05)) == "MISSED (faster)"
-    assert step6.graded(beyond_record, name, (x - 0.05, x - 2 * z - 1e-6)) == "MISSED (slower)"
-    table = step6.grade_table(beyond_record, [(name, (x + z / 2, 1.05), "w")])
-    assert "HELD (within noise)" in table and f"{100 * z:.2f} %" in table and "  |" not in table
 
 
 def test_one_issue_bound_rule_in_08_and_12():
@@ -358,11 +351,6 @@ def test_one_issue_bound_rule_in_08_and_12():
     for module in (beyond, sixteen):  # both notebooks judge with core's one rule, not a copy
         assert module.issue_bound is hardware.issue_bound and module.ISSUE_BOUND_RULE is hardware.ISSUE_BOUND_RULE
 
-
-def test_the_issue_premise_quotes_the_counters(beyond_record):
-    share = step6.issue_pct(beyond_record, "6_expm1f")
-    assert f"{share:.0f} %" in step6.issue_premise(beyond_record)
-    assert step6.issue_pct(beyond_record, "copy_ bfloat16") is None or step6.issue_pct(beyond_record, "copy_ bfloat16") >= 0
 
 
 # -- the notebooks ----------------------------------------------------------------------------------
@@ -377,9 +365,10 @@ def sources(stem: str) -> str:
 def test_each_step_notebook_has_a_diagram_and_one_graded_table(stem):
     code = sources(stem)
     assert "diagrams." in code, f"{stem} draws no diagram of what the threads touch"
-    # 08 grades with step6.grade_table (noise-aware: HELD (within noise)); every other step notebook with study.grade
-    graders = code.count("study.grade(") + code.count("step6.grade_table(")
-    assert graders >= 1, f"{stem} grades no prediction"
+    # one prediction, graded once; 06 grades them all in the appendix table
+    graders = code.count("study.grade(")
+    assert graders == 1, f"{stem} grades {graders} times"
+    assert "predictions.appendix(" in code if stem == "06_summary" else "predictions.of(" in code
     assert "check_prediction" not in code
 
 
@@ -393,14 +382,11 @@ def test_outputs_stay_short(stem):
             if "image/png" in data:
                 continue
             text = out.get("text") or next((data[k] for k in ("text/markdown", "text/html", "text/plain") if k in data), "")
-            if "".join(text).startswith("**Records shown in this notebook**"):
-                continue  # the provenance table every notebook ends with (tests/test_records.py reads it)
             total += len("".join(text))
     assert total <= MAX_TEXT_OUTPUT, f"{stem} prints {total} characters"
 
 
-def test_a_range_narrower_than_the_shown_digits_keeps_its_two_ends_apart(study):
+def test_a_range_narrower_than_the_shown_digits_keeps_its_two_ends_apart():
     """Notebook 04's 'within step 2's noise' spans less than 0.001x copy_: its ends are shown to 4 decimals."""
-    frame = study.grade_frame(Prediction("2_float4", (1.00262, 1.00308), "now"),
-                              Prediction("2_float4", (1.0, 1.05), "now"))
-    assert list(frame["predicted"]) == ["1.0026 to 1.0031 x copy_", "1.000 to 1.050 x copy_"]
+    assert [predictions.span(*b) for b in ((1.00262, 1.00308), (1.0, 1.05), (84, 88))] == [
+        "1.0026-1.0031", "1-1.05", "84-88"]

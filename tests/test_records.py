@@ -181,21 +181,20 @@ def outputs(path) -> str:
     return "\n".join(found)
 
 
-def shown_table(text: str) -> dict[str, list[str]]:
-    """The "Records shown" table of a notebook's output: {record file: its commits}."""
-    table = text[text.index("**Records shown in this notebook**"):]
-    rows = re.findall(r"^\| results/(\S+) \| [^|]+ \| [^|]+ \| [^|]+ \| ([^|]+) \|$", table, flags=re.M)
-    return {file: re.findall(r"[0-9a-f]{7,}", commits) for file, commits in rows}
+def records_read(text: str) -> list[str]:
+    """The record files a notebook's closing "Records read" line names."""
+    line = next((ln for ln in text.splitlines() if ln.startswith("Records read")), "")
+    return re.findall(r"results/(\S+?\.json)", line)
 
 
-def check_names_its_records(text: str) -> None:
-    """The property, for one notebook's outputs (raises AssertionError)."""
-    assert "**Records shown in this notebook**" in text, "no Records shown cell"
-    table = shown_table(text)
-    assert table, "the Records shown table is empty"
-    for file, commit in re.findall(r"Data source: results/(\S+?)[,.]? .*?commit (\w+)", text):
-        assert commit in table.get(file, []), f"{file} at {commit} is shown but not in the table"
-    commits = {c for cs in table.values() for c in cs}
+def check_names_its_records(text: str, results_dir=record.RESULTS_DIR) -> None:
+    """The property, for one notebook's outputs (raises AssertionError): every record a "Data source" line names
+    is among those read, and where the records read were measured at different commits, the line says so."""
+    read = records_read(text)
+    assert read, "no Records read line, or it names no record"
+    for file in re.findall(r"Data source: results/(\S+?\.json)", text):
+        assert file in read, f"{file} is shown but not in the Records read line"
+    commits = {c for f in read for c in record.commits_of(json.loads((results_dir / f).read_text()))}
     if len(commits) > 1:
         assert "RECORDS OF DIFFERENT COMMITS" in text, f"records of {sorted(commits)} without saying so"
 
@@ -205,17 +204,22 @@ def test_every_notebook_names_each_record_it_shows_and_says_when_their_commits_d
     check_names_its_records(outputs(path))
 
 
-def test_the_check_notices_a_notebook_that_hides_mixed_commits():
-    """The same notebook text with its mixed-commit line taken out, or its table emptied, fails."""
-    rows = {"a.json": ["1111111"], "b.json": ["2222222"]}
+def test_the_check_notices_a_notebook_that_hides_mixed_commits(tmp_path):
+    """Two records of different commits: the line says so, and the check fails where it does not, or where a Data
+    source names a record the line leaves out, or where no record is named."""
+    for f, c in (("a.json", "1111111"), ("b.json", "2222222")):
+        (tmp_path / f).write_text(json.dumps({"provenance": {"commit": c}}))
     record.SHOWN.clear()
-    record.SHOWN.update({f: {"file": f, "job": "study", "gpu": "G", "date": "d", "commits": c} for f, c in rows.items()})
+    record.SHOWN.update({f: {"file": f, "job": "study", "gpu": "G", "date": "d", "commits": [c]}
+                         for f, c in (("a.json", "1111111"), ("b.json", "2222222"))})
     mixed = str(record.shown())
-    check_names_its_records(mixed)
+    check_names_its_records(mixed, tmp_path)
     with pytest.raises(AssertionError, match="without saying so"):
-        check_names_its_records(mixed.replace("RECORDS OF DIFFERENT COMMITS", "records"))
-    with pytest.raises(AssertionError, match="not in the table"):
-        check_names_its_records(mixed + "\nData source: results/c.json, measured ... (2026-12-01, commit 3333333)")
+        check_names_its_records(mixed.replace("RECORDS OF DIFFERENT COMMITS", "records"), tmp_path)
+    with pytest.raises(AssertionError, match="not in the Records read line"):
+        check_names_its_records(mixed + "\nData source: results/c.json (G, 2026-12-01)", tmp_path)
+    record.SHOWN.popitem()
+    assert "RECORDS OF DIFFERENT COMMITS" not in str(record.shown())
     record.SHOWN.clear()
-    with pytest.raises(AssertionError, match="empty"):
-        check_names_its_records(str(record.shown()))
+    with pytest.raises(AssertionError, match="names no record"):
+        check_names_its_records(str(record.shown()), tmp_path)

@@ -267,7 +267,7 @@ def counter_frame(record: dict, names=None):
         "occupancy %": [r.get("achieved_occupancy_pct") for r in rows],
         "regs": [r.get("registers") for r in rows],
         "inst/elem": [r.get("thread_instructions_per_element") for r in rows],
-        "top stalls (warps per issue)": [", ".join(f"{s} {v:.2f}" for s, v in list(r.get("stalls", {}).items())[:3])
+        "top stalls (warps per issue)": [", ".join(f"{s} {v:.0f}" for s, v in list(r.get("stalls", {}).items())[:2])
                                          for r in rows],
     })
     return df.set_index("entry")

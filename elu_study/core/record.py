@@ -164,8 +164,8 @@ def commits_of(record: dict) -> list[str]:
 
 
 def shown() -> text.Text:
-    """For a notebook's last cell: every record it read, with the commit(s) each was measured at, and whether
-    they are of one commit (a test reads this line in every committed notebook)."""
+    """For a notebook's last cell: every record it read, in one line, and their commits only where they differ
+    (tests/test_records.py reads this line in every committed notebook)."""
     rows = sorted(SHOWN.values(), key=lambda r: r["file"])
     commits = sorted({c for r in rows for c in r["commits"]})
     return text.show("record/shown.md.j2", rows=rows, commits=commits)

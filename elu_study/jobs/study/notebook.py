@@ -22,7 +22,8 @@ from elu_study.core.sass import KernelReport, inspect_variant
 from elu_study.core.timing import noise_ms
 from elu_study.jobs.study import findings, launches, report
 from elu_study.jobs.study import figures as plots
-from elu_study.jobs.study.predictions import Prediction, verdict
+from elu_study.jobs.study.predictions import Prediction
+from elu_study.jobs.study.predictions import frame as graded_frame
 
 def toolkit_available() -> bool:
     """Can kernels be compiled here? (nvcc on PATH or under CUDA_HOME)."""
@@ -32,10 +33,10 @@ def toolkit_available() -> bool:
 
 
 # The columns a step notebook's tables show (``full=True``: every column); the counters likewise.
-TABLE_COLUMNS = ("what", "ms", "x copy_", "p90/median", "correct")
-COUNTER_COLUMNS = ("DRAM read GB", "DRAM % of peak", "occupancy %", "inst/elem", "top stalls (warps per issue)")
-COUNTER_FORMATS = {"regs": "{:.0f}", "DRAM % of peak": "{:.1f}", "L2 hit %": "{:.1f}", "occupancy %": "{:.1f}",
-                   "inst/elem": "{:.1f}"}
+TABLE_COLUMNS = ("ms", "x copy_")
+COUNTER_COLUMNS = ("DRAM % of peak", "occupancy %", "inst/elem", "top stalls (warps per issue)")
+COUNTER_FORMATS = {"regs": "{:.0f}", "DRAM read GB": "{:.1f}", "DRAM write GB": "{:.1f}", "DRAM % of peak": "{:.0f}",
+                   "L2 hit %": "{:.0f}", "occupancy %": "{:.0f}", "inst/elem": "{:.0f}"}
 
 
 def definition(lines: list[str], name: str) -> tuple[int, int]:
@@ -74,6 +75,7 @@ class Study:
     def __init__(self, reference_gpu: str = record.REFERENCE_GPU, job: str = "study"):
         """job: whose record to show: the main study's, or another job's with rows ("beyond", "sixteen")."""
         self.can_compile, gpu = toolkit_available(), record.source(job, reference=reference_gpu)[0]
+        self.job = job
         self.record = record.load(gpu, job)
         self.counters = record.load(gpu, "ncu", required=False) if job == "study" else self.record.get("counters")
         here, p = torch.cuda.get_device_name() if torch.cuda.is_available() else None, self.record["provenance"]
@@ -161,27 +163,15 @@ class Study:
         print(text.render("study/notebook/compare.md.j2", before=before, after=after, tb=tb, ta=ta,
                           change=(ta - tb) / tb, verdict=moved, noise=noise, x=self.x(after)))
 
-    def grade_frame(self, *predictions: Prediction) -> pd.DataFrame:
-        """Each prediction beside its measurement: entry, predicted, measured (p10-p90), HELD or MISSED."""
-        rows, notes = [], list(dict.fromkeys(p.written for p in predictions))
-        for p in predictions:
-            (lo, hi), value, t = p.bounds, self.row(p.entry)[p.metric], self.row(p.entry)["timing"]
-            if p.metric == "x_copy":  # the timing's p10 and p90 in the same unit (a slower call: a higher x copy_)
-                spread, unit = [value * t[q] / t["median_ms"] for q in ("p10_ms", "p90_ms")], "x copy_"
-                bound = ".3f" if f"{lo:.3f}" != f"{hi:.3f}" else ".4f"  # a narrow range keeps its two ends apart
-                graded = verdict(value, p.bounds)
-            else:  # % of peak: a slower call has a lower share
-                spread, unit, bound = [value * t["median_ms"] / t[q] for q in ("p90_ms", "p10_ms")], "% of peak", ".3g"
-                graded = verdict(-value, (-hi, -lo))
-            rows.append({"entry": p.entry, "predicted": f"{lo:{bound}} to {hi:{bound}} {unit}",
-                         "measured (p10-p90)": f"{value:.3f} ({spread[0]:.3f}-{spread[1]:.3f})", "verdict": graded,
-                         **({"written": f"[{notes.index(p.written) + 1}]"} if len(notes) > 1 else {})})
-        return pd.DataFrame(rows).set_index("entry")
-
     def grade(self, *predictions: Prediction) -> None:
-        """The predictions graded in one table; when they were written and what measured them, said once."""
-        display(text.show("study/notebook/grade.md.j2", table=text.table(self.grade_frame(*predictions), padded=True),
-                          notes=list(dict.fromkeys(p.written for p in predictions))))
+        """One prediction graded in a line; several (notebook 06's appendix) in one table."""
+        records = {job: self.record if job == self.job else self.other(job) for job in {p.job for p in predictions}}
+        df = graded_frame(records, *predictions)
+        if len(df) > 1:
+            display(text.Text(text.table(df, padded=True)))
+        else:
+            r = df.iloc[0]
+            print(f"Prediction for {r['entry']}: {r['predicted']}; measured {r['measured']}: {r['verdict']}")
 
     def counters_table(self, *names: str, columns=COUNTER_COLUMNS) -> None:
         """Nsight Compute's counters for these kernels (``columns=None``: every column)."""

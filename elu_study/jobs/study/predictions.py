@@ -1,46 +1,92 @@
-"""The predictions notebooks 00-05 wrote before the measurements, kept as written (relative ranges from the record)."""
+"""The one prediction each notebook of the main path (00-05) and step 6's (08) wrote before its run, and its grade:
+the study's appendix table of what was tried, the prediction and the result (ranges relative to another step are
+taken from the record)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from elu_study.core.record import noise, row
+import pandas as pd
 
-FIRST_RUN = "before the first H200 run (commit 71b657e, notebooks committed unexecuted)"
-AFTER_FIRST_RUN = "in notebook 01, from its arithmetic, after the first run"
+from elu_study.core.record import noise, row
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """A range written before the measurement for an entry's ``x_copy`` or ``pct_of_peak``."""
+    """A range written before the measurement for an entry's ``x_copy`` or ``pct_of_peak`` in ``job``'s record."""
+    notebook: str
+    tried: str  # the change the notebook makes, in a few words
     entry: str
     bounds: tuple[float, float]
-    written: str  # when, as the git history shows it
     metric: str = "x_copy"
+    job: str = "study"
 
 
-def verdict(x: float, bounds: tuple[float, float]) -> str:
-    """A time over its roof against a predicted range: HELD inside it, else MISSED, faster or slower."""
-    lo, hi = bounds
-    return "HELD" if lo <= x <= hi else f"MISSED ({'faster' if x < lo else 'slower'})"
-
-
-def steps(record: dict) -> dict[str, list[Prediction]]:
-    """Notebook number -> the predictions it grades, against the main study's ``record``."""
+def steps(record: dict) -> list[Prediction]:
+    """Notebooks 00-05's predictions, against the main study's ``record``."""
     f, z = row(record, "2_float4")["x_copy"], noise(record, "2_float4")
-    return {
-        "00": [Prediction("copy_", (84, 88), FIRST_RUN, "pct_of_peak"), Prediction("F.elu", (1.0, 1.05), FIRST_RUN),
-               Prediction("torch.compile(F.elu)", (1.0, 1.05), FIRST_RUN)],
-        "01": [Prediction("1_naive", (1.5, 2.0), FIRST_RUN), Prediction("1_naive", (2.5, 3.0), AFTER_FIRST_RUN)],
-        "02": [Prediction("2_float4", (1.0, 1.05), FIRST_RUN)],
-        # "the seed's launch costs 5-15 % over step 2; whole waves remove most of that"
-        "03": [Prediction("3_grid_stride", (f * 1.05, f * 1.15), FIRST_RUN),
-               Prediction("3_grid_stride_2_waves", (f, f * 1.05), FIRST_RUN)],
-        "04": [Prediction("4_fast_math", (f - z, f + z), FIRST_RUN)],  # "within the run-to-run noise of step 2"
-        "05": [Prediction("5_streaming", (f - 0.01, f + 0.01), FIRST_RUN)],  # "at the roof like step 2, within 1 %"
-    }
+    return [Prediction("00", "the roof: `y.copy_(x)`", "copy_", (84, 88), "pct_of_peak"),
+            Prediction("01", "one float per thread", "1_naive", (1.5, 2.0)),
+            Prediction("02", "one float4 per thread", "2_float4", (1.0, 1.05)),
+            # "whole waves remove most of the seed's loss": two whole waves within 5 % of step 2
+            Prediction("03", "grid-stride loop, whole waves", "3_grid_stride_2_waves", (f, f * 1.05)),
+            Prediction("04", "`__expf` (fast math)", "4_fast_math", (f - z, f + z)),  # "within step 2's noise"
+            Prediction("05", "step 5's four changes", "5_streaming", (f - 0.01, f + 0.01))]  # "like step 2, within 1 %"
 
 
-def every_step(record: dict) -> list[Prediction]:
-    """All of notebooks 00-05's predictions, in notebook order."""
-    return [p for ps in steps(record).values() for p in ps]
+# Step 6's attempts that change a cache policy or the tile order: predicted to gain nothing (1.00-1.05x copy_).
+POLICY_OR_ORDER = ("6_load_", "6_store_", "6_reversed", "6_two_streams")
+
+
+def step6(beyond: dict) -> Prediction:
+    """Notebook 08's: no cache policy or tile order beats copy_, graded by the fastest of those attempts."""
+    tried = [r for r in beyond["rows"] if r["name"].startswith(POLICY_OR_ORDER) and " " not in r["name"]]
+    fastest = min(tried, key=lambda r: r["x_copy"])["name"]
+    return Prediction("08", "a cache policy or tile order", fastest, (1.0, 1.05), job="beyond")
+
+
+def of(record: dict, notebook: str) -> Prediction:
+    """A notebook's one prediction, against the record it reads."""
+    return step6(record) if notebook == "08" else next(p for p in steps(record) if p.notebook == notebook)
+
+
+def appendix(record: dict, beyond: dict | None) -> list[Prediction]:
+    """Every notebook's prediction, in notebook order (step 6's where its record is there)."""
+    return steps(record) + ([step6(beyond)] if beyond else [])
+
+
+def verdict(value: float, bounds: tuple[float, float], tie: float = 0.0) -> str:
+    """HELD inside the range; outside it by no more than ``tie`` (the record's round-to-round noise): a tie, HELD
+    (within noise); else MISSED, faster or slower (``value``: a time, higher is slower)."""
+    lo, hi = bounds
+    if lo <= value <= hi:
+        return "HELD"
+    return "HELD (within noise)" if max(lo - value, value - hi) <= tie else \
+        f"MISSED ({'faster' if value < lo else 'slower'})"
+
+
+def number(v: float) -> str:
+    return f"{v:.3f}".rstrip("0").rstrip(".")
+
+
+def span(lo: float, hi: float) -> str:
+    """A range to 3 decimals, trailing zeros dropped; to 4 where 3 would print its ends alike."""
+    a, b = number(lo), number(hi)
+    return f"{a}-{b}" if a != b else f"{lo:.4f}-{hi:.4f}"
+
+
+def graded(record: dict, p: Prediction) -> dict:
+    """One row of the appendix: the prediction beside the record's median and the verdict."""
+    r = row(record, p.entry)
+    value, tie = r[p.metric], noise(record, p.entry, "copy_") * r[p.metric] / r["x_copy"]
+    if p.metric == "x_copy":
+        shown, unit, judged = f"{value:.3f}x", "x copy_", verdict(value, p.bounds, tie)
+    else:  # % of peak: a slower call has a lower share
+        shown, unit, judged = f"{value:.1f} %", " % of peak", verdict(-value, (-p.bounds[1], -p.bounds[0]), tie)
+    return {"notebook": p.notebook, "tried": p.tried, "entry": f"`{p.entry}`",
+            "predicted": f"{span(*p.bounds)}{unit}", "measured": shown, "verdict": judged}
+
+
+def frame(records: dict[str, dict], *predictions: Prediction) -> pd.DataFrame:
+    """The predictions graded, each against its job's record in ``records``."""
+    return pd.DataFrame([graded(records[p.job], p) for p in predictions]).set_index("notebook")
