@@ -12,7 +12,7 @@ import pytest
 
 from elu_study.core import entries, record
 from elu_study.core.derived import annotate
-from elu_study.core.entries import BYTES_PER_ELEMENT, DTYPES16, ENTRIES, KERNELS, STEPS, Entry, roof_for, study_entries
+from elu_study.core.entries import BYTES_PER_ELEMENT, DTYPES16, ENTRIES, KERNELS, NOT_MEASURED, STEPS, Entry, roof_for, study_entries
 from elu_study.core.hardware import bytes_moved
 from elu_study.core.paths import NOTEBOOKS_DIR, README, RESULTS_DIR
 from elu_study.core.tables import markdown
@@ -393,8 +393,13 @@ def test_the_steps_table_is_the_records(study_record):
     sixteen = [f"{name} {dtype}" for dtype in DTYPES16 for name in ("7_sixteen_bits", "F.elu")]
     assert list(table) == [e.name for e in STEPS] + ["F.elu"] + sixteen
     run = record.load(record.REFERENCE_GPU, "accuracy")["runs"]["1.0"]
+    held = {r["name"] for r in study_record["rows"]}
     for name, (ms, x, tbps, ulp) in table.items():
-        r, entry = record.row(study_record, name), ENTRIES[name]
+        entry = ENTRIES[name]
+        if name not in held:  # a step added to the catalogue since the record was measured
+            assert [ms, x, tbps, ulp] == ["", "", "", NOT_MEASURED], name
+            continue
+        r = record.row(study_record, name)
         median = r["timing"]["median_ms"]
         roof = record.row(study_record, roof_for("forward", entry.dtype))["timing"]["median_ms"]
         moved = bytes_moved(study_record["problem"]["numel"]) * BYTES_PER_ELEMENT[entry.mode] / 4

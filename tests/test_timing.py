@@ -263,7 +263,7 @@ def steady_record() -> dict:
 
 
 def test_summary_says_the_regime_and_warns_when_a_rows_clock_moved_between_rounds(steady_record):
-    quiet = report.summary(steady_record, live=True)
+    quiet = " ".join(report.summary(steady_record, live=True).split())  # the lines wrap at 120 columns
     assert "WARNING" not in quiet
     assert "and sustained (2 rows" in quiet and "not settled within 5 s: `copy_`)" in quiet
     assert "power limit 700 W reached by `copy_`." in quiet  # capped under sustained load only
@@ -276,13 +276,13 @@ def test_summary_says_the_regime_and_warns_when_a_rows_clock_moved_between_round
         s["sm_clock_mhz"]["median"] = mhz  # 4.8 %: not moved
     record.row(moved, "F.elu")["timing"]["nvml"][0]["clock_event_reasons"] = {"SwPowerCap": 0.2}
     assert report.regime(moved)["moved"] == {"2_float4": (1500.0, 1980.0)}
-    text = report.summary(moved, live=True)
+    text = " ".join(report.summary(moved, live=True).split())
     assert "WARNING: the SM clock moved by more than 5 % between rounds for `2_float4` (1500-1980 MHz)" in text
     assert "reached by `copy_`, `F.elu`." in text
 
     short = copy.deepcopy(steady_record)
     del short["method"]["sustained"], short["provenance"]["power_limit_w"]
-    assert "interleaved rounds) only; the power limit reached by `copy_`." in report.summary(short, live=True)
+    assert "interleaved rounds) only; the power limit reached by `copy_`." in " ".join(report.summary(short, live=True).split())
 
 
 def test_the_schema_takes_the_new_fields_and_refuses_wrong_types(steady_record):
