@@ -55,6 +55,8 @@ def test_the_docstring_names_every_function_of_a_build_and_the_two_helpers(templ
     doc = re.sub(r"\s+", " ", build.compile_variant.__doc__)
     names = set(registered_ops(template)) | NOT_OPS  # NOT_OPS: the launch-shape ones too
     assert {n for n in names if f"``{n}" not in doc} == set()
+    described = doc.split("The module: ")[1].split("elu_study.check_variant")[0]
+    assert set(re.findall(r"``(\w+)", described)) - {"torch", "elu_"} <= names  # and no function it lacks
     helpers = re.findall(r"elu_study\.(\w+)\(", doc)
     assert set(helpers) == {"check_variant", "time_variant"} and set(helpers) <= set(elu_study.__all__)
 

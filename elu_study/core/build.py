@@ -177,7 +177,7 @@ def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[
     The module: ``elu(x, alpha=1.0, out=None)`` and ``elu_backward(grad_output, x, alpha=1.0, is_result=False,
     out=None)``, the kernels alone; ``call_elu(x, alpha)`` and ``call_elu_(x, alpha)``, the dispatcher operator
     ``torch.ops.<op_namespace>.elu`` / ``elu_`` (autograd; ATen for what the kernels do not take);
-    ``kernel_refusal(x, alpha)``, why the kernels would not take x; ``op_namespace``; ``spec``, what was built; with
+    ``op_namespace``; ``spec``, what was built; with
     a ``// elu-study: binding = launch-shape`` line, ``set_launch_shape`` and ``launch_shapes``.
     ``elu_study.check_variant(module)`` checks it against F.elu and ``elu_study.time_variant(module)`` times it
     against copy_, as the study does its steps (on a GPU)."""
