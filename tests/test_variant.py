@@ -216,3 +216,16 @@ def test_time_variant_prints_one_line_against_copy_on_a_gpu(template, capsys):
     line = capsys.readouterr().out.strip()
     assert line == variant.timing_line("my_elu", timings, 4096 * 393216) and "\n" not in line
     assert 0.8 < timings["my_elu"]["median_ms"] / timings["copy_"]["median_ms"] < 1.3  # a float4 kernel: near copy_
+
+
+def test_ulp_error_counts_a_stray_denormal_against_an_exact_zero_as_one_ulp():
+    """alpha = 0 makes every negative input's ELU exactly 0: a kernel that returns the least denormal is 1 ulp off
+    (its ulp there is 2^-149, as for every value under 2^-126), not 2^-125 of an ulp."""
+    from elu_study.core.check import ulp_error
+
+    x = torch.tensor([-1.0, -1e-30, 0.0, 1e-40, 2.0])
+    exact = torch.where(x > 0, x, torch.zeros_like(x))
+    tiny = torch.tensor(2.0**-149)
+    assert ulp_error(exact, x, 0.0).tolist() == [0.0] * 5
+    assert ulp_error(exact + torch.where(x > 0, 0.0, tiny), x, 0.0).tolist()[:3] == [1.0, 1.0, 1.0]
+    assert ulp_error(torch.nextafter(exact, exact + 1), x, 0.0)[4].item() == 1.0  # 2.0's ulp: 2^-22

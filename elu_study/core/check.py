@@ -46,7 +46,8 @@ def fp64_errors(y: torch.Tensor, x: torch.Tensor, alpha: float, chunk: int = 1 <
 def ulp_error(got: torch.Tensor, x: torch.Tensor, alpha: float) -> torch.Tensor:
     """|got - ELU(x)| in float32 ulps of the exact ELU(x) (float64 expm1), for finite x; 0 where both agree."""
     exact = torch.where(x > 0, x.double(), alpha * torch.expm1(x.double()))
-    _, e = torch.frexp(exact.float())
+    _, e = torch.frexp(exact.float())  # an exact 0 has e = 0: its ulp is the least denormal's, as below 2^-126
+    e = torch.where(exact == 0, torch.full_like(e, -149 + 24), e)
     err = (got.double() - exact).abs() / torch.ldexp(torch.ones_like(exact), (e - 24).clamp(min=-149))
     return torch.where(got.double() == exact, torch.zeros_like(err), err)
 
