@@ -76,6 +76,8 @@ def test_the_helpers_are_exported_lazily():
     (lambda: variant.check_variant(TEMPLATE, shape=(0, 4)), ValueError, "shape must be positive integers"),
     (lambda: variant.check_variant(TEMPLATE, lengths=[]), ValueError, "lengths must be positive integers"),
     (lambda: variant.time_variant(TEMPLATE, rounds=0), ValueError, "rounds must be positive integers"),
+    (lambda: variant.time_variant(TEMPLATE, against=["copy_"]), ValueError, r"against takes .*F\.elu.*got \['copy_'\]"),
+    (lambda: variant.time_variant(TEMPLATE, against="F.elu bfloat16"), ValueError, "against takes"),
     (lambda: variant.time_variant(TEMPLATE, alpha=float("inf")), ValueError, "alpha must be a finite real"),
 ])
 def test_wrong_arguments_are_named_before_anything_runs(monkeypatch, call, error, says):
@@ -176,11 +178,13 @@ def test_time_variant_times_the_study_s_copy_and_the_build_interleaved(monkeypat
     monkeypatch.setattr(variant, "time_interleaved", interleaved)
     monkeypatch.setattr(variant, "input_tensor", lambda shape: x if shape == (4, 1000) else pytest.fail(shape))
     timings = variant.time_variant(binding_like(F.elu, "cpu_elu"), shape=(4, 1000), alpha=0.5, rounds=3)
-    assert list(seen["calls"]) == ["copy_", "cpu_elu"] and seen["rounds"] == 3
+    assert list(seen["calls"]) == ["copy_", "F.elu", "cpu_elu"] and seen["rounds"] == 3  # F.elu in the same rounds
+    assert torch.equal(seen["calls"]["F.elu"](), F.elu(x))  # as the study times it: alpha 1, allocating
     y = seen["calls"]["copy_"]()
     assert torch.equal(y, x) and y is not x  # y.copy_(x), as the study's copy_ entry calls it
     assert torch.equal(seen["calls"]["cpu_elu"](), F.elu(x, 0.5)) and torch.equal(y, F.elu(x, 0.5))  # into the same y
-    assert capsys.readouterr().out == variant.timing_line("cpu_elu", timings, x.numel()) + "\n"
+    assert capsys.readouterr().out == "".join(variant.timing_line(n, timings, x.numel()) + "\n"
+                                             for n in ("cpu_elu", "F.elu"))
 
 
 # -- on a GPU ------------------------------------------------------------------------------------------------------
@@ -212,7 +216,7 @@ def test_a_template_without_its_tail_fails_the_check_on_a_gpu(tmp_path):
 
 @on_gpu
 def test_time_variant_prints_one_line_against_copy_on_a_gpu(template, capsys):
-    timings = variant.time_variant(template, rounds=2)
+    timings = variant.time_variant(template, against=(), rounds=2)
     line = capsys.readouterr().out.strip()
     assert line == variant.timing_line("my_elu", timings, 4096 * 393216) and "\n" not in line
     assert 0.8 < timings["my_elu"]["median_ms"] / timings["copy_"]["median_ms"] < 1.3  # a float4 kernel: near copy_

@@ -115,20 +115,32 @@ def _noting_ulps(fn: EluFn, ulps: list[float]) -> EluFn:
     return run
 
 
-def time_variant(mod_or_path, *, shape=SHAPE, alpha: float = ALPHA, rounds: int = 5, show: bool = True) -> dict:
+def time_variant(mod_or_path, *, against=("F.elu",), shape=SHAPE, alpha: float = ALPHA, rounds: int = 5,
+                 show: bool = True) -> dict:
     """Time a build's ``elu(x, alpha, out=y)`` against ``y.copy_(x)`` as the study times its steps: on the study's
     input (randn x 4 of ``shape``, 6.4 GB each way by default), in ``rounds`` interleaved rounds of CUDA-event-timed
-    runs after a warm-up (core.timing.time_interleaved), and print ``timing_line`` (``show``). Returns the timings,
-    ``{"copy_": ..., name: ...}``, as time_interleaved gives them."""
+    runs after a warm-up (core.timing.time_interleaved), with the study's float32 entries ``against`` (e.g. "F.elu",
+    "6_beyond_copy"; at the study's alpha, 1.0) in the same rounds, and print one ``timing_line`` each (``show``).
+    Returns the timings, ``{"copy_": ..., **against, name: ...}``, as time_interleaved gives them."""
     (alpha,), (rounds,), shape = _alphas([alpha]), _positive("rounds", rounds), _positive("shape", shape)
+    against = _against(against)
     module = _build(mod_or_path, "time_variant")
     name, x = _name(module), input_tensor(shape)
     y = torch.empty_like(x)
-    timings = time_interleaved({"copy_": timed_call(ENTRIES["copy_"], x, y),
-                                name: lambda: module.elu(x, alpha, out=y)}, rounds=rounds)
+    calls = {"copy_": timed_call(ENTRIES["copy_"], x, y), **{n: timed_call(ENTRIES[n], x, y) for n in against}}
+    timings = time_interleaved({**calls, name: lambda: module.elu(x, alpha, out=y)}, rounds=rounds)
     if show:
-        print(timing_line(name, timings, x.numel()))
+        print("\n".join(timing_line(n, timings, x.numel()) for n in (name, *against)))
     return timings
+
+
+def _against(names) -> tuple[str, ...]:
+    """The study's float32 forward entries that compute ELU into y (out=), by name; anything else said wrong."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    fit = [e.name for e in ENTRIES.values() if not e.mode and e.direction == "forward" and e.checked]
+    if wrong := [n for n in names if n not in fit]:
+        raise ValueError(f"against takes the study's float32 ELU entries ({', '.join(fit)}); got {wrong}")
+    return names
 
 
 def timing_line(name: str, timings: dict, numel: int) -> str:
