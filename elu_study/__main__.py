@@ -4,7 +4,8 @@ study (the default): on a GPU, compile, check and time every step, ablation and 
 then write results/<gpu>.json, its figures and the README's block. Without a GPU, compile every
 step, show what its SASS shows, and print the recorded results.
 profile: hardware counters of every kernel with Nsight Compute (GPU and ncu): results/<gpu>-ncu.json.
-accuracy: every float32 input through each formula of jobs/accuracy/definitions.py, in ulp (GPU): results/<gpu>-accuracy.json.
+accuracy: every float32 input through each formula of jobs/accuracy/definitions.py, in ulp (GPU):
+results/<gpu>-accuracy.json.
 sanitize: compute-sanitizer over a small-input run of every build (GPU).
 beyond: step 6's attempts to beat copy_, with counters, 16-bit storage and fresh processes (GPU, ncu):
 results/<gpu>-beyond.json.

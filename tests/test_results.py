@@ -12,7 +12,8 @@ import pytest
 
 from elu_study.core import entries, record
 from elu_study.core.derived import annotate
-from elu_study.core.entries import BYTES_PER_ELEMENT, DTYPES16, ENTRIES, KERNELS, NOT_MEASURED, STEPS, Entry, roof_for, study_entries
+from elu_study.core.entries import (BYTES_PER_ELEMENT, DTYPES16, ENTRIES, KERNELS, NOT_MEASURED, STEPS, Entry, roof_for,
+                                   study_entries)
 from elu_study.core.hardware import bytes_moved
 from elu_study.core.paths import NOTEBOOKS_DIR, README, RESULTS_DIR
 from elu_study.core.tables import markdown

@@ -282,7 +282,8 @@ def test_summary_says_the_regime_and_warns_when_a_rows_clock_moved_between_round
 
     short = copy.deepcopy(steady_record)
     del short["method"]["sustained"], short["provenance"]["power_limit_w"]
-    assert "interleaved rounds) only; the power limit reached by `copy_`." in " ".join(report.summary(short, live=True).split())
+    said = " ".join(report.summary(short, live=True).split())
+    assert "interleaved rounds) only; the power limit reached by `copy_`." in said
 
 
 def test_the_schema_takes_the_new_fields_and_refuses_wrong_types(steady_record):
