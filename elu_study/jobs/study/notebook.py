@@ -16,7 +16,7 @@ from IPython.display import display
 from elu_study.core import record, text
 from elu_study.core.build import build_spec, compile_variant, configure_toolchain
 from elu_study.core.check import ATOL, INPUT_SCALE
-from elu_study.core.entries import ENTRIES, KINDS
+from elu_study.core.entries import ENTRIES, KINDS, NOT_MEASURED
 from elu_study.core.ncu import counter_frame
 from elu_study.core.sass import KernelReport, inspect_variant
 from elu_study.core.timing import noise_ms
@@ -142,7 +142,8 @@ class Study:
         """These entries' times: the step notebook's columns (``full``: all), as given or (``sort``) fastest first."""
         df = report.frame(self.record, (*KINDS, "attempt"), names)
         df = df.sort_values("x copy_") if sort else df
-        display(text.Text(text.table(df if full else df[list(columns)], padded=True)))
+        unmeasured = ["correct"] if "correct" not in columns and (df["correct"] == NOT_MEASURED).any() else []
+        display(text.Text(text.table(df if full else df[[*columns, *unmeasured]], padded=True)))
 
     def verdicts(self, *names: str) -> None:
         """The checked entries' correctness in one line: how checked, which failed, the worst error."""
