@@ -8,6 +8,7 @@ import copy
 import json
 import re
 
+import pandas as pd
 import pytest
 
 from elu_study.core import entries, record
@@ -428,6 +429,33 @@ def test_the_steps_table_and_the_verdict_follow_the_records(study_record, monkey
     load = record.load
     monkeypatch.setattr(record, "load", lambda gpu, job="study", **kw: wrong if job == "study" else load(gpu, job, **kw))
     assert "NOT bit for bit PyTorch's results" in front.blocks()["front"]
+
+
+def test_with_sustained_timings_the_table_the_verdict_and_a_figure_give_both_regimes(study_record, monkeypatch, tmp_path):
+    """Issue 46's headline: where rows hold the sustained protocol, each step's ratio under sustained load is its
+    sustained time over its own roof's, beside the short one, with its energy per pass; the verdict says both."""
+    import matplotlib.pyplot as plt
+
+    rec, acc = copy.deepcopy(study_record), record.load(record.REFERENCE_GPU, "accuracy")
+    held = {"copy_": (3.10, 1500.0, 2.2), "6_beyond_copy": (3.07, 1530.0, 2.0), "F.elu": (3.30, 1480.0, 2.4)}
+    for name, (ms, mhz, joules) in held.items():
+        record.row(rec, name)["timing"] |= {"sm_clock_mhz": 1980.0, "sustained": {
+            "median_ms": ms, "p10_ms": ms, "p90_ms": ms, "runs": 400, "settle_s": 3.0, "settled": True,
+            "sm_clock_mhz": mhz, "power_w": 699.0, "energy_j": joules, "capped_fraction": 1.0}}
+    df = front.steps_frame(rec, acc)
+    assert df.loc["6_beyond_copy", "x own copy_, sustained"] == pytest.approx(3.07 / 3.10)
+    assert df.loc["F.elu", "J per pass, sustained"] == 2.4
+    assert pd.isna(df.loc["2_float4", "x own copy_, sustained"])  # not timed so: an empty cell, not a guess
+    assert "x own copy_, sustained" not in front.steps_frame(study_record, acc)  # no sustained rows: no column
+    load = record.load
+    monkeypatch.setattr(record, "load", lambda gpu="nvidia-h200", job="study", **kw: rec if job == "study"
+                        else load(gpu, job, **kw))
+    verdict = front.blocks()["front"].split("\n\n")[0]
+    assert f"{3.07 / 3.10:.3f}x under sustained load" in verdict and "at 1530 MHz" in verdict
+    monkeypatch.setattr(record, "figure_path", lambda gpu, name: tmp_path / f"{name}.png")
+    paths = front.write_figure("nvidia-h200")
+    assert [p.name for p in paths] == ["steps.png", "regimes.png"] and all(p.stat().st_size for p in paths)
+    plt.close("all")
 
 
 def test_a_step_no_gpu_has_measured_is_a_row_that_says_so(study_record, monkeypatch):

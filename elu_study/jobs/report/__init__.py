@@ -22,7 +22,7 @@ def write(gpu: str, readme: bool = True) -> list[Path]:
     """Regenerate what every job with a record for ``gpu`` draws and writes, then the README's first screen."""
     paths = [p for job, module in REPORTS.items() if record.record_path(gpu, job).is_file()
              for p in module.write_report(gpu, readme=readme)]
-    paths += [front.write_figure(gpu)] if record.record_path(gpu).is_file() else []
+    paths += front.write_figure(gpu) if record.record_path(gpu).is_file() else []
     if readme and record.slug(gpu) == record.REFERENCE_GPU:
         paths += [record.write_block(name, text) for name, text in front.blocks(gpu).items()]
     return paths

@@ -14,7 +14,7 @@ from elu_study.core.paths import NOTEBOOKS_DIR
 from elu_study.jobs.sixteen.analysis import DEFAULT as STEP7
 from elu_study.jobs.study import figures as plots
 
-BLOCK, FIGURE = "front", "steps"
+BLOCK, FIGURE, REGIMES = "front", "steps", "regimes"
 REFERENCE = "F.elu"  # PyTorch's op: every dtype's reference row
 
 
@@ -43,16 +43,29 @@ def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
     return f"{ulp:.2f}" if ulp < 100 else f"{ulp:,.0f}"
 
 
+def sustained(rows: dict, r: dict) -> dict | None:
+    """A row's sustained protocol (run alone until power and clocks settle, then timed): its time over its own roof's
+    sustained time, SM clock (MHz) and energy per pass (J); None where it or its roof was not timed so."""
+    mine, roof = r["timing"].get("sustained"), rows.get(r.get("roof"), {}).get("timing", {}).get("sustained")
+    if not (mine and roof):
+        return None
+    return {"x": mine["median_ms"] / roof["median_ms"], "mhz": mine.get("sm_clock_mhz"), "j": mine.get("energy_j")}
+
+
 def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
     """One line per step_entries() row: median ms, time over its own dtype's copy_, TB/s and worst ulp (or bit-exact);
-    a step the record lacks says so in its last column."""
+    where the record has sustained timings, the same ratio under sustained load and the energy per pass there. A step
+    the record lacks says so in its last column."""
     rows, run = {r["name"]: r for r in study["rows"]}, next(iter(accuracy["runs"].values()))
+    regimes = any(r["timing"].get("sustained") for r in study["rows"])
 
     def line(e: entries.Entry) -> dict:
         if (r := rows.get(e.name)) is None:
             return {"entry": e.name, "worst ulp": entries.NOT_MEASURED}
-        return {"entry": e.name, "ms": r["timing"]["median_ms"], "x own copy_": r["x_roof"], "TB/s": r["tbps"],
-                "worst ulp": worst_ulp(e, r, run)}
+        held = sustained(rows, r) or {}
+        both = {"x own copy_, sustained": held.get("x"), "J per pass, sustained": held.get("j")} if regimes else {}
+        return {"entry": e.name, "ms": r["timing"]["median_ms"], "x own copy_": r["x_roof"], **both,
+                "TB/s": r["tbps"], "worst ulp": worst_ulp(e, r, run)}
 
     return pd.DataFrame([line(e) for e in step_entries()]).set_index("entry")
 
@@ -82,6 +95,7 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     rows, steps = {r["name"]: r for r in study["rows"]}, steps_frame(study, accuracy)
     best = min((r for r in study["rows"] if r["kind"] == "step"), key=lambda r: r["x_copy"])
     return {"gpu": study["provenance"]["gpu"], "study": study, "x": {n: r["x_roof"] for n, r in rows.items()},
+            "best_sustained": sustained(rows, best),
             "ms": {n: r["timing"]["median_ms"] for n, r in rows.items()}, "best": best, "step7": STEP7,
             "exact": all(steps.loc[f"{STEP7} {d}", "worst ulp"] == "bit-exact" for d in entries.DTYPES16),
             "ulp": steps.loc[best["name"], "worst ulp"], "alpha": next(iter(accuracy["runs"])),
@@ -95,5 +109,11 @@ def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
     return {BLOCK: text.render("report/front.md.j2", **numbers(gpu))}
 
 
-def write_figure(gpu: str) -> Path:
-    return record.save_figure(figure(record.load(gpu)), record.figure_path(gpu, FIGURE))
+def write_figure(gpu: str) -> list[Path]:
+    """The steps' figure, and where the record has sustained timings, the regimes' figure."""
+    study = record.load(gpu)
+    paths = [record.save_figure(figure(study), record.figure_path(gpu, FIGURE))]
+    rows = {r["name"]: r for r in study["rows"]}
+    if shown := [e.name for e in step_entries() if e.name in rows and sustained(rows, rows[e.name])]:
+        paths.append(record.save_figure(plots.regimes_figure(study, shown), record.figure_path(gpu, REGIMES)))
+    return paths

@@ -243,3 +243,34 @@ def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None =
     fig.suptitle(title or label("roofs_title", gpu=record["provenance"]["gpu"]), fontsize=11)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
+
+
+def regimes_figure(record: dict, names):
+    """Each row's time over its own roof against the SM clock it ran at: the short protocol (cool, interleaved
+    rounds) and the sustained one (run alone until power and clocks settle), joined by an arrow per row."""
+    by_name = {r["name"]: r for r in record["rows"]}
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for name in names:
+        r = by_name[name]
+        short, held, roof = r["timing"], r["timing"]["sustained"], by_name[r["roof"]]["timing"]
+        points = [(short.get("sm_clock_mhz"), r["x_roof"]),
+                  (held.get("sm_clock_mhz"), held["median_ms"] / roof["sustained"]["median_ms"])]
+        if any(mhz is None for mhz, _ in points):
+            continue  # no NVML clock reading: nothing to place it by
+        color = ROLE_COLORS[role(name)]
+        (x0, y0), (x1, y1) = points
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.6})
+        ax.plot([x0], [y0], "o", color=color, mfc="white")
+        ax.plot([x1], [y1], "o", color=color)
+        ax.annotate(name, (x1, y1), xytext=(4, 0), textcoords="offset points", fontsize=7, va="center")
+    ax.axhline(1.0, **ROOF_STYLE)
+    handles = [plt.Line2D([], [], color="k", marker="o", mfc="white", ls="", label=label("regime_short")),
+               plt.Line2D([], [], color="k", marker="o", ls="", label=label("regime_sustained")),
+               plt.Line2D([], [], **ROOF_STYLE, label=label("own_roof"))]
+    handles += [Patch(color=c, label=k) for k, c in ROLE_COLORS.items() if k in {role(n) for n in names}]
+    ax.legend(handles=handles, fontsize=8, loc="best")
+    ax.set(xlabel=label("regime_clock"), ylabel=label("own_roof_x"),
+           title=label("regimes_title", gpu=record["provenance"]["gpu"]))
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
