@@ -344,6 +344,23 @@ def test_the_attempts_that_cancel_are_named_unless_all_do(beyond_record):
     assert f"`{keep}`" not in named and all(f"`{r['name']}`" in named for r in faster[1:])
 
 
+def test_step_6s_verdict_and_counters_follow_the_record(beyond_record):
+    said = str(beyond.show("conclusion", beyond_record))
+    runs = [record.row(beyond_record, "6_beyond_copy")["x_copy"]] + [
+        p["6_beyond_copy"]["x_copy"] for p in beyond_record["processes"]]
+    k = sum(v <= beyond.AIM for v in runs)
+    assert f"reached in {k} of {len(runs)} runs" in said
+    moved = copy.deepcopy(beyond_record)
+    moved["processes"][0]["6_beyond_copy"]["x_copy"] = 1.01  # one process over the must, and over the aim
+    said = str(beyond.show("conclusion", moved))
+    assert "must **not met**" in said and f"reached in {k - (runs[1] <= beyond.AIM)} of {len(runs)} runs" in said
+    table = str(beyond.show("counters", beyond_record))
+    assert len([ln for ln in table.splitlines() if ln.startswith("| `")]) == 4  # 6_base and the three hardest
+    c = next(r for r in moved["counters"]["rows"] if r["name"] == "6_reversed")
+    c["dram_pct_of_peak"] = 99.0  # now the hardest-driven: first after 6_base
+    assert str(beyond.show("counters", moved)).split("| `")[2].startswith("6_reversed` | 99.0")
+
+
 def test_one_issue_bound_rule_in_08_and_12():
     from elu_study.core import hardware
 

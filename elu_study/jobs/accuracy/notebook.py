@@ -30,8 +30,7 @@ def _share(v: float) -> str:
     return a.pct(round(v * 1e9), 10**9)
 
 
-# What grades each prediction, and how it is shown. The claims, and the ranges their words are read as, are the
-# template's (predictions.md.j2).
+# What grades each claim, and how it is shown.
 MEASURES = {
     "expm1": (lambda r: _max(r, "1.0", "5_streaming"), a.ulps),
     "compile": (lambda r: _max(r, "1.0", "torch.compile(F.elu)", "-normal"), a.ulps),
@@ -40,7 +39,7 @@ MEASURES = {
                                 for s in (run["formulas"]["5_streaming"] for run in r["runs"].values())), _share),
     "compile_zeros": (lambda r: _zeros(r, "torch.compile(F.elu)", "-denormal"), _share),
     "naive_half": (lambda r: _binades(r, "1_naive", -1, 127), a.ulps),
-    "naive_max": (lambda r: _max(r, "1.0", "1_naive"), lambda v: f"2^{math.log2(v):.1f} ({a.ulps(v)})"),
+    "naive_max": (lambda r: _max(r, "1.0", "1_naive"), lambda v: f"2^{math.log2(v):.1f}"),
     "naive_zeros": (lambda r: _zeros(r, "1_naive", "-denormal", "-0.0"), _share),
     "fast_binade": (lambda r: _binades(r, "4_fast_math", -1, 0), a.ulps),
     "fast_zeros": (lambda r: _zeros(r, "4_fast_math", "+denormal"), _share),
@@ -48,10 +47,41 @@ MEASURES = {
                                 for s in run["formulas"].values()), "{:,}".format),
     "ties": (lambda r: r["runs"]["1.5"]["reference"]["ties_corrected"], "{:,}".format),
     "ties_1": (lambda r: r["runs"]["1.0"]["reference"]["exact_ties_tiny_x"], "{:,}".format),
-    # Issue 24's (written before the run that first recorded step 6's formula): within 2 ulp at alpha = 1.
     "poly_1": (lambda r: _max_or_none(r, "1.0", "6_beyond_copy"), a.ulps),
     "poly_15": (lambda r: _max_or_none(r, "1.5", "6_beyond_copy"), a.ulps),
 }
+
+# Notebook 07's one prediction (written before the run; step 6's rows are issue 24's), claim by claim, grouped as
+# the notebook words it: (group, claim, measure, the range its words are read as: shown, low, high, inclusive).
+EXPM1, POLY, MINUS1 = "`expm1f`: step 5, F.elu, torch.compile", "step 6's formula", "`exp(x) - 1`: steps 1-4"
+CLAIMS = (
+    (EXPM1, "5_streaming max ulp, alpha = 1", "expm1", "<= 1", 0.0, 1.0),
+    (EXPM1, "torch.compile max ulp, normal x, alpha = 1", "compile", "<= 1", 0.0, 1.0),
+    (EXPM1, "5_streaming max ulp, alpha 1.5 minus 1", "alpha_gap", "0.25 to 0.75", 0.25, 0.75),
+    (EXPM1, "5_streaming bit-identical to F.elu", "identical", "all", 1.0, 1.0),
+    (EXPM1, "torch.compile: negative denormals to +0.0", "compile_zeros", "some or all", 1e-9, 1.0),
+    (POLY, "max ulp, alpha = 1", "poly_1", "<= 2", 0.0, 2.0),
+    (POLY, "max ulp, alpha = 1.5", "poly_15", "<= 2.5", 0.0, 2.5),
+    (MINUS1, "1_naive max ulp, x <= -1/2", "naive_half", "1 to 3", 1.0, 3.0),
+    (MINUS1, "1_naive max ulp", "naive_max", "2^22.5 to 2^23.5", 2**22.5, 2**23.5),
+    (MINUS1, "1_naive: negative denormals and -0.0 to +0.0", "naive_zeros", "all", 1.0, 1.0),
+    (MINUS1, "4_fast_math max ulp, x in (-2, -1/2]", "fast_binade", "10 to 99", 10.0, 99.0),
+    (MINUS1, "4_fast_math: positive denormals to +0.0", "fast_zeros", "all", 1.0, 1.0),
+    ("the task's bar", "finite inputs failing atol = rtol = 1e-4", "tolerance", "none", 0, 0),
+    ("the reference", "float64-then-round wrong, alpha = 1.5", "ties", "10^7.5 to 10^8.5", 10**7.5, 10**8.5),
+    ("the reference", "exact ties at tiny x, alpha = 1", "ties_1", "none", 0, 0),
+)
+
+
+def graded(r: dict) -> dict[str, list[dict]]:
+    """Each group's claims, graded against the record: {group: [{what, shown, range, held}]}."""
+    groups: dict[str, list[dict]] = {}
+    for group, what, key, words, lo, hi in CLAIMS:
+        fn, shown = MEASURES[key]
+        v = fn(r)
+        groups.setdefault(group, []).append({"what": what, "range": words, "held": v is not None and lo <= v <= hi,
+                                             "shown": "not measured" if v is None else shown(v)})
+    return groups
 
 
 def _max_or_none(r: dict, alpha: str, name: str) -> float | None:
@@ -63,8 +93,7 @@ CELLS = {
         "r": r, "measured_here": measured_here, "here": this_gpu(),
         "file": record_path(r["provenance"]["gpu"], "accuracy").name,
         "same": {to: [*g["same"], *a.code(g["differ"])] for to, g in a.same_as(r).items()}},
-    "predictions": lambda r: {"m": {k: {"v": (v := fn(r)), "shown": None if v is None else shown(v)}
-                                    for k, (fn, shown) in MEASURES.items()}},
+    "predictions": lambda r: {"groups": graded(r)},
     "overview": lambda r: {"df": a.both(r, a.summary_table).iloc[:, :4]},  # the first four columns
     "histogram": lambda r, alpha="1.0": dict(zip(("df", "left_out"), a.histogram_ends(r, alpha)), alpha=alpha),
     "classes": lambda r, alpha="1.0": dict(zip(("df", "alike"), a.classes_where_they_differ(r, alpha)), alpha=alpha),

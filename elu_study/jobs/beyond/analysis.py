@@ -84,8 +84,7 @@ def numbers(record: dict) -> dict:
     best = min((r for r in float32_rows(record) if r["kind"] in ("attempt", "step")), key=lambda r: r["x_copy"])
     shown = [best] if best["name"] == "6_beyond_copy" else [best, rows["6_beyond_copy"]]
     must, aim = goals(record)
-    confirmation, a16 = record.get("confirmation", {}), record.get("accuracy16")
-    expf = [(d, v) for d, x in a16["6_16bit_expf"].items() for v in x["alphas"].values()] if a16 else []
+    confirmation = record.get("confirmation", {})
     return {"record": record, "rows": rows, "best": best, "aim": AIM, "must": MUST, "must_met": must, "aim_met": aim,
             "verdict": [{"row": r, "best": r is best, "noise": noise(record, r["name"], "copy_")} for r in shown],
             "step6_runs": [p["6_beyond_copy"]["x_copy"] for p in record.get("processes", [])],
@@ -93,22 +92,13 @@ def numbers(record: dict) -> dict:
                            "noise": noise(record, n, "copy_")} for n, (x, xs) in confirmed(record).items()],
             "confirmation": confirmation.get("provenance", {}),
             "step6_confirmed": [p["6_beyond_copy"]["x_copy"] for p in confirmation.get("processes", [])],
-            "b16": sixteen_bit(record), "counters": counter_rows(record), "dram": dram(record),
-            "accuracy": a16 and {  # step 6's 16-bit path exact? the worst of 6_16bit_expf (expf - 1)
-                "exact": all(v["bit_identical"] for v in a16["6_beyond_copy"].values()),
-                "worst": max((v["max_ulp"], d) for d, v in expf), "most": max(v["mismatches"] for _, v in expf),
-                "zeros": max(v["mismatches"] for _, v in expf if v["max_ulp"] == 0)}, "rule": ISSUE_BOUND_RULE,
+            "b16": sixteen_bit(record), "dram": dram(record), "rule": ISSUE_BOUND_RULE,
             "bound": [n for n in rows if issue_bound(issue_pct(record, n))]}
 
 
 def show(name: str, record: dict, **extra) -> text.Text:
     """``templates/beyond/<name>.md.j2`` filled from the record, for a notebook cell."""
     return text.show(f"beyond/{name}.md.j2", **numbers(record), **extra)
-
-
-def confirmation_lines(record: dict) -> list[str]:
-    """One line per attempt of ``--confirm``: in how many runs did it reach the aim?"""
-    return show("confirmation", record).splitlines()
 
 
 def attempt_counts(record: dict, base: str = "6_base") -> dict[str, list[str]]:

@@ -42,14 +42,6 @@ def beat_defaults(record: dict) -> str:
                        confirmed=record.get("confirmation", {}).get("names", []), own=own)
 
 
-def grid_lines(launches) -> str:
-    """One line per grid (launches with the same grid share it): blocks, tiles per block, resident share."""
-    grids: dict = {}
-    for lau in launches:
-        grids.setdefault((lau.blocks, lau.threads, lau.order == 3), []).append(lau)
-    return text.render("study/step6/grid_lines.md.j2", grids=list(grids.values()))
-
-
 def sixteen_bit_frame(record: dict, names) -> pd.DataFrame:
     """16-bit rows: time, x float32 copy_, x the 16-bit copy_ (copy_ of the bfloat16 tensor), issue %."""
     roof16 = row(record, "copy_ bfloat16")["timing"]["median_ms"]
