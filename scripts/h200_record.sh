@@ -8,7 +8,7 @@
 # accuracy (results/<gpu>-accuracy.json), sanitize (results/<gpu>-sanitize.json), notebooks
 # (executed in place, then re-run by nbval), tests (the whole suite, GPU tests and fuzzing
 # included; results/<gpu>-tests.json), optests (the operator's tests alone, no record), model:PARTS (python -m
-# elu_study model --parts PARTS), backward:N (the backward rows in N fresh processes, with counters), notebook:NAME (one notebook executed in place). What changed is packed into $OUT/record.tar.gz when
+# elu_study model --parts PARTS), notebook:NAME (one notebook executed in place). What changed is packed into $OUT/record.tar.gz when
 # $OUT is set (the device tool's output folder).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,6 @@ for stage in "$@"; do
     optests) python3 -m pytest tests/test_ops.py tests/test_op_properties.py -q -p no:cacheprovider -o addopts="" \
                || status=1 ;;  # -o addopts="": no nbval (the GPU test record is rewritten: commit the full suite's)
     model:*) python3 -m elu_study model --parts "${stage#model:}" || status=1 ;;
-    backward:*) python3 -m elu_study study --confirm-backward "${stage#backward:}" || status=1 ;;  # fresh processes
     tests) python3 -m pytest -q -x --durations=15 || status=1 ;;
     records) python3 -m elu_study records ${OUT:+--pack "$OUT/record.tar.gz"} || status=1 ;;
     *) python3 -m elu_study "$stage" || status=1 ;;  # a job of python -m elu_study (study, profile, ...)

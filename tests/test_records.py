@@ -18,20 +18,16 @@ def results(tmp_path):
     return tmp_path
 
 
-def fingerprint_of(path, *at):
-    rec = json.loads(path.read_text())
-    for key in at:
-        rec = rec[key]
-    return rec["fingerprint"]
+def fingerprint_of(path):
+    return json.loads(path.read_text())["fingerprint"]
 
 
-def set_fingerprint(path, value, *at):
-    """Set a record's (or a part's) fingerprint; None takes it away, as a record is before its stage is stamped."""
+def set_fingerprint(path, value):
+    """Set a record's fingerprint; None takes it away, as a record is before its stage is stamped."""
     if value is not None:
-        return record.set_part(path, (*at, "fingerprint"), value)
+        return record.set_part(path, ("fingerprint",), value)
     rec = json.loads(path.read_text())
-    fingerprint_of(path, *at)  # there is one to take away
-    (rec[at[0]] if at else rec).pop("fingerprint")
+    rec.pop("fingerprint")  # there is one to take away
     path.write_text(record.dumps(rec) + "\n")
 
 
@@ -39,10 +35,10 @@ def make_current(results, name):
     """Fingerprint a stage's record as this tree gives it (the same builds, as they are now)."""
     stage = records.BY_NAME[name]
     path = record.record_path(job=stage.job, results_dir=results)
-    held = fingerprint_of(path, *stage.at)
+    held = fingerprint_of(path)
     now = fingerprint.fingerprint(stage.roots, stage.files, [], held["toolchain"])
     builds = {key: fingerprint.build_digest(*fingerprint.parse_build_key(key)) for key in held["builds"]}
-    set_fingerprint(path, {**now, "builds": builds}, *stage.at)
+    set_fingerprint(path, {**now, "builds": builds})
 
 
 def runs(results, tools=None, **kw):
@@ -62,7 +58,7 @@ def test_every_committed_record_holds_a_fingerprint_of_its_stage():
 
 
 def test_a_record_whose_inputs_changed_is_due_and_says_which(results):
-    for name in ("study", "backward", "launch", "sixteen"):
+    for name in ("study", "launch", "sixteen"):
         make_current(results, name)
     main = record.record_path(job="study", results_dir=results)
     sixteen = record.record_path(job="sixteen", results_dir=results)
@@ -73,7 +69,7 @@ def test_a_record_whose_inputs_changed_is_due_and_says_which(results):
     set_fingerprint(sixteen, {**changed, "code": {**changed["code"], module: "0" * 16}})
     reasons = why(results)
     assert reasons["study"] == ["build 2_float4"] and reasons["sixteen"] == [f"code {module} (changed)"]
-    assert reasons["backward"] == [] and reasons["launch"] == []  # the study record's other part is current
+    assert reasons["launch"] == []
     plan = runs(results)
     assert plan["study"] and plan["sixteen"] and not plan["launch"] and plan["build"]
     assert all(runs(results, force=True).values())
@@ -107,14 +103,6 @@ def test_the_readme_and_notebooks_are_made_again_before_the_suite_and_only_for_i
     assert order.index("sanitize") < order.index("report") < order.index("notebooks") < order.index("tests")
     assert set(runs(results, names=["tests"])) == {"build", "report", "notebooks", "tests"}
     assert set(runs(results, names=["launch"])) == {"build", "launch"}
-
-
-def test_the_backward_stage_reads_its_own_part(results):
-    main = record.record_path(job="study", results_dir=results)
-    set_fingerprint(main, None, "backward")
-    make_current(results, "study")
-    reasons = why(results)
-    assert reasons["backward"] == ["no fingerprint"] and reasons["study"] == []
 
 
 def test_a_missing_record_runs_and_an_unknown_stage_is_refused(results, capsys):

@@ -21,7 +21,7 @@ from elu_study.core.tables import markdown
 from elu_study.jobs import report
 from elu_study.jobs.beyond import analysis as beyond_analysis
 from elu_study.jobs.report import front
-from elu_study.jobs.study import backward, findings
+from elu_study.jobs.study import findings
 from elu_study.jobs.study import report as study_report
 from elu_study.jobs.study.report import README_BLOCK, caption, frame
 from elu_study.testing.records import assert_rows_are_the_catalogues
@@ -532,20 +532,3 @@ def test_the_roofs_table_groups_by_dtype_and_direction_and_says_each_check():
                                              "bfloat16 backward, over torch.add"]
     assert "ran on all 65,536 inputs at 77 alphas, bit for bit against PyTorch: mismatches only in " \
            "`7_backward bfloat16` (3)." in study_report.checked_line(rec)
-
-
-def test_the_backwards_predictions_are_graded_on_the_median_of_the_fresh_processes():
-    rec = copy.deepcopy(record.load())
-    lo, hi = backward.PREDICTIONS["elu_backward"]
-    xs = [lo - 0.01, (lo + hi) / 2, hi + 0.01]  # median inside the range, one process on each side of it
-    rec["backward"]["processes"] = [{n: {"x_roof": x} for n in backward.NAMES} for x in xs]
-    df = backward.frame(rec)
-    assert df.loc["elu_backward", "verdict"] == "HELD"
-    rec["backward"]["processes"] = [{n: {"x_roof": hi + 0.02} for n in backward.NAMES}] * 3
-    assert backward.frame(rec).loc["elu_backward", "verdict"] == "MISSED (slower)"
-    assert backward.aim_line(rec).endswith("at worst over 4 runs. The aim (0.98x) is reached in none of them.")
-    rec["backward"]["processes"] = [{n: {"x_roof": backward.AIM - 0.001} for n in backward.NAMES}] * 3
-    main_run = record.row(rec, "elu_backward")["x_roof"] <= backward.AIM
-    assert backward.aim_line(rec).endswith(f"is reached in {3 + main_run} of them.")
-
-

@@ -1,6 +1,6 @@
 """What determines a record, each input with its digest: a record is measured again only when one of them changed.
 
-A record's fingerprint (``record["fingerprint"]``, or a part's, e.g. ``record["backward"]["fingerprint"]``) holds:
+A record's fingerprint (``record["fingerprint"]``) holds:
 
 - ``code``: each measuring module its job runs (the static import closure of its job's module inside
   ``elu_study``, plus any extra files such as ``tests/``), digested as Python's AST with docstrings removed, so that
@@ -259,7 +259,7 @@ def summary(reasons: list[str], shown: int = 3) -> str:
                                                                else "") for kind, items in kinds.items())
 
 
-def catalogue_current(part: dict | None, root: Path = REPO_ROOT) -> bool:
-    """Whether a record (or a part of one) was measured with this catalogue. Where it was not, the entries it lacks
+def catalogue_current(rec: dict | None, root: Path = REPO_ROOT) -> bool:
+    """Whether a record was measured with this catalogue. Where it was not, the entries it lacks
     are new since: not measured yet (tables say so), and the record is due."""
-    return ((part or {}).get("fingerprint") or {}).get("catalogue") == catalogue_digest(root)
+    return ((rec or {}).get("fingerprint") or {}).get("catalogue") == catalogue_digest(root)

@@ -304,16 +304,8 @@ class Ncu(Record, kw_only=True):
 
 
 # -- study ----------------------------------------------------------------------------------------------------------
-class Backward(Struct, kw_only=True):  # the backward rows in fresh processes (study --confirm-backward)
-    provenance: Provenance
-    names: list[str]
-    processes: list[dict[str, Process]]
-    counters: CounterRows
-    fingerprint: Fingerprint | Unset = UNSET
-
-
-class Study(Rows, kw_only=True):
-    backward: Backward | Unset = UNSET
+class Study(Rows, kw_only=True):  # the main record (a "backward" part of older records is left unread)
+    pass
 
 
 # -- beyond (step 6) --------------------------------------------------------------------------------------------------

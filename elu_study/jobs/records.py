@@ -34,12 +34,11 @@ ROOT = RESULTS_DIR.parent
 
 @dataclass(frozen=True)
 class Stage:
-    """One measurement: its command (after ``python -m``), the record it writes and where its fingerprint sits."""
+    """One measurement: its command (after ``python -m``) and the record it writes (its fingerprint in it)."""
 
     name: str
     command: tuple[str, ...]
     job: str | None  # the record it writes (None: it writes none, e.g. the builds)
-    at: tuple[str, ...] = ()  # the part of the record it measures (its fingerprint sits there): () the whole
     seed_option: str | None = None  # an option given a fresh random seed per run (one for all of pytest's workers)
     serves: tuple[str, ...] | None = None  # a stage without a record: the stages it prepares (None: every one)
     files: tuple[str, ...] = ()  # inputs beyond the job's modules: globs under the repository (the tests' files)
@@ -56,16 +55,10 @@ class Stage:
             return (f"elu_study.jobs.{self.command[1]}",)
         return fingerprint.all_modules()
 
-    def part(self, rec: dict | None) -> dict | None:
-        for key in self.at:
-            rec = rec.get(key) if isinstance(rec, dict) else None
-        return rec if isinstance(rec, dict) else None
-
     def held(self, gpu: str, results_dir: Path | None = None) -> tuple[bool, dict | None]:
         """(whether its record exists, the fingerprint it holds for this stage or None)."""
         rec = record.load(gpu, self.job, results_dir, required=False) if self.job else None
-        part = self.part(rec)
-        return rec is not None and part is not None, (part or {}).get("fingerprint")
+        return rec is not None, (rec or {}).get("fingerprint")
 
     def due(self, gpu: str, tools: dict | None, results_dir: Path | None = None) -> list[str]:
         """Why its record must be measured again (empty: it is current)."""
@@ -79,7 +72,6 @@ ELU = ("elu_study",)
 STAGES = (
     Stage("build", (*ELU, "records", "--build-only"), None),
     Stage("study", ELU + ("study",), "study"),
-    Stage("backward", ELU + ("study", "--confirm-backward", "3"), "study", ("backward",)),
     Stage("accuracy", ELU + ("accuracy",), "accuracy"),
     Stage("sixteen", ELU + ("sixteen",), "sixteen"),
     Stage("beyond", ELU + ("beyond",), "beyond"),
@@ -124,7 +116,7 @@ def stamp(stage: Stage, gpu: str, log: Path, tools: dict, results_dir: Path | No
     """Write the fingerprint of a stage that just ran into its record: its code, the builds its processes logged,
     this machine's toolchain."""
     taken = fingerprint.fingerprint(stage.roots, stage.files, fingerprint.logged_builds(log), tools)
-    record.set_part(record.record_path(gpu, stage.job, results_dir), (*stage.at, "fingerprint"), taken)
+    record.set_part(record.record_path(gpu, stage.job, results_dir), ("fingerprint",), taken)
 
 
 def build_all_defaults() -> None:

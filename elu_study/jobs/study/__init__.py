@@ -15,7 +15,6 @@ from elu_study.core.entries import DTYPES16, ENTRIES, PEERS, STEPS, builds, stud
 from elu_study.core.harness import measure
 from elu_study.core.sass import inspect_variant
 from elu_study.core.timing import Sustained
-from elu_study.jobs.study import backward
 from elu_study.jobs.study.report import fit, own_roof_rows, summary, write_report
 
 __all__ = ["main", "write_report"]
@@ -50,13 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=None,
                         help=f"parallel builds (default: one per core, {default_workers(os.cpu_count() or 2)} here)")
     parser.add_argument("--no-readme", action="store_true", help="keep the README block")
-    parser.add_argument("--confirm-backward", type=int, metavar="N", help="backward only: N fresh processes")
     args = parser.parse_args(argv)
     live = torch.cuda.is_available()
-    if args.confirm_backward and live:
-        rec = backward.confirm(args.confirm_backward)
-        print(f"wrote {record.save(rec)}\n\n{backward.table(rec)}\n\n{backward.aim_line(rec)}")
-        return 0
     jobs = builds() if live else builds(SASS_SHOWN)
     workers = args.jobs or default_workers(len(jobs))
     sustained = sustained_entries() if args.protocol == "both" else []
