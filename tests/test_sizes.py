@@ -346,9 +346,6 @@ def test_first_call_table_and_figure_follow_the_record(rec):
         tile = r["main_numel"] / r["launch"]["grid"]
         ratio = r["cub_ms"]["median_ms"] / r["copy_ms"]["median_ms"]
         assert f"| {tile:,.0f} | {tile / r['launch']['block']:.0f} |" in table and f"| {ratio:.3f} |" in table
-    fig = figures.first_call_figure(rec)
-    bars = sorted(p.get_height() for p in fig.axes[0].patches)
-    assert bars == pytest.approx(sorted(r["cub_ms"]["median_ms"] / r["copy_ms"]["median_ms"] for r in rows))
     rows[0]["launch"]["grid"] //= 2  # twice the tile: the table prints it
     assert f"| {rows[0]['main_numel'] / rows[0]['launch']['grid']:,.0f} |" in notebook.first_calls(rec)
     del rec["cub_history"]

@@ -6,7 +6,6 @@ import math
 
 import matplotlib.pyplot as plt
 
-from elu_study.jobs.accuracy.analysis import histogram_table
 
 # Drawn in this order, with these styles; formulas that agree bit for bit draw on top of each other.
 STYLES = {"1_naive": {"color": "tab:red", "marker": "o", "ms": 5, "mfc": "none"},
@@ -49,20 +48,4 @@ def binade_figure(record: dict):
     axes[0][0].set(ylabel=f"max ulp (0 at 2^{int(math.log2(ZERO_FLOOR))})", ylim=(ZERO_FLOOR / 2, top * 16))
     fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
-    return fig
-
-
-def histogram_figure(record: dict, sign: str = "negative"):
-    """Inputs per ulp-error bin, one bar per formula (log scale)."""
-    fig, axes = plt.subplots(1, len(record["runs"]), figsize=(6.2 * len(record["runs"]), 4.4), sharey=True,
-                             squeeze=False)
-    for ax, alpha in zip(axes[0], record["runs"]):
-        df = histogram_table(record, alpha, sign)
-        df.plot.bar(ax=ax, width=0.8, logy=True, legend=False, color=[STYLES.get(n, {}).get("color", "gray") for n in df])
-        ax.set_xticks(range(len(df)), df.index, rotation=60, ha="right", fontsize=7)
-        ax.set(xlabel="ulp error", title=f"alpha = {alpha}")
-    axes[0][0].set_ylabel(f"inputs, sign bit {'set' if sign == 'negative' else 'clear'}")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from elu_study.core.record import figure_path, save_figure
-from elu_study.jobs.sizes.analysis import first_call_tile, first_call_x_copy, names, ok, point, series
+from elu_study.jobs.sizes.analysis import names, ok, point, series
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, MODES, STREAMS, fmt_bytes
 
 # The bandwidth figure draws the streams' sum only from here: below, it is two launches, not a bandwidth.
@@ -157,39 +157,6 @@ def first_call_rows(record: dict) -> list[tuple[dict, int | str]]:
     ``analysis.first_call*``: the first call's length, or "main"."""
     keyed = [(r, "main" if r["first_numel"] == r["main_numel"] else r["first_numel"]) for r in record.get("cub_history", [])]
     return sorted(keyed, key=lambda rk: (rk[1] == "main", rk[0]["first_numel"]))
-
-
-def first_call_figure(record: dict):
-    """CUB's time at the main length over copy_'s in the same process, one bar per length of CUB's first call in
-    that process (p10-p90 of CUB's runs over copy_'s median as whiskers), each labelled with the tile CUB kept."""
-    keyed = first_call_rows(record)
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    if not keyed:
-        ax.text(0.5, 0.5, "this record has no first-call processes", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-        return fig
-    labels = [f"{r['first_numel']:,}" + ("\n(the main length)" if k == "main" else "") for r, k in keyed]
-    med = np.array([first_call_x_copy(record, k) for _, k in keyed])
-    roof = np.array([r["copy_ms"]["median_ms"] for r, _ in keyed])
-    p10, p90 = (np.array([r["cub_ms"][q] for r, _ in keyed]) / roof for q in ("p10_ms", "p90_ms"))
-    x = np.arange(len(keyed))
-    ax.bar(x, med, color=["tab:green" if k == "main" else "tab:purple" for _, k in keyed], width=0.6)
-    ax.errorbar(x, med, yerr=[med - p10, p90 - med], fmt="none", ecolor="black", capsize=4, lw=1)
-    for i, (_, k) in enumerate(keyed):
-        tile = first_call_tile(record, k)
-        ax.annotate(f"{med[i]:.3f}x\n" + (f"tile {tile:,.0f}" if tile else "tile not recorded"), (i, p90[i]),
-                    textcoords="offset points", xytext=(0, 4), ha="center", fontsize=9)
-    ax.axhline(1.0, color="tab:green", ls="--", lw=1, label="copy_ (same process)")
-    ax.set_xticks(x, labels)
-    ax.set_xlabel("length of CUB's first call in the process (elements)")
-    ax.set_ylabel("CUB time / copy_'s at the main length\n(median, p10-p90)")
-    ax.set_ylim(0.9, float(p90.max()) * 1.18)
-    ax.set_title(f"cub::DeviceTransform keeps the tile its first call picks ({record['provenance']['gpu']}, float32)",
-                 fontsize=10)
-    ax.legend(loc="upper right", fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
 
 
 FIGURES = {"bandwidth": bandwidth_figure, "time": time_figure}

@@ -9,7 +9,7 @@ import pandas as pd
 from elu_study.core import text
 from elu_study.jobs.sizes.analysis import (FORMATS, custom, first_call_tile, first_call_x_copy, frame, host_median_us,
                                            names, ok, point, small_sizes, us)
-from elu_study.jobs.sizes.figures import FIGURES, first_call_figure, first_call_rows
+from elu_study.jobs.sizes.figures import FIGURES, first_call_rows
 from elu_study.jobs.sizes.plan import STREAMS, fmt_n
 from elu_study.jobs.sizes.readme import numbers
 
@@ -109,10 +109,3 @@ def first_calls(record: dict) -> text.Text:
     rows = [{**r, "tile": first_call_tile(record, first), "x_copy": first_call_x_copy(record, first)}
             for r, first in first_call_rows(record)]
     return text.show("sizes/first_calls.md.j2", rows=rows)
-
-
-def first_call_plot(record: dict):
-    """The first-call processes as a figure (closed, so that it is shown once, as the cell's value)."""
-    fig = first_call_figure(record)
-    plt.close(fig)
-    return fig
