@@ -125,24 +125,17 @@ def test_derive_recomputes_the_records_derived_numbers(rec):
 
 def test_readme_block_quotes_the_record(committed):
     rec, block = committed, readme.block(committed)
-    fit, top = max(n for n in committed["sizes"] if 8 * n <= committed["l2_bytes"]), committed["sizes"][-1]
+    fit = max(n for n in committed["sizes"] if 8 * n <= committed["l2_bytes"])
     checked = [p["check"]["passed"] for p in rec["points"] if p["check"]]
     assert f"{sum(checked)} of {len(checked)} element-by-element checks pass" in block
     assert f"cold time is {med(rec, 'F.elu', fit, 'cold') / med(rec, 'F.elu', fit, 'warm'):.2f}x its warm time" in block
-    host = med(rec, "F.elu", top, "host")
-    grow = host / host_median(rec, "F.elu")
-    assert f"at 2^31 elements**, over its launch-bound median: F.elu's {host:.1f} µs, {grow:.2f}x" in block
+    assert "host time" not in block.lower()  # notebook 09's, not the README's
     assert "![nvidia-h200-sizes-time](results/nvidia-h200-sizes-time.png)" in block
 
 
 def test_readme_block_follows_the_record(rec):
-    top, before = rec["sizes"][-1], readme.block(rec)
-    scale(rec, "F.elu", top, "host", 1.5)
     raw(rec, "2_float4", 4096)["check"]["passed"] = False
     after = readme.block(rec)
-    old, new = med(rec, "F.elu", top, "host") / 1.5, med(rec, "F.elu", top, "host")
-    assert f"F.elu's {old:.1f} µs" in before and f"F.elu's {new:.1f} µs" in after and f"{old:.1f} µs" not in after
-    assert f"F.elu's {new:.1f} µs, {new / host_median(rec, 'F.elu'):.2f}x;" in after
     checked = sum(1 for p in rec["points"] if p["check"])
     assert f"{checked - 1} of {checked} element-by-element checks" in after
 

@@ -47,12 +47,11 @@ def numbers(record: dict, main: dict | None = None, model: dict | None = None) -
     stream = record["floors"][str(top)]["stream_cold_ms"]
     l2, fit = record["l2_bytes"], reg["l2_fit_max_n"]
     out.update(lb=reg["launch_bound_max_n"], fit=fit, l2=l2, top=top, mid=mid, small=small, host=host, grow=grow,
-               host_top=at(ref, top, "host"), gain_fit=gain.get(str(fit)),
+               gain_fit=gain.get(str(fit)),
                beyond=[(n, gain[str(n)]) for n in sizes if BYTES_PER_ELEMENT * n >= 4 * l2 and str(n) in gain],
                dearer=[c for c in kernels if host[c] >= host[ref]], cheaper=[c for c in kernels if host[c] < host[ref]],
                wins={c: sum(paced(c, n) < paced(ref, n) for n in small) for c in kernels},
                x_top={c: x_copy(c, top) for c in held}, floor_top=stream and 1e3 * stream / at("copy_", top),
-               most=grow and max((c for c in kernels if ok(point(record, c, top))), key=grow.get, default=None),
                allocates=[c for c in ALLOCATES if c in held])
     if {4096, 4097} <= set(sizes) and "2_float4" in held:  # an odd length: the float4 steps' scalar tail
         out["odd"] = (at("2_float4", 4097, "warm"), at("2_float4", 4096, "warm"))
