@@ -99,13 +99,14 @@ def test_builds_are_logged_once_each_and_only_under_kernels(tmp_path, monkeypatc
 
 def test_a_module_held_as_an_input_but_now_presentation_or_bookkeeping_voids_nothing(tmp_path, monkeypatch):
     """A fingerprint taken when a module counted (here the study's table code) is not due once that module is
-    declared presentation; a module that was deleted is gone, and due. The plan's line names a few per kind."""
+    declared presentation (here, as if core/derived.py were); a module that was deleted is gone, and due. The plan's
+    line names a few per kind."""
     root = package(tmp_path)
     roots = ("elu_study.jobs.study",)
     held = {"code": fingerprint.code_inputs(roots, root=root), "catalogue": fingerprint.catalogue_digest(root),
             "builds": {}, "toolchain": {}}
-    assert "elu_study.jobs.study.report" in held["code"]
-    monkeypatch.setattr(fingerprint, "PRESENTATION", (*fingerprint.PRESENTATION, "elu_study/jobs/study/report.py"))
+    assert "elu_study.core.derived" in held["code"]
+    monkeypatch.setattr(fingerprint, "PRESENTATION", (*fingerprint.PRESENTATION, "elu_study/core/derived.py"))
     assert fingerprint.changes(held, roots, root=root) == []
     assert "elu_study.core.timing" in held["code"]
     (root / "elu_study/core/timing.py").unlink()

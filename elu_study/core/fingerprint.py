@@ -33,7 +33,8 @@ from elu_study.core.paths import REPO_ROOT
 PACKAGE = "elu_study"
 # Not inputs of any record: presentation, and bookkeeping whose effect the other inputs capture.
 PRESENTATION = ("elu_study/templates/*", "elu_study/jobs/report/*", "elu_study/jobs/*/figures.py",
-                "elu_study/jobs/*/notebook.py", "elu_study/jobs/notebooks.py")
+                "elu_study/jobs/*/notebook.py", "elu_study/jobs/notebooks.py",
+                "elu_study/jobs/study/report.py")  # the main record's tables, summary and README block
 BOOKKEEPING = ("elu_study/__init__.py", "elu_study/core/record.py", "elu_study/core/schema.py",
                "elu_study/core/fingerprint.py", "elu_study/core/build.py", "elu_study/core/paths.py",
                "elu_study/jobs/records.py")  # __init__.py: the names it loads on first use, no code of its own
