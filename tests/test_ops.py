@@ -513,6 +513,24 @@ def test_a_builds_verdict_names_its_file_an_input_and_both_values_and_is_kept():
     assert ops.verdict(elu, "cpu") == "" and elu.calls == len(ops.PROBE_ALPHAS)
 
 
+def test_a_build_first_used_inside_a_cuda_graph_capture_is_refused_before_its_probe(monkeypatch):
+    """The probe reads its output back to the host, which a capture forbids: the first use inside one is a clear
+    error, not a failed capture; once checked, a build is used inside captures freely."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    capturing = [True]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    monkeypatch.setattr(ops, "verdict", lambda module, device="cuda": "")
+    build = _Build("mine.cu", F.elu)
+    build.op_namespace = "mine"
+    monkeypatch.setattr(ops, "_REGISTERED", {"mine"})  # its operator's Python side is registered already
+    with pytest.raises(RuntimeError, match=r"mine\.cu: its build is first used inside a CUDA graph capture"):
+        ops.loaded(build)
+    capturing[0] = False
+    assert ops.loaded(build) is build  # the warm-up call: checked
+    capturing[0] = True
+    assert ops.loaded(build) is build
+
+
 # ---------------------------------------------------------------- on the GPU: the kernels
 
 

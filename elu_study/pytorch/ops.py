@@ -101,9 +101,18 @@ def loaded(module):
     if module.op_namespace not in _REGISTERED:
         register_python_side(module.op_namespace)
         _REGISTERED.add(module.op_namespace)
-    if torch.cuda.is_available() and (why := verdict(module)):
-        raise ValueError(why)
+    if torch.cuda.is_available():
+        if module not in _CHECKED and torch.cuda.is_current_stream_capturing():  # the probe reads back its output
+            raise RuntimeError(f"{module.spec.source_path}: its build is first used inside a CUDA graph capture, "
+                               "where its ELU probe cannot run; call the model once before capturing (the usual "
+                               "warm-up), or elu_study.pytorch.ops.module_for() first")
+        if why := verdict(module):
+            raise ValueError(why)
+        _CHECKED.add(module)
     return module
+
+
+_CHECKED: set = set()  # the builds whose verdict this process has
 
 
 _REGISTERED: set[str] = set()
