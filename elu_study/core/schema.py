@@ -8,7 +8,7 @@ keyed by a name, an alpha or a length. A number's unit is in its JSON schema (``
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Generic, Literal, TypeVar
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
@@ -24,6 +24,7 @@ MHz, Watts, Joules = _unit(float, "MHz"), _unit(float, "W"), _unit(float, "J")
 Unset = UnsetType
 Dtype = Literal["float32", "bfloat16", "float16"]
 Direction = Literal["forward", "backward"]
+T = TypeVar("T")
 
 
 # -- shared by every record ---------------------------------------------------------------------------------------
@@ -63,10 +64,13 @@ class Record(Struct, kw_only=True):
 
 
 # -- timing -------------------------------------------------------------------------------------------------------
-class Quantiles(Struct):
+class Center(Struct):
     median_ms: Ms
     p10_ms: Ms
     p90_ms: Ms
+
+
+class Quantiles(Center):
     p99_ms: Ms
     mean_ms: Ms
     min_ms: Ms
@@ -99,17 +103,11 @@ class Nvml(Struct):  # core.timing.NvmlSampler.summary: one round's clocks, powe
     error: str | None | Unset = UNSET
 
 
-class Regime(Struct):  # core.timing.NvmlSampler.regime over some samples (null: none), and energy per pass
-    sm_clock_mhz: MHz | None
+class Sustained(Center):  # core.timing.time_sustained: one entry alone, back to back, once the board settled
+    sm_clock_mhz: MHz | None  # core.timing.NvmlSampler.regime over its samples (null: none), and energy per pass
     power_w: Watts | None
     capped_fraction: float | None  # share of samples at the power cap
     energy_j: Joules | None
-
-
-class Sustained(Regime):  # core.timing.time_sustained: one entry alone, back to back, once the board settled
-    median_ms: Ms
-    p10_ms: Ms
-    p90_ms: Ms
     runs: int
     settle_s: Sec
     settled: bool | None  # null: no NVML to tell
@@ -130,17 +128,14 @@ class Timing(Quantiles):  # core.timing.time_interleaved: one entry over interle
     round_p90_ms: list[Ms]
     samples_ms: list[list[Ms]]
     nvml: list[Nvml]
-    sm_clock_mhz: MHz | None | Unset = UNSET  # its Regime over every round (records before it: absent)
+    sm_clock_mhz: MHz | None | Unset = UNSET  # as Sustained's, over every round (records before it: absent)
     power_w: Watts | None | Unset = UNSET
     capped_fraction: float | None | Unset = UNSET
     energy_j: Joules | None | Unset = UNSET
     sustained: Sustained | Unset = UNSET  # the rows timed under sustained load too
 
 
-class Medians(Struct):
-    median_ms: Ms
-    p10_ms: Ms
-    p90_ms: Ms
+class Medians(Center):
     round_medians_ms: list[Ms]
 
 
@@ -301,11 +296,6 @@ class Ncu(Record, kw_only=True):
     problem: Problem
     note: str
     rows: list[Counters]
-
-
-# -- study ----------------------------------------------------------------------------------------------------------
-class Study(Rows, kw_only=True):  # the main record (a "backward" part of older records is left unread)
-    pass
 
 
 # -- beyond (step 6) --------------------------------------------------------------------------------------------------
@@ -521,14 +511,9 @@ class Worst(Struct):
     at: At
 
 
-class Signs(Struct):
-    negative: Worst | None
-    positive: Worst | None
-
-
-class Histogram(Struct):
-    negative: list[int]
-    positive: list[int]
+class Signed(Struct, Generic[T]):  # by the input's sign
+    negative: T
+    positive: T
 
 
 class Tolerance(Struct):
@@ -570,8 +555,8 @@ class Binades(Struct):  # one entry per negative binade
 
 class FormulaErrors(Struct):
     n: Elements
-    max_ulp: Signs
-    histogram: Histogram
+    max_ulp: Signed[Worst | None]
+    histogram: Signed[list[int]]
     correctly_rounded: int
     bit_identical_to_felu: int
     differ_from_felu_only_in_nan_bits: int
@@ -922,17 +907,15 @@ class Verdict(Struct):
     ok: bool
 
 
-class SanitizerRun(Struct):  # jobs.sanitize.runs.Run
+class SanitizerRun(Verdict):  # jobs.sanitize.runs.Run
     tool: str
     builds: list[str]
     returncode: int
-    errors: int | None
     warnings: int
     child_ok: bool
     seconds: Sec
     findings: list[str]
     log_tail: str
-    ok: bool
 
 
 class Sanitize(Record, kw_only=True):
@@ -980,7 +963,8 @@ class Tests(Record, kw_only=True):
     sanitizer: Sanitizer | None | Unset = UNSET
 
 
+# "study", the main record, is Rows (a "backward" part of older records is left unread).
 TYPES: dict[str, type[Record]] = {
-    "study": Study, "ncu": Ncu, "accuracy": Accuracy, "sanitize": Sanitize, "beyond": Beyond, "sizes": Sizes,
+    "study": Rows, "ncu": Ncu, "accuracy": Accuracy, "sanitize": Sanitize, "beyond": Beyond, "sizes": Sizes,
     "launch": LaunchRecord, "model": Model, "sixteen": Sixteen, "tests": Tests,
 }
