@@ -253,24 +253,18 @@ def issue_pct(record: dict, name: str) -> float | None:
 
 def counter_frame(record: dict, names=None):
     """One line per kernel: time, DRAM bytes and throughput, L2, occupancy, registers, top stalls."""
-    rows = [r for r in record["rows"] if names is None or r["name"] in names]
+    columns = {"duration_ns": "ncu ms", "dram_read_bytes": "DRAM read GB", "dram_write_bytes": "DRAM write GB",
+               "dram_pct_of_peak": "DRAM % of peak", "l2_hit_pct": "L2 hit %", "achieved_occupancy_pct": "occupancy %",
+               "registers": "regs", "thread_instructions_per_element": "inst/elem"}
+    rows = pd.DataFrame(record["rows"], columns=["name", *columns, "stalls"]).set_index("name").rename_axis("entry")
     if names is not None:
-        order = {n: i for i, n in enumerate(names)}
-        rows.sort(key=lambda r: order[r["name"]])
-    df = pd.DataFrame({
-        "entry": [r["name"] for r in rows],
-        "ncu ms": [r["duration_ns"] / 1e6 if r.get("duration_ns") else None for r in rows],
-        "DRAM read GB": [r["dram_read_bytes"] / 1e9 if r.get("dram_read_bytes") is not None else None for r in rows],
-        "DRAM write GB": [r["dram_write_bytes"] / 1e9 if r.get("dram_write_bytes") is not None else None for r in rows],
-        "DRAM % of peak": [r.get("dram_pct_of_peak") for r in rows],
-        "L2 hit %": [r.get("l2_hit_pct") for r in rows],
-        "occupancy %": [r.get("achieved_occupancy_pct") for r in rows],
-        "regs": [r.get("registers") for r in rows],
-        "inst/elem": [r.get("thread_instructions_per_element") for r in rows],
-        "top stalls (warps per issue)": [", ".join(f"{s} {v:.0f}" for s, v in list(r.get("stalls", {}).items())[:2])
-                                         for r in rows],
-    })
-    return df.set_index("entry")
+        rows = rows.loc[[n for n in names if n in rows.index]]
+    df = rows[list(columns)].astype(float).rename(columns=columns)
+    df["ncu ms"] = df["ncu ms"].where(df["ncu ms"] != 0) / 1e6
+    df[["DRAM read GB", "DRAM write GB"]] /= 1e9
+    df["top stalls (warps per issue)"] = [", ".join(f"{s} {v:.0f}" for s, v in list(stalls.items())[:2])
+                                         for stalls in rows["stalls"]]
+    return df
 
 
 def _target_main(argv: list[str] | None = None) -> int:
