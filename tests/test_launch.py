@@ -6,6 +6,7 @@ every instance bit-identical to step 2."""
 import copy
 import math
 import re
+from dataclasses import astuple
 
 import numpy as np
 import pytest
@@ -329,7 +330,7 @@ def test_a_shape_with_no_instance_is_a_value_error(module, args, says):
 
 def test_valid_shapes_are_accepted(module):
     for c in analysis.plan():
-        module.set_launch_shape(*c.args())
+        module.set_launch_shape(*astuple(c))
     module.set_launch_shape(256, 1, False)  # blocks_per_sm defaults to 0
     module.set_launch_shape(threads=256, vectors=1, hints=False, blocks_per_sm=0)
 
@@ -364,7 +365,7 @@ def test_every_shape_is_bit_identical_to_step_2(module, step2, c):
     try:
         for label, x in _inputs():
             expected = step2.elu(x, 1.3)
-            module.set_launch_shape(*c.args())
+            module.set_launch_shape(*astuple(c))
             out = torch.full_like(x, float("nan"))
             y = module.elu(x, 1.3, out=out)
             assert y.data_ptr() == out.data_ptr()

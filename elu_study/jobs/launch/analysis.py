@@ -26,7 +26,8 @@ REFERENCES = ("copy_", "2_float4")
 
 @dataclass(frozen=True)
 class Cell:
-    """One launch shape: blocks_per_sm = 0 is a one-shot grid, > 0 a grid-stride loop."""
+    """One launch shape (its fields in order: set_launch_shape's arguments): blocks_per_sm = 0 is a one-shot grid,
+    > 0 a grid-stride loop."""
 
     threads: int
     vectors: int = 1
@@ -42,9 +43,6 @@ class Cell:
         if self.grid_stride:
             return f"gs {self.blocks_per_sm}x{self.threads}"
         return f"{self.threads}x{self.vectors}" + ("+hints" if self.hints else "")
-
-    def args(self) -> tuple[int, int, bool, int]:  # set_launch_shape's
-        return self.threads, self.vectors, self.hints, self.blocks_per_sm
 
     def instance(self) -> tuple[int, int, bool, bool]:  # the template instance, as module.launch_shapes() lists it
         return self.threads, self.vectors, self.hints, self.grid_stride
