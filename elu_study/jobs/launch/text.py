@@ -64,8 +64,8 @@ def kernels(path: Path, names=("elu_one_shot_kernel", "elu_grid_stride_kernel"))
 
 def graded(record: dict, numbers=(1,)) -> Text:
     """Predictions ``numbers`` (notebook 10's is 1; 2-4 were written with it) and the Little's-law estimate against
-    the record. A prediction is stated for every cell of
-    its group: it HOLDS only if every cell is inside its range (1 also: no other cell within 1 % of copy_)."""
+    the record. A prediction is stated for every cell of its group: it HOLDS only if every cell is inside its range
+    (1 also: no other cell within 1 % of copy_)."""
     x = lambda n: an.cell(record, n)["x_copy"]
     farthest = lambda d, lo, hi: sorted(d.items(), key=lambda kv: -max(lo - kv[1], kv[1] - hi))
     plain = [c for c in plan() if not c.grid_stride and not c.hints]

@@ -194,8 +194,7 @@ def prime(entries) -> None:
 
 
 def sweep(entries, sizes, gpu: Gpu, bar) -> tuple[list[dict], list[str]]:
-    """Every point, length by length (one input per length, seeded by it), each peer primed first; and the errors
-    met."""
+    """Every point, length by length (one input per length, seeded by it), each peer primed first; and the errors."""
     prime(entries)
     points, errors = [], []
     check_fns = {e.name: checker(e) for e in entries if e.checked}
