@@ -225,16 +225,6 @@ def test_entry_table_quotes_the_record_and_follows_it(rec):
     assert row(notebook.entry_table(rec), "triton")[1] == f"{host_median(rec, 'triton'):.1f}" != cells[1]
 
 
-def test_inputs_give_the_measured_range_and_follow_it(rec):
-    n0 = rec["sizes"][0]
-    warm = [med(rec, e["name"], n0, "warm") for e in rec["entries"] if e["name"] not in plan.STREAMS]
-    said = notebook.check_inputs(rec, (2, 3), 6, 60)
-    assert f"assumed 2-3 µs; measured {min(warm):.2f}-{max(warm):.2f} µs" in said and "60 MiB" in said
-    scale(rec, "F.elu", n0, "warm", 1.5 * max(warm) / med(rec, "F.elu", n0, "warm"))
-    assert f"{min(warm):.2f}-{1.5 * max(warm):.2f} µs" in notebook.check_inputs(rec, (2, 3), 6, 60)
-    assert repr(said) == str(said)  # nbval compares the plain text: it is the markdown itself
-
-
 def test_a_failed_point_is_shown_and_the_rest_stays_readable(rec):
     bad = raw(rec, "triton", rec["sizes"][0])
     for k in plan.MODES:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from elu_study.core.entries import ENTRIES
-from elu_study.core.record import load, record_path
+from elu_study.core.record import load
 from elu_study.core.timing import noise_ms
 
 VARIANT = "sweeps/launch_shapes"
@@ -27,7 +26,8 @@ REFERENCES = ("copy_", "2_float4")
 
 @dataclass(frozen=True)
 class Cell:
-    """One launch shape: blocks_per_sm = 0 is a one-shot grid, > 0 a grid-stride loop."""
+    """One launch shape (its fields in order: set_launch_shape's arguments): blocks_per_sm = 0 is a one-shot grid,
+    > 0 a grid-stride loop."""
 
     threads: int
     vectors: int = 1
@@ -43,9 +43,6 @@ class Cell:
         if self.grid_stride:
             return f"gs {self.blocks_per_sm}x{self.threads}"
         return f"{self.threads}x{self.vectors}" + ("+hints" if self.hints else "")
-
-    def args(self) -> tuple[int, int, bool, int]:  # set_launch_shape's
-        return self.threads, self.vectors, self.hints, self.blocks_per_sm
 
     def instance(self) -> tuple[int, int, bool, bool]:  # the template instance, as module.launch_shapes() lists it
         return self.threads, self.vectors, self.hints, self.grid_stride
@@ -147,43 +144,11 @@ def row_of(rec: dict | None, name: str) -> dict | None:
     return next((r for r in rec["rows"] if r["name"] == name), None) if rec else None
 
 
-def own_builds(record: dict, others: dict) -> list[dict]:
-    """Each of OWN_BUILDS: its record's file, its x copy_ there (None: not recorded), its cell and the cell's."""
-    gpu = record["provenance"]["gpu"]
-    return [{"entry": e, "file": record_path(gpu, which).name, "cell": c, "here": cell(record, c)["x_copy"],
-             "what": ENTRIES[e].what, "own": (row_of(others.get(which), e) or {}).get("x_copy")}
-            for which, builds in OWN_BUILDS.items() for e, c in builds.items()]
-
-
 def achieved_occupancy(beyond: dict | None) -> dict:
     """{cell: (achieved occupancy %, profiled entry)} from the step-6 record's ncu counters."""
     rows = {r["name"]: r for r in (beyond or {}).get("counters", {}).get("rows", [])}
     return {c: (rows[e]["achieved_occupancy_pct"], e) for e, c in OWN_BUILDS["beyond"].items()
             if rows.get(e, {}).get("achieved_occupancy_pct") is not None}
-
-
-def pearson(a, b, n: int = 20000, seed: int = 0) -> dict:
-    """Pearson's r and its two-sided permutation p-value (fixed seed: deterministic)."""
-    r, rng = float(np.corrcoef(a, b)[0, 1]), np.random.default_rng(seed)
-    hits = sum(abs(np.corrcoef(a, rng.permutation(np.asarray(b)))[0, 1]) >= abs(r) - 1e-12 for _ in range(n))
-    return {"r": r, "p": (hits + 1) / (n + 1), "n": len(a)}
-
-
-def inflight_correlation(record: dict) -> dict:
-    """x copy_ against theoretical KiB in flight over the no-hints one-shot cells: every cell, without Tukey outliers
-    (1.5 IQR), and Spearman's; a direction is supported only if all three agree in sign and each p < 0.05."""
-    cells = [c for c in record["cells"] if not c["grid_stride"] and not c["hints"]]
-    kib = np.array([c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024 for c in cells])
-    x = np.array([c["x_copy"] for c in cells])
-    q1, q3 = np.percentile(x, [25, 75])
-    keep = (x >= q1 - 1.5 * (q3 - q1)) & (x <= q3 + 1.5 * (q3 - q1))
-    rank = lambda v: np.argsort(np.argsort(v, kind="stable"), kind="stable").astype(float)
-    out = {"n": len(cells), "kib_min": float(kib.min()), "kib_max": float(kib.max()),
-           "outliers": [(c["name"], c["x_copy"]) for c, k in zip(cells, keep) if not k]}
-    trio = [pearson(kib, x), pearson(kib[keep], x[keep]), pearson(rank(kib), rank(x))]
-    out.update(zip(("all", "without_outliers", "spearman"), trio))
-    out["supported"] = len({np.sign(t["r"]) for t in trio}) == 1 and all(t["p"] < 0.05 for t in trio)
-    return out
 
 
 def gridstride_knee(record: dict, flat_within: float = 0.02) -> dict:

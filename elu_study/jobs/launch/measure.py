@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, astuple
 from functools import partial
 
 import torch
@@ -31,7 +31,7 @@ def registers_by_cell(module, cells) -> dict[str, dict]:
 
 def shaped(module, c: Cell, x, alpha, out):
     """One call of the cell: set its launch shape (host-only), then call the build."""
-    module.set_launch_shape(*c.args())
+    module.set_launch_shape(*astuple(c))
     return module.elu(x, alpha, out=out)
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pandas as pd
 
 from elu_study.core.paths import REPO_ROOT
-from elu_study.core.record import record_path
 from elu_study.core.tables import markdown
 from elu_study.core.text import Text, show
 from elu_study.jobs.launch import analysis as an
@@ -65,8 +64,8 @@ def kernels(path: Path, names=("elu_one_shot_kernel", "elu_grid_stride_kernel"))
 
 def graded(record: dict, numbers=(1,)) -> Text:
     """Predictions ``numbers`` (notebook 10's is 1; 2-4 were written with it) and the Little's-law estimate against
-    the record. A prediction is stated for every cell of
-    its group: it HOLDS only if every cell is inside its range (1 also: no other cell within 1 % of copy_)."""
+    the record. A prediction is stated for every cell of its group: it HOLDS only if every cell is inside its range
+    (1 also: no other cell within 1 % of copy_)."""
     x = lambda n: an.cell(record, n)["x_copy"]
     farthest = lambda d, lo, hi: sorted(d.items(), key=lambda kv: -max(lo - kv[1], kv[1] - hi))
     plain = [c for c in plan() if not c.grid_stride and not c.hints]
@@ -100,13 +99,6 @@ def block_size(record: dict, others: dict) -> Text:
                 own=(an.row_of(others.get("study"), "3_grid_stride_one_shot") or {}).get("x_copy"))
 
 
-def steps_table(record: dict, others: dict) -> Text:
-    """Each step's launch as a cell of this sweep beside that step's own build (its own record and run)."""
-    return show("launch/steps.md.j2", rows=an.own_builds(record, others), step2_cell=STEP2_CELL,
-                file=record_path(record["provenance"]["gpu"], "launch").name,
-                step2=record["references"]["2_float4"]["x_copy"], step2_here=an.cell(record, STEP2_CELL)["x_copy"])
-
-
 def trimmed_table(record: dict, achieved: dict, head: int = 5, tail: int = 4) -> Text:
     """The cells' table less the heatmaps' columns: the ``head`` fastest, the ``tail`` slowest, and the cells the
     notebook names (block sizes, profiled shapes, the slowest no-hints one-shot cell, full-SM grid-stride cells)."""
@@ -116,11 +108,6 @@ def trimmed_table(record: dict, achieved: dict, head: int = 5, tail: int = 4) ->
              *(c["name"] for t in THREADS if (c := an.full_sm_cell(record, t)))}
     shown = df[df.index.isin(set(df.index[:head]) | set(df.index[len(df) - tail:]) | named)]
     return show("launch/cells.md.j2", cells=shown, formats=FORMATS, left_out=len(df) - len(shown))
-
-
-def correlation(record: dict) -> Text:
-    """x copy_ against theoretical KiB in flight (analysis.inflight_correlation), three ways, and the verdict."""
-    return show("launch/correlation.md.j2", cor=an.inflight_correlation(record))
 
 
 def knee(record: dict, study: dict | None = None) -> Text:

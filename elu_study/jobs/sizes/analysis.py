@@ -107,22 +107,16 @@ def host_median_us(record: dict, entry: str, sizes) -> float:
     return float(np.median(values)) if values else float("nan")
 
 
+def first_calls(record: dict) -> list[dict]:
+    """The ``cub_history`` rows (none in a record measured before the history was), the main length last, each with
+    ``tile`` (the elements per block CUB launched at the main length; None: not recorded) and ``x_copy`` (CUB's
+    median time there over copy_'s in the same process)."""
+    rows = [{**r, "tile": r["launch"] and r["main_numel"] / r["launch"]["grid"],
+             "x_copy": r["cub_ms"]["median_ms"] / r["copy_ms"]["median_ms"]} for r in record.get("cub_history", [])]
+    return sorted(rows, key=lambda r: (r["first_numel"] == r["main_numel"], r["first_numel"]))
+
+
 def first_call(record: dict, first: int | str) -> dict | None:
-    """The ``cub_history`` row whose process made CUB's first call on ``first`` elements ("main": the main length);
-    None where the record has no such row (a record measured before the history was)."""
-    for row in record.get("cub_history", []):
-        if row["first_numel"] == (row["main_numel"] if first == "main" else first):
-            return row
-    return None
-
-
-def first_call_x_copy(record: dict, first: int | str) -> float | None:
-    """CUB's median time at the main length over copy_'s in the same process, after a first call on ``first``."""
-    row = first_call(record, first)
-    return row and row["cub_ms"]["median_ms"] / row["copy_ms"]["median_ms"]
-
-
-def first_call_tile(record: dict, first: int | str) -> float | None:
-    """The elements per block CUB launched at the main length (its tile) after a first call on ``first``."""
-    row = first_call(record, first)
-    return row and row["launch"] and row["main_numel"] / row["launch"]["grid"]
+    """The first_calls row whose process made CUB's first call on ``first`` elements ("main": the main length)."""
+    return next((r for r in first_calls(record) if r["first_numel"] == (r["main_numel"] if first == "main" else first)),
+                None)

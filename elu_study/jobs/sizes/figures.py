@@ -152,13 +152,6 @@ def time_figure(record: dict):
     return fig
 
 
-def first_call_rows(record: dict) -> list[tuple[dict, int | str]]:
-    """The ``cub_history`` rows, the main length last (what every job does), each with its key for
-    ``analysis.first_call*``: the first call's length, or "main"."""
-    keyed = [(r, "main" if r["first_numel"] == r["main_numel"] else r["first_numel"]) for r in record.get("cub_history", [])]
-    return sorted(keyed, key=lambda rk: (rk[1] == "main", rk[0]["first_numel"]))
-
-
 FIGURES = {"bandwidth": bandwidth_figure, "time": time_figure}
 
 

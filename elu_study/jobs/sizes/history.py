@@ -13,7 +13,6 @@ kernel record): the main length over the grid is the tile CUB kept.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -27,19 +26,6 @@ ENTRY = "cub_transform"
 NAMES = (ENTRY, "copy_")
 FIRSTS = (256, 1024, None)  # the first call's length; None: the main study's length (what every job does)
 ROUNDS = 3
-
-
-def first_call(numel: int | None) -> None:
-    """CUB's first call in this process, on ``numel`` elements (None: the main study's length)."""
-    import torch  # noqa: PLC0415 - the child's GPU work only
-
-    from elu_study.core.entries import ALPHA, ENTRIES  # noqa: PLC0415
-    from elu_study.core.hardware import SHAPE  # noqa: PLC0415
-
-    n = SHAPE[0] * SHAPE[1] if numel is None else numel
-    x = torch.randn(n, device="cuda")
-    ENTRIES[ENTRY].build().elu(x, ALPHA, out=torch.empty_like(x))
-    torch.cuda.synchronize()
 
 
 def launch(call) -> dict | None:
@@ -59,25 +45,25 @@ def launch(call) -> dict | None:
 
 
 def child(path: Path, numel: int | None) -> int:
-    """One fresh process: CUB's first call on ``numel`` elements, then NAMES checked and timed at the main length."""
-    import torch  # noqa: PLC0415
+    """One fresh process: CUB's first call on ``numel`` elements (None: the main study's length), then NAMES checked
+    and timed at the main length, and the grid CUB launched there."""
+    import torch  # noqa: PLC0415 - the child's GPU work only
 
     from elu_study.core.entries import ALPHA, ENTRIES  # noqa: PLC0415
+    from elu_study.core.hardware import SHAPE  # noqa: PLC0415
     from elu_study.core.harness import input_tensor, measure  # noqa: PLC0415
 
-    first_call(numel)
-    timed = measure([ENTRIES[n] for n in NAMES], trials=1, rounds=ROUNDS)
+    first = torch.randn(numel or SHAPE[0] * SHAPE[1], device="cuda")
+    ENTRIES[ENTRY].build().elu(first, ALPHA, out=torch.empty_like(first))
+    torch.cuda.synchronize()
+    timed = {r["name"]: r for r in measure([ENTRIES[n] for n in NAMES], trials=1, rounds=ROUNDS)["rows"]}
     x = input_tensor()
     y = torch.empty_like(x)
-    grid = launch(lambda: ENTRIES[ENTRY].build().elu(x, ALPHA, out=y))
-    rows = {r["name"]: r for r in timed["rows"]}
     path.write_text(json.dumps({
-        "first_numel": numel if numel is not None else x.numel(),
-        "main_numel": x.numel(),
-        "passed": bool(rows[ENTRY]["check"]["passed"]),
-        **{f"{key}_ms": {k: rows[name]["timing"][k] for k in ("median_ms", "p10_ms", "p90_ms", "round_medians_ms")}
+        "first_numel": numel or x.numel(), "main_numel": x.numel(), "passed": bool(timed[ENTRY]["check"]["passed"]),
+        **{f"{key}_ms": {k: timed[name]["timing"][k] for k in ("median_ms", "p10_ms", "p90_ms", "round_medians_ms")}
            for key, name in (("cub", ENTRY), ("copy", "copy_"))},
-        "launch": grid,
+        "launch": launch(lambda: ENTRIES[ENTRY].build().elu(x, ALPHA, out=y)),
     }))
     return 0
 
@@ -95,13 +81,5 @@ def measure_history(firsts=FIRSTS) -> list[dict]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elu_study.jobs.sizes.history", description=__doc__.split("\n")[0])
-    parser.add_argument("path", type=Path, help="scratch file for the row")
-    parser.add_argument("--first", type=int, default=None, help="the first call's length (default: the main one)")
-    args = parser.parse_args(argv)
-    return child(args.path, args.first)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # PATH [--first N]: the row to a scratch file; N, the first call's length (default: main)
+    sys.exit(child(Path(sys.argv[1]), int(sys.argv[3]) if len(sys.argv) > 3 else None))

@@ -148,9 +148,7 @@ def module(name: str) -> torch.nn.Module:
 
 def checker(entry):
     """(x, alpha, out) -> out for a checked entry; a module computes at its own alpha, the study's."""
-    if entry.kind == "module":
-        return lambda x, alpha, out: out.copy_(module(entry.name)(x))
-    return elu_fn(entry)
+    return (lambda x, alpha, out: out.copy_(module(entry.name)(x))) if entry.kind == "module" else elu_fn(entry)
 
 
 def call_of(entry, x, y):
@@ -196,8 +194,7 @@ def prime(entries) -> None:
 
 
 def sweep(entries, sizes, gpu: Gpu, bar) -> tuple[list[dict], list[str]]:
-    """Every point, length by length (one input per length, seeded by it), each peer primed first; and the errors
-    met."""
+    """Every point, length by length (one input per length, seeded by it), each peer primed first; and the errors."""
     prime(entries)
     points, errors = [], []
     check_fns = {e.name: checker(e) for e in entries if e.checked}

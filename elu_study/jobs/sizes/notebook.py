@@ -1,5 +1,5 @@
-"""Notebook 09's view of the sweep, each a cell's value: the predictions graded, their inputs beside what was
-measured, the figures, one row per entry, the findings; the full sweep is ``table(record)``. No GPU needed."""
+"""Notebook 09's view of the sweep, each a cell's value: the predictions graded, the figures, one row per entry, the
+findings; the full sweep is ``table(record)``. No GPU needed."""
 
 from __future__ import annotations
 
@@ -7,30 +7,23 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from elu_study.core import text
-from elu_study.jobs.sizes.analysis import (FORMATS, custom, first_call_tile, first_call_x_copy, frame, host_median_us,
-                                           names, ok, point, small_sizes, us)
-from elu_study.jobs.sizes.figures import FIGURES, first_call_rows
+from elu_study.jobs.sizes import analysis as an
+from elu_study.jobs.sizes.analysis import (FORMATS, custom, first_call, frame, host_median_us, names, ok, point,
+                                           small_sizes, us)
+from elu_study.jobs.sizes.figures import FIGURES
 from elu_study.jobs.sizes.plan import STREAMS, fmt_n
 from elu_study.jobs.sizes.readme import numbers
 
 
-def check_inputs(record: dict, empty_kernel_us: tuple[float, float], host_us: float, l2_mib: float) -> text.Text:
-    """The predictions' inputs (written before the sweep) beside what the sweep measured for each."""
-    n0 = record["sizes"][0]
-    warm = [us(record, c, n0, "warm") for c in names(record) if c not in STREAMS and ok(point(record, c, n0))]
-    return text.show("sizes/inputs.md.j2", kernel_us=empty_kernel_us, host_us=host_us, l2_mib=l2_mib, warm=warm, n0=n0,
-                     **numbers(record))
-
-
 def measured(record: dict, quantity: str, entry: str | None = None) -> float | None:
     """One number of the sweep that a prediction is about (the quantities graded.md.j2 names)."""
+    if quantity.startswith("first_call_"):  # entry: the first call's length, or "main"
+        return (first_call(record, entry) or {}).get(quantity.removeprefix("first_call_"))
     reg, top, small, ref = record["regimes"], record["sizes"][-1], small_sizes(record), record["regimes"]["reference"]
     later = [int(n) for n, g in reg["warm_gain"].items() if int(n) > (reg["l2_fit_max_n"] or 0) and g < 1.1]
     return {"launch_bound_max_n": lambda: reg["launch_bound_max_n"], "l2_warm_end_n": lambda: min(later, default=None),
             "host_ratio": lambda: host_median_us(record, entry, small) / host_median_us(record, ref, small),
-            "x_copy_top": lambda: us(record, entry, top, "cold") / us(record, "copy_", top, "cold"),
-            "first_call_x_copy": lambda: first_call_x_copy(record, entry),  # entry: the first call's length
-            "first_call_tile": lambda: first_call_tile(record, entry)}[quantity]()
+            "x_copy_top": lambda: us(record, entry, top, "cold") / us(record, "copy_", top, "cold")}[quantity]()
 
 
 # Notebook 09's predictions, (number, quantity, entry or None, (low, high)): 1 and 2, written before the sweep's first
@@ -106,6 +99,4 @@ def findings(record: dict) -> text.Text:
 def first_calls(record: dict) -> text.Text:
     """CUB's first-call processes, one row each: the first call's length, the tile CUB then launched at the main
     length (elements per block, and per thread), CUB's and copy_'s times there and their ratio."""
-    rows = [{**r, "tile": first_call_tile(record, first), "x_copy": first_call_x_copy(record, first)}
-            for r, first in first_call_rows(record)]
-    return text.show("sizes/first_calls.md.j2", rows=rows)
+    return text.show("sizes/first_calls.md.j2", rows=an.first_calls(record))
