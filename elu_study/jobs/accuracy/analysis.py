@@ -26,10 +26,6 @@ def ulps(v: float | None) -> str:
     return "-" if v is None else "0" if v == 0 else f"{v:.4g}" if v < 1e5 else f"{v:.3e}"
 
 
-def ulp_words(v: float) -> str:
-    return f"{ulps(v)} ulp" + (f" (2^{math.log2(v):.1f})" if v >= 1024 else "")
-
-
 def code(names) -> list[str]:
     return [f"`{n}`" for n in names]
 
@@ -67,20 +63,6 @@ def summary_table(record: dict, alpha: str) -> pd.DataFrame:
     return frame(rows, "formula")
 
 
-def histogram_table(record: dict, alpha: str, sign: str = "negative") -> pd.DataFrame:
-    """Inputs per ulp-error bin (rows with no input in any formula left out)."""
-    data = {name: s["histogram"][sign] for name, s in record["runs"][alpha]["formulas"].items()}
-    df = pd.DataFrame(data, index=pd.Index(record["method"]["histogram_labels"], name="ulp error"))
-    return df[(df != 0).any(axis=1)]
-
-
-def histogram_ends(record: dict, alpha: str, head: int = 4, tail: int = 2) -> tuple[pd.DataFrame, int]:
-    """The histogram's first and last bins, and how many bins lie between."""
-    df = histogram_table(record, alpha)
-    ends = df if len(df) <= head + tail else df.iloc[[*range(head), *range(len(df) - tail, len(df))]]
-    return ends, len(df) - len(ends)
-
-
 def short_class(c: dict, label: str) -> str:
     """A class of inputs in a few words: the share correctly rounded, and the share that comes out +0.0."""
     if label == "NaN":
@@ -103,34 +85,6 @@ def classes_where_they_differ(record: dict, alpha: str) -> tuple[pd.DataFrame, l
     return merge_identical(frame(rows)), same
 
 
-def show_bits(hex_bits: str) -> str:
-    """A float32 for reading: shortest digits; denormals as a multiple of 2^-149; NaN with its bits."""
-    v = np.array([int(hex_bits, 16)], dtype=np.uint32).view(np.float32)[0]
-    if np.isnan(v):
-        return f"nan {hex_bits}"
-    if v != 0 and abs(v) < np.float32(2.0**-126):
-        return f"{'-' if v < 0 else ''}{int(abs(float(v)) / 2.0**-149)} x 2^-149"
-    return str(v)
-
-
-def specials_table(record: dict, alpha: str) -> pd.DataFrame:
-    """Each special input's output, per formula ('nan 0x7fc00000': a NaN and its bits; *: not correctly rounded)."""
-    out, rows = record["specials"]["outputs"][alpha], {}
-    for i, inp in enumerate(record["specials"]["inputs"]):
-        right = out["reference (correctly rounded)"][i]
-        rows[inp["label"]] = {"x": show_bits(inp["x_bits"]), "correctly rounded": show_bits(right) if right else "NaN"}
-        for f in record["formulas"]:
-            y = out[f["name"]][i]
-            rows[inp["label"]][f["name"]] = show_bits(y) + ("" if right is None or y == right else " *")
-    return frame(rows, "input")
-
-
-def specials_where_wrong(record: dict, alpha: str) -> pd.DataFrame:
-    """The special inputs where some formula is wrong, formulas that agree on every such input in one column."""
-    df = specials_table(record, alpha).drop(columns="x")
-    return merge_identical(df[df.apply(lambda row: any(str(v).endswith(" *") for v in row), axis=1)])
-
-
 def bounds_table(record: dict, alpha: str) -> pd.DataFrame:
     """The exponential's documented bound B against ELU: inputs above it carried, worst binade, binades above B ulp."""
     rows, where = {}, lambda e: "denormals" if e == 0 else f"2^{e - 127}"
@@ -146,42 +100,10 @@ def bounds_table(record: dict, alpha: str) -> pd.DataFrame:
     return frame(rows, "formula")
 
 
-# -- numbers for the text ----------------------------------------------------------------------
-def same_as(record: dict) -> dict[str, dict]:
-    """{copied build: {"same": builds bit-identical at every alpha, "differ": {build: {alpha: n differ}}}}."""
+def same_as(record: dict) -> dict[str, list[str]]:
+    """{formula: the builds that copy it, as code, those bit-identical to it at every alpha first}."""
     groups: dict = {}
-    for alpha, run in record["runs"].items():
+    for run in record["runs"].values():
         for name, d in run["same_as"].items():
-            groups.setdefault(d["as"], {}).setdefault(name, {})[alpha] = d["n_differ"]
-    return {to: {"same": code(b for b, k in builds.items() if not any(k.values())),
-                 "differ": {b: k for b, k in builds.items() if any(k.values())}} for to, builds in groups.items()}
-
-
-def findings(record: dict) -> dict:
-    """The conclusions' numbers: the formulas grouped by exponential, the task's bar, the bounds, the reference."""
-    runs, first = record["runs"], next(iter(record["runs"].values()))["formulas"]
-    kind = {"expm1f": True, "expm1-poly": "poly"}  # else exp(x) - 1: False
-    group = {e: [f["name"] for f in record["formulas"] if kind.get(f["exponential"], False) == e and f["name"] in first]
-             for e in (True, False, "poly")}
-    normal = all("-normal" in first[n]["classes"] for n in group[True])  # flushing denormals is wrong there by design
-    worst = lambda e, of: {a: ulp_words(max(of(r["formulas"][n]) for n in group[e])) for a, r in runs.items()}
-    every = [(a, n, s) for a, run in runs.items() for n, s in run["formulas"].items()]
-    closest = max(every, key=lambda t: t[2]["tolerance"]["max_ratio"] or 0)
-    return {
-        "expm1": code(group[True]), "minus1": code(group[False]), "normal": normal,
-        "expm1_worst": group[True] and worst(True, lambda s: s["classes"]["-normal"]["max_ulp"] if normal
-                                             else s["max_ulp"]["negative"]["ulp"]),
-        "minus1_worst": group[False] and worst(False, lambda s: s["max_ulp"]["negative"]["ulp"]),
-        "poly": code(group["poly"]),
-        "poly_worst": group["poly"] and worst("poly", lambda s: s["max_ulp"]["negative"]["ulp"]),
-        "minus1_zeros": max((sum(first[n]["classes"].get(k, {}).get("plus_zero_out", 0)
-                                 for k in ("-normal", "-denormal")) for n in group[False]), default=0),
-        "flushed": {side: {"names": code(ns), "n": first[ns[0]]["classes"][label]["n"]}
-                    for label, side in (("+denormal", "positive"), ("-denormal", "negative"))
-                    if (ns := [n for n, s in first.items() if s["classes"].get(label, {}).get("plus_zero_out")])},
-        "failing": code(sorted({n for _, n, s in every if s["tolerance"]["n_fail"]})),
-        "closest": {"alpha": closest[0], "name": closest[1], "ratio": closest[2]["tolerance"]["max_ratio"]},
-        "exceed": code(sorted({n for _, n, s in every if s["bound"]["n_exceed"]})),
-        "fixed": {a: run["reference"]["ties_corrected"] + run["reference"]["corrected"] for a, run in runs.items()},
-        "unresolved": sum(run["reference"]["unresolved"] for run in runs.values()),
-    }
+            groups.setdefault(d["as"], {}).setdefault(name, []).append(d["n_differ"])
+    return {to: code(sorted(builds, key=lambda b: any(builds[b]))) for to, builds in groups.items()}
