@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -74,24 +73,6 @@ class Max:
         return None if self.value is None else {"ulp": self.value, "n_at_max": self.count, "at": self.at}
 
 
-@dataclass
-class Outcome:
-    """One formula's outputs over a chunk, judged input by input (tensors of the chunk's length)."""
-
-    y: torch.Tensor  # the outputs
-    yb: torch.Tensor  # their bits (int32)
-    y_nan: torch.Tensor
-    nan_mismatch: torch.Tensor  # NaN against a number, either way
-    err: torch.Tensor  # ulp error, infinite ones set to 0 (they are in inf_err)
-    inf_err: torch.Tensor  # an infinite error on a finite input
-    exceed: torch.Tensor  # above the documented bound carried through ELU
-    excess: torch.Tensor  # error minus that bound (-inf where x is not finite)
-    ratio: torch.Tensor  # |y - F.elu| / (atol + rtol |F.elu|)
-    fail: torch.Tensor  # fails the task's tolerance
-    cr: torch.Tensor  # correctly rounded
-    identical: torch.Tensor  # bit-identical to F.elu
-
-
 class Accumulator:
     """Everything recorded for one formula at one alpha, accumulated chunk by chunk (on the device)."""
 
@@ -114,22 +95,13 @@ class Accumulator:
 
     def update(self, y: torch.Tensor, c: Chunk):
         """Add one chunk's outputs of this formula: counts, histogram, per-binade figures and maxima."""
-        o = self.judge(y, c)
-        self.add_counts(o, c)
-        self.add_binades(o, c)
-        self.add_maxima(o, c)
-
-    def judge(self, y: torch.Tensor, c: Chunk) -> Outcome:
-        """Each output against the reference, the carried bound and F.elu (adds the histogram and predicted maxima)."""
+        # Each output against the reference, the documented bound carried through ELU, and F.elu.
         y = y.contiguous()
-        yb = bits32(y)
-        err = ulp_error(y, c.ref64)
-        y_nan = torch.isnan(y)
-        nan_mismatch = y_nan ^ c.ref_nan
+        yb, err, y_nan, g = bits32(y), ulp_error(y, c.ref64), torch.isnan(y), c.groups
+        nan_mismatch = y_nan ^ c.ref_nan  # NaN against a number, either way
         self.hist += torch.bincount(histogram_bins(err, nan_mismatch) + N_BINS * (c.xb < 0), minlength=2 * N_BINS)
         inf_err = torch.isinf(err) & c.finite
         err.masked_fill_(torch.isinf(err), 0.0)  # maxima are over finite errors; infinite ones are counted
-        g = c.groups
         pred = predicted_ulp(c.x, c.ref64, c.alpha, self.formula, c.parts)
         self.binade["predicted_max_ulp"][g] = torch.maximum(self.binade["predicted_max_ulp"][g],
                                                             pred.view(c.rows, -1).amax(1))
@@ -137,54 +109,44 @@ class Accumulator:
         excess = torch.where(c.finite, err - pred, -math.inf)
         del pred
         ratio = (y.double() - c.felu.double()).abs_().div_(c.felu.double().abs_().mul_(TOL).add_(TOL))
-        ratio = torch.where(c.finite, ratio.masked_fill_(torch.isnan(ratio), math.inf), 0.0)
-        return Outcome(
-            y=y, yb=yb, y_nan=y_nan, nan_mismatch=nan_mismatch, err=err, inf_err=inf_err, exceed=exceed,
-            excess=excess, ratio=ratio, fail=~torch.isclose(y, c.felu, rtol=TOL, atol=TOL) & c.finite,
-            cr=(yb == c.r32b) | (y_nan & c.ref_nan), identical=yb == c.felub,
-        )
+        ratio = torch.where(c.finite, ratio.masked_fill_(torch.isnan(ratio), math.inf), 0.0)  # over the task's bar
+        fail = ~torch.isclose(y, c.felu, rtol=TOL, atol=TOL) & c.finite
+        cr, identical = (yb == c.r32b) | (y_nan & c.ref_nan), yb == c.felub
 
-    def add_counts(self, o: Outcome, c: Chunk):
-        """The chunk's totals, and its inputs by class and by what came out (FLAGS, one bit each)."""
-        pzero, nzero = o.yb == 0, o.yb == -(2**31)
+        # The chunk's totals, and its inputs by class and by what came out (FLAGS, one bit each).
+        pzero, nzero = yb == 0, yb == -(2**31)
         zero_sign = (pzero & c.ref_nzero) | (nzero & c.ref_pzero)
         self.counts += torch.stack([
-            torch.tensor(c.n, device=o.y.device), o.cr.sum(), o.identical.sum(),
-            (~o.identical & o.y_nan & c.felu_nan).sum(), o.nan_mismatch.sum(), zero_sign.sum(), o.inf_err.sum(),
-            o.exceed.sum(), (o.exceed & c.parts["denormal_in_or_out"]).sum(), c.finite.sum(), o.fail.sum(),
+            torch.tensor(c.n, device=y.device), cr.sum(), identical.sum(), (~identical & y_nan & c.felu_nan).sum(),
+            nan_mismatch.sum(), zero_sign.sum(), inf_err.sum(), exceed.sum(),
+            (exceed & c.parts["denormal_in_or_out"]).sum(), c.finite.sum(), fail.sum(),
         ])
-        flags = (o.cr.to(torch.int32) | o.identical.to(torch.int32) << 1 | o.y_nan.to(torch.int32) << 2
-                 | pzero.to(torch.int32) << 3 | nzero.to(torch.int32) << 4 | (o.yb == c.xb).to(torch.int32) << 5)
+        flags = (cr.to(torch.int32) | identical.to(torch.int32) << 1 | y_nan.to(torch.int32) << 2
+                 | pzero.to(torch.int32) << 3 | nzero.to(torch.int32) << 4 | (yb == c.xb).to(torch.int32) << 5)
         self.classes += torch.bincount(c.cls * 64 + flags, minlength=len(CLASSES) * 64)
         if c.n_den_out:
             self.den_out += torch.bincount(flags.masked_fill(~c.den_out, 64), minlength=65)
+        del pzero, nzero, zero_sign, flags  # not held through the maxima: the chunk's peak memory
 
-    def add_binades(self, o: Outcome, c: Chunk):
-        """Per binade of the chunk: the largest errors, and how many inputs miss each mark."""
-        g, rows = c.groups, c.rows
-        for k, t in (("max_ulp", o.err), ("max_tol_ratio", o.ratio.masked_fill(torch.isinf(o.ratio), 0.0))):
-            self.binade[k][g] = torch.maximum(self.binade[k][g], t.view(rows, -1).amax(1))
-        for k, t in zip(self.BINADE_COUNT, (o.exceed, ~o.cr, ~o.identical, o.fail)):
-            self.binade[k][g] += t.view(rows, -1).sum(1)
+        # Per binade of the chunk: the largest errors, and how many inputs miss each mark.
+        for k, t in (("max_ulp", err), ("max_tol_ratio", ratio.masked_fill(torch.isinf(ratio), 0.0))):
+            self.binade[k][g] = torch.maximum(self.binade[k][g], t.view(c.rows, -1).amax(1))
+        for k, t in zip(self.BINADE_COUNT, (exceed, ~cr, ~identical, fail)):
+            self.binade[k][g] += t.view(c.rows, -1).sum(1)
 
-    def add_maxima(self, o: Outcome, c: Chunk):
-        """The running maxima (ulp error by sign, excess over the bound, tolerance ratio) and where they are."""
-        err, y = o.err, o.y
-        # One transfer: each maximum, where it first occurs and how often (err, excess, ratio), then o.exceed's count.
-        vals = torch.stack([*first_max(err), *first_max(o.excess), *first_max(o.ratio),
-                            o.exceed.sum().double()]).tolist()
-        sign = "negative" if c.lo < 0 else "positive"
-        self.max[sign].update(vals[0], int(vals[2]), lambda: c.location(int(vals[1]), y))
+        # The running maxima (ulp error by sign, excess over the bound, tolerance ratio) and where they are. One
+        # transfer: each maximum, where it first occurs and how often (err, excess, ratio), then exceed's count.
+        vals = torch.stack([*first_max(err), *first_max(excess), *first_max(ratio), exceed.sum().double()]).tolist()
+        self.max["negative" if c.lo < 0 else "positive"].update(vals[0], int(vals[2]),
+                                                               lambda: c.location(int(vals[1]), y))
         if vals[9] > 0:
             self.excess.update(vals[3], int(vals[5]), lambda: c.location(int(vals[4]), y))
         if c.finite.any():
             self.tol.update(vals[6], int(vals[8]), lambda: c.location(int(vals[7]), y))
-        if len(c.present) == 1:
-            self.class_max[c.present[0]] = max(self.class_max[c.present[0]], vals[0])
-        else:
-            per_class = torch.stack([torch.where(c.cls == k, err, -1.0).max() for k in c.present]).tolist()
-            for k, v in zip(c.present, per_class):
-                self.class_max[k] = max(self.class_max[k], v)
+        per_class = [vals[0]] if len(c.present) == 1 else torch.stack(
+            [torch.where(c.cls == k, err, -1.0).max() for k in c.present]).tolist()
+        for k, v in zip(c.present, per_class):
+            self.class_max[k] = max(self.class_max[k], v)
         if c.n_den_out:
             self.den_out_max = max(self.den_out_max, torch.where(c.den_out, err, -1.0).max().item())
 

@@ -25,8 +25,7 @@ def patterns(lo: int, hi: int, device="cpu") -> torch.Tensor:
 
 def from_bits(bits, device="cpu") -> torch.Tensor:
     """float32 tensor from unsigned 32-bit patterns (Python ints)."""
-    signed = [b - (1 << 32) if b >= 1 << 31 else b for b in bits]
-    return torch.tensor(signed, dtype=torch.int32, device=device).view(torch.float32)
+    return torch.from_numpy(np.array(bits, dtype=np.uint32).view(np.int32)).to(device).view(torch.float32)
 
 
 def bits32(t: torch.Tensor) -> torch.Tensor:
@@ -47,16 +46,18 @@ def _pow2(k: torch.Tensor) -> torch.Tensor:
     return ((k + 1023) << 52).view(torch.float64)
 
 
+def _biased_exponent(v: torch.Tensor) -> torch.Tensor:
+    return (v.double().contiguous().view(torch.int64) >> 52) & 0x7FF
+
+
 def ulp32(v: torch.Tensor) -> torch.Tensor:
     """float32 ulp in |v|'s binade, float64 in and out: 2^(max(floor(log2|v|), -126) - 23); inf/NaN: a large 2^k."""
-    e = (v.double().contiguous().view(torch.int64) >> 52) & 0x7FF
-    return _pow2(torch.clamp(e - 1023, min=-126) - 23)
+    return _pow2(torch.clamp(_biased_exponent(v) - 1023, min=-126) - 23)
 
 
 def ulp64(v: torch.Tensor) -> torch.Tensor:
     """float64 ulp in the binade of |v| (at least 2^-1022: ELU's values never come near that)."""
-    e = (v.double().contiguous().view(torch.int64) >> 52) & 0x7FF
-    return _pow2(torch.clamp(e - 1075, min=-1022))
+    return _pow2(torch.clamp(_biased_exponent(v) - 1075, min=-1022))
 
 
 def classify(x: torch.Tensor) -> torch.Tensor:
@@ -202,13 +203,9 @@ def resolve(x: torch.Tensor, ref: Reference, alpha: float, limit: int = MAX_DECI
     out = {"resolved": idx.numel(), "corrected": 0, "unresolved": todo.numel() - idx.numel(), "max_err_ulp64": 0.0}
     if idx.numel() == 0:
         return out
-    old = ref.ref32[idx].cpu().numpy()
-    new = np.empty_like(old)
-    for i, (xi, ri) in enumerate(zip(x[idx].cpu().tolist(), ref.ref64[idx].cpu().tolist())):
-        exact = exact_elu(xi, alpha)
-        new[i] = nearest_float32(exact)
-        err = abs(_EXACT.subtract(Decimal(ri), exact)) / Decimal(math.ulp(ri))
-        out["max_err_ulp64"] = max(out["max_err_ulp64"], float(err))
+    old, exact = ref.ref32[idx].cpu().numpy(), [exact_elu(xi, alpha) for xi in x[idx].cpu().tolist()]
+    new = np.array([nearest_float32(e) for e in exact], dtype=np.float32)
+    out["max_err_ulp64"] = max(_err_ulp64(ri, e) for ri, e in zip(ref.ref64[idx].cpu().tolist(), exact))
     out["corrected"] = int((old.view(np.int32) != new.view(np.int32)).sum())
     ref.ref32[idx] = torch.from_numpy(new).to(ref.ref32.device)
     return out
@@ -216,15 +213,15 @@ def resolve(x: torch.Tensor, ref: Reference, alpha: float, limit: int = MAX_DECI
 
 def check_reference(x: torch.Tensor, alpha: float) -> dict:
     """How far the float64 values are from the exact ELU, in float64 ulps, on these inputs."""
-    ref = reference(x, alpha)
-    worst, at = 0.0, None
-    for xi, ri in zip(x.cpu().tolist(), ref.ref64.cpu().tolist()):
-        if not math.isfinite(xi) or ri == 0:
-            continue
-        err = float(abs(_EXACT.subtract(Decimal(ri), exact_elu(xi, alpha))) / Decimal(math.ulp(ri)))
-        if err > worst:
-            worst, at = err, xi
-    return {"n": x.numel(), "max_err_ulp64": worst, "max_err_at": None if at is None else f32_str(at)}
+    errs = [(_err_ulp64(ri, exact_elu(xi, alpha)), xi) for xi, ri in zip(x.cpu().tolist(),
+            reference(x, alpha).ref64.cpu().tolist()) if math.isfinite(xi) and ri != 0]
+    worst, at = max(errs, key=lambda e: e[0], default=(0.0, None))
+    return {"n": x.numel(), "max_err_ulp64": worst, "max_err_at": f32_str(at) if worst > 0 else None}
+
+
+def _err_ulp64(r: float, exact: Decimal) -> float:
+    """How far the float64 r is from the exact value, in float64 ulps of r."""
+    return float(abs(_EXACT.subtract(Decimal(r), exact)) / Decimal(math.ulp(r)))
 
 
 def reference_sample(n: int = 4096, seed: int = 0, device="cpu") -> torch.Tensor:
