@@ -23,17 +23,11 @@ from elu_study.jobs.accuracy.reference import (bits32, check_reference, correctl
 
 def build_evaluators(formulas, same_as) -> dict[str, Callable]:
     """{name: (x, alpha) -> y} for each formula and each build of SAME_AS, from the built kernels."""
-    fns = {}
-    for f in formulas:
-        if f.variant:
-            fns[f.name] = compile_variant(f.variant).elu
-        elif f.name == "F.elu":
-            fns[f.name] = F.elu
-        elif f.name == "torch.compile(F.elu)":
-            fns[f.name] = torch.compile(F.elu)
-        else:
-            raise ValueError(f"no way to run formula {f.name!r}")
-    return fns | {name: compile_variant(name).elu for name in same_as}
+    library = {"F.elu": lambda: F.elu, "torch.compile(F.elu)": lambda: torch.compile(F.elu)}
+    if unknown := [f.name for f in formulas if not f.variant and f.name not in library]:
+        raise ValueError(f"no way to run formulas {unknown}")
+    return ({f.name: compile_variant(f.variant).elu if f.variant else library[f.name]() for f in formulas}
+            | {name: compile_variant(name).elu for name in same_as})
 
 
 def chunk_ranges(ranges, chunk_log2: int) -> list[tuple[int, int]]:

@@ -92,7 +92,7 @@ CELLS = {
         "file": record_path(r["provenance"]["gpu"], "accuracy").name,
         "same": a.same_as(r)},
     "predictions": lambda r: {"groups": graded(r)},
-    "overview": lambda r: {"df": a.both(r, a.summary_table).iloc[:, :4]},  # the first four columns
+    "overview": lambda r: {"df": a.both(r, a.summary_table)},
     "classes": lambda r, alpha="1.0": dict(zip(("df", "alike"), a.classes_where_they_differ(r, alpha)), alpha=alpha),
     "bounds": lambda r: {"df": a.both(r, a.bounds_table, collapse=False)},
     "reference": lambda r: {"refs": {alpha: run["reference"] for alpha, run in r["runs"].items()}},

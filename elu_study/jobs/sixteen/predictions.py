@@ -37,7 +37,7 @@ PREDICTIONS_POLY = (
     *_both("7_poly", (1.07, 1.15), (1.12, 1.28)),
     # Graded since the run (the words are unchanged): "about 4 instructions" for the check, and expm1f in "about one
     # warp pair slot in ten" on bfloat16, "one in six" on float16.
-    *(Prediction(f"7_poly {d}", "check_inst", (4 / ABOUT, 4 * ABOUT)) for d in ("bfloat16", "float16")),
+    *(Prediction(f"7_poly {d}", "check_inst", (4 / ABOUT, 4 * ABOUT)) for d in DTYPES16),
     Prediction("7_poly bfloat16", "fallback_slots", (0.1 / ABOUT, 0.1 * ABOUT)),
     Prediction("7_poly float16", "fallback_slots", (1 / 6 / ABOUT, 1 / 6 * ABOUT)),
     Prediction("7_lean bfloat16", "x_own_copy", (-0.015, 0.015), base="7_poly bfloat16"),  # the same code
@@ -47,14 +47,12 @@ PREDICTIONS_POLY = (
     Prediction("7_mid float16", "x_own_copy", (-0.015, 0.015), base="7_poly float16"),  # the same code
     *_both("7_accurate", (1.25, 1.42), (1.25, 1.42)),
     *_both("7_exact", (1.40, 1.50), (1.40, 1.50)),
-    Prediction("6_beyond_copy bfloat16", "x_own_copy", (-0.03, 0.03), base="7_exact bfloat16"),
-    Prediction("6_beyond_copy float16", "x_own_copy", (-0.03, 0.03), base="7_exact float16"),
+    *(Prediction(f"6_beyond_copy {d}", "x_own_copy", (-0.03, 0.03), base=f"7_exact {d}") for d in DTYPES16),
     *_both("7_unchecked", (1.00, 1.03), (1.00, 1.05)),
     *_both("F.elu", (1.50, 1.70), (1.50, 1.70)),
     *_both("torch.compile(F.elu)", (1.30, 1.55), (1.30, 1.55)),
     Prediction("every checked build", "mismatches", (0, 0)),
-    Prediction("7_unchecked bfloat16", "mismatches", (1, INF)),
-    Prediction("7_unchecked float16", "mismatches", (1, INF)),
+    *(Prediction(f"7_unchecked {d}", "mismatches", (1, INF)) for d in DTYPES16),
     Prediction("Lean", "delta_log2", (-18.6, -17.5)),
     Prediction("Lean4", "delta_log2", (-19.4, -18.4)),
     Prediction("Mid", "delta_log2", (-20.8, -19.5)),
@@ -66,16 +64,14 @@ PREDICTIONS_POLY = (
 # the kernel should be memory-bound; the fill costs well under 1 % at the full shape.
 PREDICTIONS_TABLE = (
     *_both("7_sixteen_bits", (1.00, 1.04), (1.00, 1.05)),
-    *(Prediction(f"7_sixteen_bits {d}", "inst", (11.0, 18.0)) for d in ("bfloat16", "float16")),
+    *(Prediction(f"7_sixteen_bits {d}", "inst", (11.0, 18.0)) for d in DTYPES16),
     *_both("7_backward", (0.99, 1.04), (0.99, 1.04)),
     *_both("aten.elu_backward", (1.00, 1.10), (1.00, 1.10)),
-    Prediction("7_plain_loads bfloat16", "x_own_copy", (-0.01, 0.03), base="7_sixteen_bits bfloat16"),
-    Prediction("7_plain_loads float16", "x_own_copy", (-0.01, 0.03), base="7_sixteen_bits float16"),
+    *(Prediction(f"7_plain_loads {d}", "x_own_copy", (-0.01, 0.03), base=f"7_sixteen_bits {d}") for d in DTYPES16),
     *_both("7_poly", (1.09, 1.14), (1.19, 1.25)),
     *_both("triton", (1.30, 1.60), (1.30, 1.60)),
     *_both("cub_transform", (1.35, 1.60), (1.35, 1.60)),
-    Prediction("7_sixteen_bits bfloat16", "mismatches", (0, 0)),
-    Prediction("7_sixteen_bits float16", "mismatches", (0, 0)),
+    *(Prediction(f"7_sixteen_bits {d}", "mismatches", (0, 0)) for d in DTYPES16),
 )
 # Round 3 (issue 24, written 2026-12-01 before the third record, after untimed one-off probes on the H200): float16's
 # table copied by cp.async while the first load is in flight, with 8 tiles per block, takes the fill off the
