@@ -84,13 +84,11 @@ def ulp_error(y: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor:
     return err.masked_fill_(torch.isnan(err), math.inf)
 
 
-def histogram_bins(err: torch.Tensor, nan_mismatch: torch.Tensor | None = None) -> torch.Tensor:
+def histogram_bins(err: torch.Tensor, nan_mismatch: torch.Tensor) -> torch.Tensor:
     """Index into HIST_LABELS for each ulp error (int64)."""
     edges = torch.tensor(HIST_EDGES, dtype=torch.float64, device=err.device)
     idx = torch.bucketize(err.double(), edges)  # edges[i-1] < err <= edges[i]; inf -> len(edges)
-    if nan_mismatch is not None:
-        idx.masked_fill_(nan_mismatch, N_BINS - 1)
-    return idx
+    return idx.masked_fill_(nan_mismatch, N_BINS - 1)
 
 
 def predicted_ulp(x, ref64, alpha: float, formula: Formula, parts: dict | None = None) -> torch.Tensor:

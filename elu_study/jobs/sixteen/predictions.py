@@ -80,8 +80,7 @@ PREDICTIONS_TABLE = (
 # Round 3's float16 default is the default again since round 5 (7_round3 in round 4's record); its 256-thread
 # backward is 7_backward_256_threads since round 5 (bounds unchanged).
 PREDICTIONS_ROUND3 = (
-    Prediction("7_sixteen_bits bfloat16", "x_own_copy", (0.97, 0.99)),
-    Prediction("7_sixteen_bits float16", "x_own_copy", (0.99, 1.01)),
+    *_both("7_sixteen_bits", (0.97, 0.99), (0.99, 1.01)),
     Prediction("7_sync_fill float16", "x_own_copy", (0.003, 0.02), base="7_sixteen_bits float16"),
     Prediction("7_16_tiles float16", "x_own_copy", (0.0, 0.02), base="7_sixteen_bits float16"),
     Prediction("7_async bfloat16", "x_own_copy", (0.0, 0.02), base="7_sixteen_bits bfloat16"),
