@@ -159,12 +159,8 @@ class Accumulator:
             return {"n": sum(row64), **{name: sum(v for combo, v in enumerate(row64) if combo >> bit & 1)
                                         for bit, name in enumerate(FLAGS)}}
 
-        class_stats = {}
-        for k, label in enumerate(CLASSES):
-            d = flag_counts(classes[k])
-            if d["n"]:
-                d["max_ulp"] = self.class_max[k]
-                class_stats[label] = d
+        class_stats = {label: {**d, "max_ulp": self.class_max[k]} for k, label in enumerate(CLASSES)
+                       if (d := flag_counts(classes[k]))["n"]}
         den = flag_counts(self.den_out.tolist()[:64])
         if den["n"]:
             den["max_ulp"] = self.den_out_max
