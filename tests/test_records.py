@@ -129,6 +129,22 @@ def test_a_stage_that_ran_is_fingerprinted_from_its_build_log(results, tmp_path,
     assert stage.due(record.REFERENCE_GPU, tools, results) == ["build 2_float4"]
 
 
+def test_the_plan_says_how_long_each_stage_last_ran_and_what_running_the_due_ones_costs(results, tmp_path):
+    """A stage's record keeps how long the stage ran (the runner's stamp); --plan adds up those of the stages it
+    would run and names the ones with no timing, so a GPU session can be planned from it."""
+    log = tmp_path / "builds.jsonl"
+    log.write_text("")
+    tools = {"gpu": "NVIDIA H200", "driver": "1", "cuda_runtime": "13.0", "torch": "2.11.0+cu130"}
+    for name, seconds in (("launch", 61.04), ("sizes", 104.0)):
+        records.stamp(records.BY_NAME[name], record.REFERENCE_GPU, log, tools, results, seconds=seconds)
+    assert fingerprint_of(record.record_path(job="launch", results_dir=results))["seconds"] == 61.0
+    rows = records.plan(record.REFERENCE_GPU, None, ["launch", "sizes"], force=True, results_dir=results)
+    said = records.lines(rows, record.REFERENCE_GPU, results)
+    assert any(line.split()[:2] == ["launch", "runs"] and "(last run 61 s)" in line for line in said)
+    assert said[-1] == "  to run: about 165 s of stages, plus build (no timing recorded)"
+    record.check_schema(json.loads(record.record_path(job="sizes", results_dir=results).read_text()), "sizes", "x")
+
+
 def test_the_tests_stage_runs_one_file_per_worker_under_one_seed_per_run(monkeypatch):
     """The suite's workers (pytest-xdist) share the run's hypothesis seed, given on the command line so that the
     record's rerun_with repeats it; each run draws its own; every process of a stage logs its builds to one file."""
@@ -136,7 +152,7 @@ def test_the_tests_stage_runs_one_file_per_worker_under_one_seed_per_run(monkeyp
     monkeypatch.setattr(records.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(records.torch.cuda, "get_device_name", lambda *a: record.REFERENCE_GPU)
     monkeypatch.setattr(records.hardware, "provenance", lambda: {"gpu": "NVIDIA H200", "torch": "x"})
-    monkeypatch.setattr(records, "stamp", lambda *a: None)
+    monkeypatch.setattr(records, "stamp", lambda *a, **k: None)
     monkeypatch.setattr(records.subprocess, "run",
                         lambda argv, **kw: calls.append((argv, kw["env"])) or subprocess.CompletedProcess(argv, 0))
     assert records.main(["tests", "--force"]) == 0

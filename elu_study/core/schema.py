@@ -55,6 +55,7 @@ class Fingerprint(Struct):  # elu_study.core.fingerprint: what determined the re
     catalogue: str
     builds: dict[str, str]
     toolchain: dict[str, str | None]
+    seconds: float | Unset = UNSET  # how long its stage ran (the records runner): what --plan estimates from
 
 
 class Record(Struct, kw_only=True):

@@ -112,10 +112,31 @@ def plan(gpu: str, tools: dict | None, names=None, force: bool = False,
     return rows
 
 
-def stamp(stage: Stage, gpu: str, log: Path, tools: dict, results_dir: Path | None = None) -> None:
+def lines(rows, gpu: str, results_dir: Path | None = None) -> list[str]:
+    """``--plan``'s lines: each stage, current or due and why, with how long its last run took where its record says;
+    then the GPU time of the stages that run, as far as their records tell."""
+    out, known, unknown = [], 0.0, []
+    for stage, why, runs in rows:
+        seconds = (stage.held(gpu, results_dir)[1] or {}).get("seconds") if stage.job else None
+        state = ("due" if why else "runs") if runs else "current"
+        took = f" (last run {seconds:.0f} s)" if seconds is not None else ""
+        out.append(f"  {stage.name:<9} {state:<8}{took}" + (f" {fingerprint.summary(why)}" if why else ""))
+        if runs and seconds is not None:
+            known += seconds
+        elif runs:
+            unknown.append(stage.name)
+    out.append(f"  to run: about {known:.0f} s of stages" + (f", plus {', '.join(unknown)} (no timing recorded)"
+                                                           if unknown else ""))
+    return out
+
+
+def stamp(stage: Stage, gpu: str, log: Path, tools: dict, results_dir: Path | None = None,
+          seconds: float | None = None) -> None:
     """Write the fingerprint of a stage that just ran into its record: its code, the builds its processes logged,
     this machine's toolchain."""
     taken = fingerprint.fingerprint(stage.roots, stage.files, fingerprint.logged_builds(log), tools)
+    if seconds is not None:
+        taken["seconds"] = round(seconds, 1)
     record.set_part(record.record_path(gpu, stage.job, results_dir), ("fingerprint",), taken)
 
 
@@ -154,9 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     tools = fingerprint.toolchain(hardware.provenance()) if here else None
     rows = plan(gpu, tools, args.stages, args.force)
     print(f"records of {gpu}" + ("" if here else " (no GPU here: the toolchain is not compared)") + ":")
-    for stage, why, runs in rows:
-        state = ("due" if why else "runs") if runs else "current"
-        print(f"  {stage.name:<9} {state:<8}" + (f" {fingerprint.summary(why)}" if why else ""))
+    print("\n".join(lines(rows, gpu)))
     if args.plan:
         return 0
     if not here:
@@ -173,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             env = {**os.environ, build.BUILD_LOG_ENV: str(log)}
             status = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, check=False, env=env).returncode
             if status == 0 and stage.job:
-                stamp(stage, gpu, log, tools)
+                stamp(stage, gpu, log, tools, seconds=time.monotonic() - start)
         print(f"=== {stage.name}: exit {status} after {time.monotonic() - start:.0f} s", flush=True)
         if status:
             failed.append(stage.name)
