@@ -114,6 +114,12 @@ def write_figure(gpu: str) -> list[Path]:
     study = record.load(gpu)
     paths = [record.save_figure(figure(study), record.figure_path(gpu, FIGURE))]
     rows = {r["name"]: r for r in study["rows"]}
-    if shown := [e.name for e in step_entries() if e.name in rows and sustained(rows, rows[e.name])]:
-        paths.append(record.save_figure(plots.regimes_figure(study, shown), record.figure_path(gpu, REGIMES)))
+    points = {}
+    for e in step_entries():  # rows timed both ways, with an NVML clock reading to place each by
+        held = sustained(rows, rows[e.name]) if e.name in rows else None
+        if held and None not in (held["mhz"], mhz := rows[e.name]["timing"].get("sm_clock_mhz")):
+            points[e.name] = ((mhz, rows[e.name]["x_roof"]), (held["mhz"], held["x"]))
+    if points:
+        gpu_name = study["provenance"]["gpu"]
+        paths.append(record.save_figure(plots.regimes_figure(gpu_name, points), record.figure_path(gpu, REGIMES)))
     return paths

@@ -245,20 +245,14 @@ def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None =
     return fig
 
 
-def regimes_figure(record: dict, names):
-    """Each row's time over its own roof against the SM clock it ran at: the short protocol (cool, interleaved
-    rounds) and the sustained one (run alone until power and clocks settle), joined by an arrow per row."""
-    by_name = {r["name"]: r for r in record["rows"]}
+def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]]):
+    """Each row's time over its own roof against the SM clock it ran at, ``points``: name -> ((MHz, x) short,
+    (MHz, x) sustained): the short protocol (cool, interleaved rounds) and the sustained one (run alone until power
+    and clocks settle), joined by an arrow per row."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for name in names:
-        r = by_name[name]
-        short, held, roof = r["timing"], r["timing"]["sustained"], by_name[r["roof"]]["timing"]
-        points = [(short.get("sm_clock_mhz"), r["x_roof"]),
-                  (held.get("sm_clock_mhz"), held["median_ms"] / roof["sustained"]["median_ms"])]
-        if any(mhz is None for mhz, _ in points):
-            continue  # no NVML clock reading: nothing to place it by
+    names = list(points)
+    for name, ((x0, y0), (x1, y1)) in points.items():
         color = ROLE_COLORS[role(name)]
-        (x0, y0), (x1, y1) = points
         ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.6})
         ax.plot([x0], [y0], "o", color=color, mfc="white")
         ax.plot([x1], [y1], "o", color=color)
@@ -270,7 +264,7 @@ def regimes_figure(record: dict, names):
     handles += [Patch(color=c, label=k) for k, c in ROLE_COLORS.items() if k in {role(n) for n in names}]
     ax.legend(handles=handles, fontsize=8, loc="best")
     ax.set(xlabel=label("regime_clock"), ylabel=label("own_roof_x"),
-           title=label("regimes_title", gpu=record["provenance"]["gpu"]))
+           title=label("regimes_title", gpu=gpu))
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
