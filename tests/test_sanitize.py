@@ -23,7 +23,6 @@ from elu_study.core.paths import REPO_ROOT
 from elu_study.jobs import sanitize
 from elu_study.jobs.sanitize import child, runner, runs
 from elu_study.jobs.sanitize.builds import Build, library_entry, select_builds
-from elu_study.testing.suite import SANITIZE_PROPERTY
 
 PLANTED = Path(__file__).parent / "data" / "planted_oob.cu"
 
@@ -179,7 +178,7 @@ def test_clean_builds_take_one_run_per_tool():
     rep = runs.report(BUILDS, done, "2025.3", {"gpu": "NVIDIA H200"})
     assert rep["passed"] and rep["tools"] == list(runner.TOOLS)
     assert rep["builds"]["2_float4"]["racecheck"] == {"errors": 0, "ok": True}
-    assert runs.brief(rep)["errors"]["3_grid_stride"] == dict.fromkeys(runner.TOOLS, 0)
+    assert rep["builds"]["3_grid_stride"] == dict.fromkeys(runner.TOOLS, {"errors": 0, "ok": True})
     assert "PASS: 0 errors" in runs.describe(rep)
 
 
@@ -275,22 +274,9 @@ def _sanitizer_or_skip() -> str:
 
 @pytest.mark.gpu
 @pytest.mark.sanitize
-def test_compute_sanitizer_finds_no_errors_in_any_kernel(fuzz_settings, record_property, tmp_path):
-    """memcheck, racecheck, initcheck and synccheck over every fuzzed build: 0 errors, every result right. Its record
-    goes to a temporary folder: the fuzzed builds are fewer than the sanitize job's, whose committed record stays."""
-    _sanitizer_or_skip()
-    rep = sanitize.run(which=fuzz_settings.builds, progress=False)
-    record_property(SANITIZE_PROPERTY, runs.brief(rep))
-    path = record.save(rep, "sanitize", tmp_path)
-    print(runs.describe(rep), f"\nwrote {path}")
-    assert rep["passed"], runs.describe(rep)
-    assert set(rep["tools"]) == set(runner.TOOLS)
-
-
-@pytest.mark.gpu
-@pytest.mark.sanitize
 def test_compute_sanitizer_reports_a_planted_out_of_bounds_write():
-    """The zero above means something only if the same machinery sees a fault: a write one past the end."""
+    """The sanitize job's zero errors (its record; the records runner runs it) mean something only if the same
+    machinery sees a fault: a write one past the end."""
     _sanitizer_or_skip()
     rep = sanitize.run([str(PLANTED)], tools=("memcheck",), progress=False)
     (run,) = rep["runs"]

@@ -69,15 +69,13 @@ def _report(nodeid, outcome="passed", reason=None, keywords=(), props=()):
                            keywords=dict.fromkeys(keywords, 1), user_properties=list(props))
 
 
-TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
-SANITIZED = {"passed": True, "compute_sanitizer": "2025.3.1.0", "errors": {"1_naive": dict.fromkeys(TOOLS, 0)}}
 STATS = {
     "passed": [
         _report("tests/test_gpu.py::test_odd_lengths[1_naive-1]"),
         _report("tests/test_gpu.py::test_odd_lengths[2_float4-1]"),
         _report("tests/test_fuzz.py::test_bad_calls[1_naive]", keywords=("gpu",)),
-        _report("tests/test_sanitize.py::test_compute_sanitizer_finds_no_errors_in_any_kernel", keywords=("gpu", "sanitize"),
-                props=[(suite.SANITIZE_PROPERTY, SANITIZED)]),
+        _report("tests/test_sanitize.py::test_compute_sanitizer_reports_a_planted_out_of_bounds_write",
+                keywords=("gpu", "sanitize")),
         _report("tests/test_hardware.py::test_slug_names_result_files"),
     ],
     "failed": [_report("tests/test_fuzz.py::test_every_case[2_float4-elu]", "failed", keywords=("gpu",))],
@@ -124,11 +122,6 @@ def test_only_a_run_with_gpu_tests_run_is_recorded():
     assert suite.ran_on_gpu({"passed": [_report("tests/test_fuzz.py::test_bad_calls", keywords=("gpu",))]})
 
 
-def test_the_sanitizer_verdicts_come_from_its_test():
-    assert suite.sanitize_verdicts(STATS) == SANITIZED
-    assert suite.sanitize_verdicts({"passed": STATS["passed"][:2]}) is None
-
-
 def _write(stats, results_dir, gpu=True):
     fuzz = suite.fuzz_settings(examples=60, seed=99, environ={})
     return suite.write_record(stats, 1 if stats.get("failed") else 0, fuzz, ["-q", "-x"], results_dir,
@@ -143,7 +136,7 @@ def test_the_record_reads_back_with_the_run_it_was_written_from(tmp_path):
     assert data["command"] == "python -m pytest -q -x" and data["duration_s"] == 123.5
     assert not data["passed"] and data["exit_status"] == 1
     assert data["fuzz"] == suite.fuzz_settings(examples=60, seed=99, environ={}).to_dict()
-    assert data["sanitizer"] == SANITIZED and data["provenance"] == PROVENANCE
+    assert data["provenance"] == PROVENANCE
 
 
 def test_the_record_follows_the_run_when_a_test_changes_outcome(tmp_path):
@@ -189,3 +182,20 @@ def test_build_all_builds_in_spawned_workers_where_cuda_is_initialized(monkeypat
     monkeypatch.setattr(build, "ProcessPoolExecutor", Pool)
     build.build_all([("1_naive", ())], workers=1)  # in the disk cache from the compile tests: the worker loads it
     assert pools == [multiprocessing.get_context("spawn")]
+
+
+def test_the_readmes_checks_count_every_sanitizer_error_and_name_every_failed_test(monkeypatch):
+    from elu_study.jobs.report import front  # noqa: PLC0415
+
+    sanitize = {"tools": ["memcheck", "racecheck"], "builds": {
+        "1_naive": {"memcheck": {"errors": 0, "ok": True}, "racecheck": {"errors": 2, "ok": False}},
+        "2_float4": {"memcheck": {"errors": None, "ok": False}, "racecheck": {"errors": 1, "ok": False}}}}
+    tests = {"counts": suite.summarize(STATS, 1)["counts"], "failures": suite.summarize(STATS, 1)["failures"],
+             "fuzz": {"examples_per_test": 60}}
+    monkeypatch.setattr(record, "load", lambda gpu, job, required=True: {"sanitize": sanitize, "tests": tests}.get(job))
+    found = front.checks("nvidia-h200")
+    assert (found["builds"], found["errors"], found["unread"]) == (2, 3, 1)
+    line = front.text.render("report/checks.md.j2", **found)
+    assert "3 errors (and 1 runs that gave no count)" in line and "5 passed, 1 failed: `tests/test_fuzz.py::test_every_case" in line
+    monkeypatch.setattr(record, "load", lambda gpu, job, required=True: tests if job == "tests" else None)
+    assert front.checks("nvidia-h200") is None  # no sanitize record: no line

@@ -944,12 +944,6 @@ class Fuzz(Struct):
     rerun_with: str
 
 
-class Sanitizer(Struct):
-    passed: bool
-    compute_sanitizer: str | None
-    errors: dict[str, dict[str, int | None]]  # build -> tool -> errors
-
-
 class Tests(Record, kw_only=True):
     date_utc: str
     command: str
@@ -961,7 +955,6 @@ class Tests(Record, kw_only=True):
     failures: list[str]
     skip_reasons: dict[str, int]
     fuzz: Fuzz
-    sanitizer: Sanitizer | None | Unset = UNSET
 
 
 # "study", the main record, is Rows (a "backward" part of older records is left unread).

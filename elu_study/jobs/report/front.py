@@ -89,6 +89,19 @@ def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[tuple[str, str]]:
     return found
 
 
+def checks(gpu: str) -> dict | None:
+    """The GPU's sanitize and tests records in brief (None where either is missing): compute-sanitizer's errors over
+    every build and tool, and the GPU test suite's counts and failures."""
+    sanitize, tests = record.load(gpu, "sanitize", required=False), record.load(gpu, "tests", required=False)
+    if not (sanitize and tests):
+        return None
+    errors = [v["errors"] for tools in sanitize["builds"].values() for v in tools.values()]
+    return {"builds": len(sanitize["builds"]), "tools": sanitize["tools"], "errors": sum(e or 0 for e in errors),
+            "unread": errors.count(None), "counts": tests["counts"], "failures": tests["failures"],
+            "examples": tests["fuzz"]["examples_per_test"],
+            "records": [record.record_path(gpu, job).name for job in ("sanitize", "tests")]}
+
+
 def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     """Everything front.md.j2 fills in, from ``gpu``'s main record and its accuracy record."""
     study, accuracy = record.load(gpu), record.load(gpu, "accuracy")
@@ -105,8 +118,10 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
 
 
 def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
-    """The README's first screen, from one reading of the GPU's records."""
-    return {BLOCK: text.render("report/front.md.j2", **numbers(gpu))}
+    """The README's first screen, from one reading of the GPU's records, and its checks where both records exist."""
+    found = checks(gpu)
+    return {BLOCK: text.render("report/front.md.j2", **numbers(gpu))} | (
+        {"checks": text.render("report/checks.md.j2", **found)} if found else {})
 
 
 def write_figure(gpu: str) -> list[Path]:

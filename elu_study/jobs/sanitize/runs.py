@@ -75,12 +75,6 @@ def report(builds: list[Build], runs: list[Run], version: str | None, provenance
             "runs": [asdict(r) | {"ok": r.ok} for r in runs], "provenance": provenance}
 
 
-def brief(rep: dict) -> dict:
-    """What the test record keeps of a report: the verdict, and the error count of each build and tool."""
-    return {"passed": rep["passed"], "compute_sanitizer": rep["compute_sanitizer"],
-            "errors": {b: {t: v["errors"] for t, v in tools.items()} for b, tools in rep["builds"].items()}}
-
-
 def describe(rep: dict) -> str:
     """A report as text: errors per build and tool, the verdict, and the tail of every failed run."""
     tools, width = rep["tools"], max([len(b) for b in rep["builds"]] + [5])
