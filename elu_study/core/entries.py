@@ -32,6 +32,7 @@ class Entry:
     base: str | None = None  # the entry this one differs from by exactly one change
     mode: str = ""  # how the build is called: "" (out=y, float32), "in_place" (out=x), "bfloat16", "float16"
     direction: str = "forward"  # or "backward": grad and x in, grad_input out (its roof is torch.add)
+    sustained: bool = False  # also timed under sustained load by its job (power, clock, energy: one change each)
 
     @property
     def dtype(self) -> str:
@@ -103,11 +104,12 @@ def study_entries() -> list[Entry]:
     return [e for e in ENTRIES.values() if e.kind in KINDS] + list(BACKWARD) + sixteen
 
 
-def sustained_entries() -> list[Entry]:
-    """The main study's rows also timed under sustained load (timing.time_sustained, 3.5-6.5 s each: 26 rows in
-    1.5-3 min; all 53 would take up to 6): the README table's (baselines, steps, peers), and the float32 backward's
-    and step 7's defaults with their roofs."""
-    return [e for e in study_entries() if e.kind in ("baseline", "step", "peer")
+def sustained_entries(among: list[Entry] | tuple[Entry, ...] | None = None) -> list[Entry]:
+    """The rows of ``among`` (default: the main study's) also timed under sustained load (timing.time_sustained,
+    3.5-6.5 s each): the README table's (baselines, steps, peers), step 7's and the float32 backward's defaults with
+    their roofs, and every attempt the catalogue marks ``sustained`` (one change from its base, each)."""
+    return [e for e in (study_entries() if among is None else among) if e.sustained
+            or e.kind in ("baseline", "step", "peer")
             or e.name.split()[0] in ("elu_backward", "torch.add", "copy_", "7_sixteen_bits", "7_backward")]
 
 
