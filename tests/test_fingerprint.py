@@ -3,7 +3,7 @@
 import json
 import shutil
 
-from elu_study.core import build, fingerprint
+from elu_study.core import build, entries, fingerprint
 from elu_study.core.paths import REPO_ROOT
 
 
@@ -114,3 +114,31 @@ def test_a_module_held_as_an_input_but_now_presentation_or_bookkeeping_voids_not
     reasons = [f"code m{i} (changed)" for i in range(5)] + ["catalogue c.toml", "build 1_naive"]
     assert fingerprint.summary(reasons) == ("code m0 (changed), m1 (changed), m2 (changed) and 2 more; "
                                             "catalogue c.toml; build 1_naive")
+
+
+def test_a_new_step_voids_the_records_that_would_measure_it_and_no_other(tmp_path):
+    """Each record digests the part of the catalogue its job reads (entries.READS): a new step and its kernel file
+    are new rows of the main study, its profile and its sweep over sizes, and a new formula for the accuracy job; the
+    records of step 6's and step 7's attempts, the model and the launch sweep stay current. A flag on one attempt
+    voids that attempt's record alone (and the jobs that read the whole catalogue)."""
+    root = package(tmp_path)
+    catalogue = root / fingerprint.CATALOGUE
+    jobs = ("study", "ncu", "sizes", "accuracy", "beyond", "sixteen", "model", "launch", "sanitize")
+    before = {job: fingerprint.catalogue_digest(root, job) for job in jobs}
+    text = catalogue.read_text()
+    step = ('\n[kernels.8_new]\nformula = "1_naive"\nlaunch = { threads = "threads" }\nsass = { bits = [128] }\n'
+            '\n[[entry]]\nname = "8_new"\nkind = "step"\nwhat = "a new step"\nvariant = "8_new"\n')
+    catalogue.write_text(text.replace("\n[[entry]]", step + "\n[[entry]]", 1))
+    voided = {job for job in jobs if fingerprint.catalogue_digest(root, job) != before[job]}
+    assert voided == {"study", "ncu", "sizes", "accuracy", "beyond", "sanitize"}  # beyond: every step is compared
+    marked = text.replace('name = "7_lean float16"\n', 'name = "7_lean float16"\nsustained = true\n', 1)
+    assert marked != text
+    catalogue.write_text(marked)
+    voided = {job for job in jobs if fingerprint.catalogue_digest(root, job) != before[job]}
+    assert voided == {"sixteen", "sanitize"}
+
+
+def test_the_main_studys_rows_are_the_entries_its_record_reads():
+    assert {e.name for e in entries.study_entries()} == {e.name for e in entries.ENTRIES.values() if entries.in_study(e)}
+    assert {e.name for e in entries.profiled_entries()} == {
+        e.name for e in entries.ENTRIES.values() if entries.READS["ncu"](e)}

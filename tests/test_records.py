@@ -36,7 +36,7 @@ def make_current(results, name):
     stage = records.BY_NAME[name]
     path = record.record_path(job=stage.job, results_dir=results)
     held = fingerprint_of(path)
-    now = fingerprint.fingerprint(stage.roots, stage.files, [], held["toolchain"])
+    now = fingerprint.fingerprint(stage.roots, stage.files, [], held["toolchain"], job=stage.job)
     builds = {key: fingerprint.build_digest(*fingerprint.parse_build_key(key)) for key in held["builds"]}
     set_fingerprint(path, {**now, "builds": builds})
 

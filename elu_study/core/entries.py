@@ -104,6 +104,23 @@ def study_entries() -> list[Entry]:
     return [e for e in ENTRIES.values() if e.kind in KINDS] + list(BACKWARD) + sixteen
 
 
+def in_study(e: Entry) -> bool:
+    """Whether an entry is a row of the main study (``study_entries``), decided from the entry alone."""
+    return e.kind in KINDS or e.kind == "backward" or (e.mode in DTYPES16 and e.name.split()[0] in SIXTEEN_IN_STUDY)
+
+
+# The entries each job's record measures, by record (a record is due when one of them changes or a new one appears;
+# jobs not named here read the whole catalogue). The accuracy job reads every kernel file's formula, no entry.
+READS = {
+    "study": in_study,
+    "ncu": lambda e: in_study(e) and e.kind in KINDS and e.name != "copy_",  # profiled_entries
+    "beyond": lambda e: e.group.startswith("step6") or e.kind in ("baseline", "step"),
+    "sixteen": lambda e: e.group.startswith("step7") or e.dtype in DTYPES16,
+    "sizes": lambda e: e.kind in ("step", "peer", "baseline"),
+    "accuracy": lambda e: False, "model": lambda e: False, "launch": lambda e: False,
+}
+
+
 def sustained_entries(among: list[Entry] | tuple[Entry, ...] | None = None) -> list[Entry]:
     """The rows of ``among`` (default: the main study's) also timed under sustained load (timing.time_sustained,
     3.5-6.5 s each): the README table's (baselines, steps, peers), step 7's and the float32 backward's defaults with

@@ -7,8 +7,9 @@ A record's fingerprint (``record["fingerprint"]``) holds:
   comments, docstrings and formatting change nothing. Presentation (templates, figures, notebook helpers, the
   report) and bookkeeping (how records are stored and fingerprinted, how builds are invoked) are not inputs: the
   builds' own digests below capture what the build code passes to the compiler.
-- ``catalogue``: ``catalog.toml`` as data, each entry's ``what`` (its description) and each kernel file's ``sass``
-  claims left out.
+- ``catalogue``: the part of ``catalog.toml`` the job reads (``entries.READS``: its entries and their kernel files'
+  tables; the whole catalogue for a job it does not name), as data, each entry's ``what`` (its description) and each
+  kernel file's ``sass`` claims left out. A new step voids the records that would measure it, not every record.
 - ``builds``: every kernel build its processes loaded (``load_inline``'s sources, the headers they include, the
   flags), from the build log of the run (``ELU_STUDY_BUILD_LOG``).
 - ``toolchain``: GPU, driver, CUDA and torch, compared where a GPU runs the plan (a machine without one cannot
@@ -27,7 +28,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from elu_study.core import build
+from elu_study.core import build, entries
 from elu_study.core.paths import REPO_ROOT
 
 PACKAGE = "elu_study"
@@ -124,10 +125,14 @@ def code_inputs(roots: tuple[str, ...], files: tuple[str, ...] = (), root: Path 
     return found
 
 
-def catalogue_digest(root: Path = REPO_ROOT) -> str:
-    """The catalogue as data, without the entries' descriptions (``what``), the kernel files' SASS claims (the tests
-    check them on every machine) and comments."""
+def catalogue_digest(root: Path = REPO_ROOT, job: str | None = None) -> str:
+    """The catalogue as data, or the part of it ``job``'s record reads (``entries.READS``), without the entries'
+    descriptions (``what``), the kernel files' SASS claims (the tests check them on every machine) and comments."""
     data = tomllib.loads((root / CATALOGUE).read_text())
+    if (reads := entries.READS.get(job)) is not None:
+        chosen = [e for e in data.get("entry", []) if reads(entries.Entry(**{**e, "flags": tuple(e.get("flags", ()))}))]
+        kernels = set(data["kernels"]) if job == "accuracy" else {e.get("variant") for e in chosen}
+        data = {"entry": chosen, "kernels": {n: f for n, f in data["kernels"].items() if n in kernels}}
     data["entry"] = [{k: v for k, v in e.items() if k != "what"} for e in data.get("entry", [])]
     data["kernels"] = {n: {k: v for k, v in f.items() if k != "sass"} for n, f in data.get("kernels", {}).items()}
     return _digest(json.dumps(data, sort_keys=True))
@@ -213,13 +218,13 @@ def toolchain(provenance: dict) -> dict[str, str | None]:
 
 
 def fingerprint(roots: tuple[str, ...], files: tuple[str, ...], builds: list[dict], tools: dict,
-                root: Path = REPO_ROOT) -> dict:
-    return {"code": code_inputs(roots, files, root), "catalogue": catalogue_digest(root),
+                root: Path = REPO_ROOT, job: str | None = None) -> dict:
+    return {"code": code_inputs(roots, files, root), "catalogue": catalogue_digest(root, job),
             "builds": build_inputs(builds), "toolchain": tools}
 
 
 def changes(held: dict | None, roots: tuple[str, ...], files: tuple[str, ...] = (), tools: dict | None = None,
-            root: Path = REPO_ROOT) -> list[str]:
+            root: Path = REPO_ROOT, job: str | None = None) -> list[str]:
     """What changed since ``held`` was taken, one phrase per input (empty: the record is current). ``tools`` is
     this machine's toolchain, or None where none is compared (no GPU here)."""
     if not held:
@@ -232,7 +237,7 @@ def changes(held: dict | None, roots: tuple[str, ...], files: tuple[str, ...] = 
         if now.get(name) != held["code"].get(name):
             what = "new" if name not in held["code"] else "gone" if name not in now else "changed"
             found.append(f"code {name} ({what})")
-    if catalogue_digest(root) != held["catalogue"]:
+    if catalogue_digest(root, job) != held["catalogue"]:
         found.append(f"catalogue {CATALOGUE}")
     for key, digest in held["builds"].items():
         if build_digest(*parse_build_key(key)) != digest:
@@ -261,6 +266,7 @@ def summary(reasons: list[str], shown: int = 3) -> str:
 
 
 def catalogue_current(rec: dict | None, root: Path = REPO_ROOT) -> bool:
-    """Whether a record was measured with this catalogue. Where it was not, the entries it lacks
-    are new since: not measured yet (tables say so), and the record is due."""
-    return ((rec or {}).get("fingerprint") or {}).get("catalogue") == catalogue_digest(root)
+    """Whether a record was measured with this catalogue (the part its job reads). Where it was not, the entries it
+    lacks are new since: not measured yet (tables say so), and the record is due."""
+    job = ((rec or {}).get("schema") or {}).get("job")
+    return ((rec or {}).get("fingerprint") or {}).get("catalogue") == catalogue_digest(root, job)

@@ -65,7 +65,7 @@ class Stage:
         exists, held = self.held(gpu, results_dir)
         if not exists:
             return ["no record"]
-        return fingerprint.changes(held, self.roots, self.files, tools)
+        return fingerprint.changes(held, self.roots, self.files, tools, job=self.job)
 
 
 ELU = ("elu_study",)
@@ -134,7 +134,7 @@ def stamp(stage: Stage, gpu: str, log: Path, tools: dict, results_dir: Path | No
           seconds: float | None = None) -> None:
     """Write the fingerprint of a stage that just ran into its record: its code, the builds its processes logged,
     this machine's toolchain."""
-    taken = fingerprint.fingerprint(stage.roots, stage.files, fingerprint.logged_builds(log), tools)
+    taken = fingerprint.fingerprint(stage.roots, stage.files, fingerprint.logged_builds(log), tools, job=stage.job)
     if seconds is not None:
         taken["seconds"] = round(seconds, 1)
     record.set_part(record.record_path(gpu, stage.job, results_dir), ("fingerprint",), taken)
