@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from elu_study.core import hardware, text
+from elu_study.core import hardware
 from elu_study.core.record import REFERENCE_GPU, figure_path, load, save, save_figure
 from elu_study.jobs.model import analysis, checks, end_to_end, host
 from elu_study.pytorch import ops
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         parser.exit(2, "elu-study model: needs a CUDA GPU (notebook 11 shows the record)\n")
     record = run()
-    print(text.render("model/bars.md.j2", bars=analysis.bars(record)))
+    print(analysis.graded(record))
     if not args.no_record:
         written = [save(record, "model"), *write_report(record["provenance"]["gpu"])]
         print(f"\nwrote {', '.join(map(str, written))}")
