@@ -794,26 +794,10 @@ class Default(Struct):
     measured_as: str = field(name="measured as")
 
 
-class Part(Struct):
-    commit: str | None
-    date_utc: str
-
-
 class AccuracyCheck(Struct):
     passed: bool
     worst_ulp_by_alpha: dict[str, dict[str, Ulp]]  # alpha -> route
     inputs_per_alpha: int
-
-
-class DtypeBits(Struct):
-    forward_bit_identical: bool
-    forward_worst_ulp: Ulp | None
-    backward_bit_identical: bool
-
-
-class BitsCheck(Struct):
-    passed: bool
-    by_dtype: dict[str, DtypeBits]
 
 
 class Opcheck(Struct):
@@ -851,7 +835,6 @@ class Layouts(Struct):
 
 class Checks(Struct):
     accuracy: AccuracyCheck
-    bits: BitsCheck
     opcheck: Opcheck
     gradients: Gradients
     cuda_graph: CudaGraph
@@ -865,14 +848,6 @@ class HostCost(Struct):
     autocast: bool
     us_per_call: Us
     us_runs: list[Us]
-
-
-class HostProfile(Struct):
-    route: str
-    requires_grad: bool
-    name: str
-    count_per_call: float
-    self_us_per_call: Us
 
 
 class Step(Struct, kw_only=True):  # whole steps of a model, timed in runs
@@ -895,10 +870,8 @@ class Step(Struct, kw_only=True):  # whole steps of a model, timed in runs
 
 class Model(Record, kw_only=True):
     defaults: list[Default]
-    parts: dict[str, Part]  # part -> when it was measured
     checks: Checks
     host_cost: list[HostCost]
-    host_profile: list[HostProfile]
     end_to_end: list[Step]
 
 

@@ -9,8 +9,7 @@ takes longer): one step of the small MLPs (0.2 to 0.5 ms) spread its paired rati
 more (the model record of dd6e3b1, one step per run), more than the few percent the drop-in's host time can move
 them. Side by side within milliseconds, a pair shares the GPU's clocks, whose drift over a run's seconds (the
 power cap) cancels in the pair's ratio. ELU's share: its kernels' device time in one profiled step; beside it the
-device time of everything the step ran on the device and its count, which say whether the device or the host paces
-a step and whether the drop-in adds work.
+device time of everything the step ran on the device, which says whether the device or the host paces a step.
 """
 
 from __future__ import annotations
@@ -95,14 +94,14 @@ def warm_up(step, x, target, steps: int) -> None:
 
 def profiled_step(step, x, target) -> dict:
     """One profiled step's device time (ms): ELU's kernels (``elu_ms``) and everything the device ran, kernels,
-    copies and fills (``device_ms``, in ``device_events`` events)."""
+    copies and fills (``device_ms``)."""
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         step(x, target)
         torch.cuda.synchronize()
     device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     return {"elu_ms": sum(e.device_time_total for e in device if ELU_KERNEL.search(e.name)) / 1e3,
-            "device_ms": sum(e.device_time_total for e in device) / 1e3, "device_events": len(device)}
+            "device_ms": sum(e.device_time_total for e in device) / 1e3}
 
 
 def steps_per_run(steps: dict, x, target) -> int:

@@ -1,6 +1,6 @@
-"""What one call costs the host, route by route (``host_cost``), and where that time goes (``host_profile``):
-``CALLS`` calls back to back per timing (``torch.utils.benchmark``: it synchronizes CUDA and turns the garbage
-collector off), the routes interleaved in ``REPEATS`` rounds so that the host's drift reaches all alike."""
+"""What one call costs the host, route by route (``host_cost``): ``CALLS`` calls back to back per timing
+(``torch.utils.benchmark``: it synchronizes CUDA and turns the garbage collector off), the routes interleaved
+in ``REPEATS`` rounds so that the host's drift reaches all alike."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from elu_study.pytorch.nn import ELU
 ROUTES = ("nn.ELU", "F.elu", "binding", "torch.ops", "elu_study.ELU")
 SIZES = (2**10, 2**16, 2**20)
 CALLS, REPEATS, WARMUP = 2000, 15, 300
-PROFILE_NUMEL, PROFILE_CALLS, PROFILE_TOP = 2**16, 200, 6
 
 
 def routes(dtype: torch.dtype) -> dict:
@@ -61,24 +60,3 @@ def measure_host() -> list[dict]:
     finally:
         os.sched_setaffinity(0, allowed)
 
-
-def profile_route(route: str, requires_grad: bool) -> list[dict]:
-    """The events under ``PROFILE_CALLS`` calls of one route by self CPU time: where its host time goes."""
-    x = group_input(PROFILE_NUMEL, requires_grad, False)
-    f = routes(x.dtype)[route]
-    for _ in range(WARMUP):
-        f(x)
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        for _ in range(PROFILE_CALLS):
-            f(x)
-        torch.cuda.synchronize()
-    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:PROFILE_TOP]
-    return [{"route": route, "requires_grad": requires_grad, "name": e.key, "count_per_call": e.count / PROFILE_CALLS,
-             "self_us_per_call": e.self_cpu_time_total / PROFILE_CALLS} for e in events]
-
-
-def measure_profile() -> list[dict]:
-    """host_profile: nn.ELU's and elu_study.ELU's events, without and with a gradient."""
-    return [row for route in ("nn.ELU", "elu_study.ELU") for grad in (False, True)
-            for row in profile_route(route, grad)]
