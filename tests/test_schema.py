@@ -39,8 +39,6 @@ BROKEN = [
     ("sizes", ("points", 40, "cold", "p99_ms"), None, "Expected `float`, got `null`", "$.points[40].cold.p99_ms"),
     ("sizes", ("regimes", "warm_gain", "2^10"), 1.0, "Expected `str` matching regex '^[1-9][0-9]*$'",
      "key` in `$.regimes.warm_gain"),
-    ("sizes", ("cub_history", 1, "copy_ms", "round_medians_ms"), DELETE,
-     "Object missing required field `round_medians_ms`", "$.cub_history[1].copy_ms"),
     ("launch", ("cells", 7, "occupancy", "registers"), "32", "Expected `int`, got `str`", "$.cells[7].occupancy.registers"),
     ("launch", ("references", "2_float4", "check", "trials"), DELETE, "Object missing required field `trials`",
      "$.references.2_float4.check"),

@@ -605,26 +605,6 @@ class SizesProblem(Struct):
 class SizesEntry(Struct):
     name: str
     kind: str
-    what: str
-    checked: bool
-
-
-class SizesRuns(Struct):
-    min: int
-    max: int
-    cold_ms: Ms
-    warm_ms: Ms
-    host_gpu_ms: Ms
-    host_repeats: int
-
-
-class SizesMethod(Struct):
-    cold: str
-    warm: str
-    host: str
-    check: str
-    runs: SizesRuns
-    sleep_cycles_per_ms: PerMs
 
 
 class PointCheck(Struct):
@@ -648,25 +628,8 @@ class Point(Struct):
     cold: Quantiles
     warm: Quantiles
     host: Quantiles
-    host_calls_per_loop: int
     sleep_retries: SleepRetries
     host_loops_gpu_busy: int
-    cold_tbps: TBps
-    warm_tbps: TBps
-
-
-class Launch(Struct):
-    grid: int
-    block: int
-
-
-class CubHistory(Struct):  # sizes.history: CUB's first call in a fresh process, then CUB and copy_ at the main length
-    first_numel: int
-    main_numel: int
-    passed: bool
-    cub_ms: Medians
-    copy_ms: Medians
-    launch: Launch | None
 
 
 class Floor(Struct):
@@ -687,17 +650,13 @@ class Sizes(Record, kw_only=True):
     problem: SizesProblem
     l2_bytes: Bytes
     peak_bytes_per_s: BytesPerS | None
-    peak_source: str | None
     sizes: list[int]
     entries: list[SizesEntry]
-    method: SizesMethod
     torch_compile_graphs: int
     errors: list
     points: list[Point]
     floors: dict[str, Floor]  # length
     regimes: Regimes
-    wall_s: Sec
-    cub_history: list[CubHistory] | Unset = UNSET
 
 
 # -- launch ---------------------------------------------------------------------------------------------------------

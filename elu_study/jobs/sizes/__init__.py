@@ -2,11 +2,10 @@
 
 ``python -m elu_study sizes`` checks and times each entry (every step, the peers and the PyTorch baselines; not the
 ablations) at every length of ``plan()`` (how: ``measure``), then writes results/<gpu>-sizes.json, its two figures
-and the README's sizes block; without a GPU it prints the recorded run. Planned to fit in 4 minutes on an H200.
+and the README's sizes block; without a GPU it prints the recorded run.
 
-Modules: ``plan``, ``measure`` (the GPU part), ``history`` (CUB's first call, in fresh processes), ``analysis``
-(the record read back), ``figures``, ``readme`` (the numbers the words quote; the README block), ``notebook``
-(notebook 09's view); words: templates/sizes/*.md.j2.
+Modules: ``plan``, ``measure`` (the GPU part), ``analysis`` (the record read back), ``figures``, ``readme`` (the
+README block), ``notebook`` (notebook 09's view); words: templates/sizes/*.md.j2.
 """
 
 from __future__ import annotations
@@ -23,10 +22,9 @@ from elu_study.core.build import build_all
 from elu_study.core.entries import builds
 from elu_study.core.paths import RESULTS_DIR
 from elu_study.core.record import REFERENCE_GPU, load, record_path, save, slug, write_block
-from elu_study.jobs.sizes import history, measure, plan
-from elu_study.jobs.sizes.analysis import FORMATS, frame
+from elu_study.jobs.sizes import measure, plan
 from elu_study.jobs.sizes.figures import write_figures
-from elu_study.jobs.sizes.notebook import entry_table, findings
+from elu_study.jobs.sizes.notebook import entry_table
 from elu_study.jobs.sizes.readme import block
 
 
@@ -41,12 +39,6 @@ def write_report(gpu: str = REFERENCE_GPU, readme: bool = True, results_dir: Pat
     return paths
 
 
-def print_record(record: dict) -> None:
-    """A few lengths of the sweep, one row per entry, and the findings (notebook 09's)."""
-    shown = [n for n in record["sizes"] if n in (record["sizes"][0], 2**16, 2**20, 2**24, record["sizes"][-1])]
-    print(text.table(frame(record, sizes=shown), FORMATS), entry_table(record), findings(record), sep="\n\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elu_study sizes", description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-exp", type=int, default=plan.MAX_EXP, help="largest length 2^k (default 31)")
@@ -55,7 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entries", default=None, help="entry names, comma-separated (default: all)")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="record and figures go here")
     parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
-    parser.add_argument("--no-history", action="store_true", help="skip CUB's first-call processes (history)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():  # the reference GPU's recorded sweep, printed (2 if there is none)
         record = load(REFERENCE_GPU, "sizes", args.results_dir, required=False)
@@ -63,27 +54,23 @@ def main(argv: list[str] | None = None) -> int:
         print(text.render("sizes/cli.md.j2", part="recorded" if record else "no_record", path=path),
               file=sys.stdout if record else sys.stderr)
         if record:
-            print_record(record)
+            print(entry_table(record))
         return 0 if record else 2
 
     entries = plan.sweep_entries(args.entries.split(",") if args.entries else None)
     sizes = plan.plan(args.max_exp, args.min_exp, extra=not args.no_extra)
     print(text.render("sizes/cli.md.j2", part="plan", entries=[e.name for e in entries], sizes=sizes,
-                      repeats=plan.HOST_REPEATS, small=plan.runs(sizes[0]), big=plan.runs(sizes[-1]),
-                      estimate=plan.estimate_s(sizes, len(entries)), budget=plan.BUDGET_S))
+                      repeats=plan.HOST_REPEATS, small=plan.runs(sizes[0]), big=plan.runs(sizes[-1])))
     jobs = builds(entries)
     if jobs:
         build_all(jobs)  # also from a process that has used CUDA already (a test session)
     started = time.time()
     record = measure.measure(entries, sizes)
-    if history.ENTRY in {e.name for e in entries} and not args.no_history:
-        record["cub_history"] = history.measure_history()  # fresh processes, after the sweep
-    record["wall_s"] = round(time.time() - started, 1)
     path = save(record, "sizes", args.results_dir)
     written = [path, *write_report(record["provenance"]["gpu"], not args.no_readme, args.results_dir)]
-    print(text.render("sizes/cli.md.j2", part="done", wall_s=record["wall_s"], written=written,
+    print(text.render("sizes/cli.md.j2", part="done", wall_s=time.time() - started, written=written,
                       graphs=record["torch_compile_graphs"]), end="\n\n")
-    print_record(record)
+    print(entry_table(record))
     failed = [f"{q['entry']} @ {q['n']}" for q in record["points"] if q.get("check") and not q["check"]["passed"]]
     if failed or record["errors"]:
         print("FAILED:", ", ".join(failed) or "none", "errors:", *record["errors"], sep="\n  ", file=sys.stderr)

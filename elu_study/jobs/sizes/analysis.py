@@ -1,14 +1,10 @@
-"""The sweep's record read back: points and series, the derived floors and regimes, the table. No GPU needed."""
+"""The sweep's record read back: points and series, the derived floors and regimes. No GPU needed."""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from elu_study.core.text import fmt_bytes, fmt_n
-from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, MODES, STREAMS
-
-FORMATS = {"cold µs": "{:.2f}", "warm µs": "{:.2f}", "host µs": "{:.2f}", "cold TB/s": "{:.3f}", "warm TB/s": "{:.3f}"}
+from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, STREAMS
 
 
 def ok(p: dict) -> bool:
@@ -31,12 +27,8 @@ def series(record: dict, entry: str, mode: str, q: str = "median_ms") -> tuple[n
 
 
 def derive(record: dict) -> dict:
-    """Derived numbers every view uses: TB/s per point, the floors per length, where the regimes change."""
+    """Derived numbers every view uses: the floors per length, where the regimes change."""
     peak = record.get("peak_bytes_per_s")
-    for p in record["points"]:
-        if ok(p):
-            for mode in ("cold", "warm"):
-                p[f"{mode}_tbps"] = p["bytes"] / (p[mode]["median_ms"] * 1e-3) / 1e12
     floors = {}
     for n in record["sizes"]:
         try:
@@ -61,22 +53,6 @@ def regimes(record: dict, reference: str = "F.elu") -> dict:
     bound = [p["n"] for p in pts if p["host"]["median_ms"] >= p["warm"]["median_ms"]]
     return {"reference": reference, "launch_bound_max_n": max(bound, default=None), "l2_fit_max_n": fit,
             "warm_gain": {str(p["n"]): p["cold"]["median_ms"] / p["warm"]["median_ms"] for p in pts}}
-
-
-def frame(record: dict, sizes=None, entries=None) -> pd.DataFrame:
-    """One line per (entry, length): µs cold, warm and on the host (median, p10-p90), TB/s, verdict."""
-    rows = []
-    for p in [q for q in record["points"] if (sizes is None or q["n"] in sizes)]:
-        if entries is not None and p["entry"] not in entries:
-            continue
-        row = {"entry": p["entry"], "n": fmt_n(p["n"]), "moved": fmt_bytes(p["bytes"]),
-               "correct": {None: "n/a", True: "yes", False: "NO"}[p.get("check") and p["check"]["passed"]]}
-        for mode in MODES if ok(p) else ():
-            row[f"{mode} µs"] = 1e3 * p[mode]["median_ms"]
-            row[f"{mode} p10-p90 µs"] = f"{1e3 * p[mode]['p10_ms']:.2f}-{1e3 * p[mode]['p90_ms']:.2f}"
-        row |= {"cold TB/s": p["cold_tbps"], "warm TB/s": p["warm_tbps"]} if ok(p) else {"error": p.get("error")}
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("entry")
 
 
 def names(record: dict) -> list[str]:
@@ -106,17 +82,3 @@ def host_median_us(record: dict, entry: str, sizes) -> float:
     values = [us(record, entry, n, "host") for n in sizes if ok(point(record, entry, n))]
     return float(np.median(values)) if values else float("nan")
 
-
-def first_calls(record: dict) -> list[dict]:
-    """The ``cub_history`` rows (none in a record measured before the history was), the main length last, each with
-    ``tile`` (the elements per block CUB launched at the main length; None: not recorded) and ``x_copy`` (CUB's
-    median time there over copy_'s in the same process)."""
-    rows = [{**r, "tile": r["launch"] and r["main_numel"] / r["launch"]["grid"],
-             "x_copy": r["cub_ms"]["median_ms"] / r["copy_ms"]["median_ms"]} for r in record.get("cub_history", [])]
-    return sorted(rows, key=lambda r: (r["first_numel"] == r["main_numel"], r["first_numel"]))
-
-
-def first_call(record: dict, first: int | str) -> dict | None:
-    """The first_calls row whose process made CUB's first call on ``first`` elements ("main": the main length)."""
-    return next((r for r in first_calls(record) if r["first_numel"] == (r["main_numel"] if first == "main" else first)),
-                None)

@@ -9,12 +9,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from elu_study.core.record import figure_path, save_figure
-from elu_study.jobs.sizes.analysis import names, ok, point, series
+from elu_study.jobs.sizes.analysis import names, ok, series
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, MODES, STREAMS, fmt_bytes
 
 # The bandwidth figure draws the streams' sum only from here: below, it is two launches, not a bandwidth.
 STREAM_SHOWN_FROM = 32 * 2**20
-X_COPY_FROM = 64 * 2**20  # the bandwidth figure's linear x copy_ panel starts here (bytes moved)
 
 
 def _style(record: dict) -> dict:
@@ -63,8 +62,7 @@ def _log_axes(ax, title: str, xlabel: str) -> None:
 def bandwidth_figure(record: dict):
     """Effective TB/s (8 bytes per element over the median) against bytes moved, cold and warm, p10-p90 bands."""
     styles = _style(record)
-    fig, axes = plt.subplots(1, 3, figsize=(21, 5.6))
-    axes[1].sharey(axes[0])
+    fig, axes = plt.subplots(1, 2, figsize=(15, 5.6), sharey=True)
     sizes = np.array([n for n in record["sizes"] if BYTES_PER_ELEMENT * n >= STREAM_SHOWN_FROM], dtype=np.float64)
     tbps = lambda n, ms: BYTES_PER_ELEMENT * n / (ms * 1e-3) / 1e12
     for ax, mode in zip(axes, ("cold", "warm")):
@@ -82,45 +80,8 @@ def bandwidth_figure(record: dict):
         ticks = [2.0**k for k in range(13, 40, 3) if 2**k <= 2 * BYTES_PER_ELEMENT * max(record["sizes"])]
         ax.set_xticks(ticks, [fmt_bytes(t) for t in ticks])
     axes[0].set_ylabel("TB/s (median, p10-p90 band)")
-    _x_copy_panel(axes[2], record, styles)
-    _legend(fig, axes[1], f"ELU across sizes, float32, {record['provenance']['gpu']}")
+    _legend(fig, axes[1], f"ELU across sizes, float32, {record['provenance']['gpu']}", right=0.8)
     return fig
-
-
-def _x_copy_panel(ax, record: dict, styles: dict) -> None:
-    """Cold time over copy_'s median, linear, from X_COPY_FROM bytes moved: the differences the log axes hide."""
-    big = [n for n in record["sizes"] if BYTES_PER_ELEMENT * n >= X_COPY_FROM and n & (n - 1) == 0
-           and ok(point(record, "copy_", n))]
-    if not big:
-        return
-    roof = np.array([point(record, "copy_", n)["cold"]["median_ms"] for n in big])
-    curves = {name: [np.array([point(record, name, n)["cold"][k] for n in big]) / roof for k in ("median_ms", "p10_ms",
-                                                                                                "p90_ms")]
-              for name in names(record) if name not in STREAMS and all(ok(point(record, name, n)) for n in big)}
-    stream = _floor(record, "stream_cold_ms", big) / roof
-    # an entry far above the rest (1_naive) would flatten them: it is named in the title instead
-    peaks = {name: float(np.nanmax(c[0])) for name, c in curves.items()}
-    second = sorted(peaks.values())[-2] if len(peaks) > 2 else np.inf
-    off = {name: v for name, v in peaks.items() if v > 1 + 2 * (second - 1)}
-    x = BYTES_PER_ELEMENT * np.array(big, dtype=np.float64)
-    for name, (med, p10, p90) in ((k, c) for k, c in curves.items() if k not in off):
-        ax.plot(x, med, lw=1.4, marker=".", **styles.get(name, {}))
-        ax.fill_between(x, p10, p90, color=styles.get(name, {}).get("color"), alpha=0.12, lw=0)
-    shown = [float(np.nanmin(c[0])) for c in curves.values()]
-    if np.isfinite(stream).any():
-        ax.plot(x, stream, color="tab:orange", ls="-.", lw=2)
-        shown.append(float(np.nanmin(stream)))
-    lo, hi = min(shown), max(v for name, v in peaks.items() if name not in off)  # the streams' line may leave it
-    pad = max(0.1 * (hi - lo), 0.01)
-    ax.set_ylim(lo - pad, hi + pad)
-    ax.set_xscale("log", base=2)
-    ticks = [float(v) for v in x if int(v) & (int(v) - 1) == 0]
-    ax.set_xticks(ticks[::2], [fmt_bytes(t) for t in ticks[::2]])
-    ax.set_xlabel("bytes moved per call (log)")
-    ax.set_ylabel("cold time / copy_'s (linear)")
-    ax.set_title(f"cold, x copy_, from {fmt_bytes(X_COPY_FROM)}"
-                 + (("\noff the chart: " + ", ".join(f"{n} up to {v:.2f}x" for n, v in off.items())) if off else ""))
-    ax.grid(alpha=0.3)
 
 
 def _legend(fig, ax, title: str, right: float = 0.79):

@@ -28,10 +28,9 @@ from elu_study.core.entries import ALPHA
 from elu_study.core.hardware import SHAPE, gpu_spec, provenance
 from elu_study.core.harness import elu_fn, quiet, timed_call
 from elu_study.core.timing import sleep_cycles_per_ms, summarize
-from elu_study.jobs.sizes import plan
-from elu_study.pytorch.nn import ELU
 from elu_study.jobs.sizes.analysis import derive
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, CHECK_CHUNK, FLUSH_BYTES, HOST_REPEATS, MIN_RUNS, runs
+from elu_study.pytorch.nn import ELU
 
 QUANTILES = ("median_ms", "p10_ms", "p90_ms", "p99_ms", "mean_ms", "min_ms", "max_ms", "runs")  # kept per point
 
@@ -136,7 +135,7 @@ def time_point(call, n: int, gpu: Gpu) -> dict:
     warm, warm_retries = event_times(call, r["warm"], gpu, flush=False, host_ms=host_ms)
     # sleep_retries: GPU timings redone with a longer sleep; -1: even the longest ran out before the host's loop
     # did (those samples may hold host time)
-    return {"cold": summary(cold), "warm": summary(warm), "host": summary(host), "host_calls_per_loop": r["host_calls"],
+    return {"cold": summary(cold), "warm": summary(warm), "host": summary(host),
             "sleep_retries": {"cold": cold_retries, "warm": warm_retries}, "host_loops_gpu_busy": host_busy}
 
 
@@ -179,9 +178,10 @@ def measure_point(entry, n: int, x, ref, y, check_fn, gpu: Gpu, errors: list[str
 
 
 def prime(entries) -> None:
-    """Each peer's first call in the process, at the main study's length, as in every other job: CUB keeps the
-    tile it picks on its first call for every later one (``history``), so a sweep that began at 2^10 elements would
-    time it with a tile picked for 2^10."""
+    """Each peer's first call in the process, at the main study's length, as in every other job: CUB's DeviceTransform
+    (CCCL as CUDA 13.0 ships it) sizes its tile to the length of a process's first call and keeps it in a ``static``
+    for every later call (fixed upstream in NVIDIA/cccl pull request 5112), so a sweep that began at 2^10 elements
+    would time CUB with a tile picked for 2^10."""
     peers = [e for e in entries if e.kind == "peer" and e.variant and not e.mode]
     if peers:
         x = torch.randn(SHAPE[0] * SHAPE[1], device="cuda")
@@ -213,15 +213,6 @@ def sweep(entries, sizes, gpu: Gpu, bar) -> tuple[list[dict], list[str]]:
     return points, errors
 
 
-def method(gpu: Gpu) -> dict:
-    """How each number of the record was measured, in words (saved in the record)."""
-    words = {part: text.render("sizes/method.md.j2", part=part, flush=FLUSH_BYTES, repeats=HOST_REPEATS)
-             for part in ("cold", "warm", "host", "check")}
-    return {**words, "runs": {"min": MIN_RUNS, "max": plan.MAX_RUNS, "cold_ms": plan.COLD_MS, "warm_ms": plan.WARM_MS,
-                              "host_gpu_ms": plan.HOST_GPU_MS, "host_repeats": HOST_REPEATS},
-            "sleep_cycles_per_ms": gpu.cycles_per_ms}
-
-
 def measure(entries, sizes, progress: bool = True) -> dict:
     """Check and time every entry at every length; return the sizes record."""
     entries = list(entries)
@@ -239,10 +230,9 @@ def measure(entries, sizes, progress: bool = True) -> dict:
         "problem": {"dtype": "float32", "alpha": ALPHA, "bytes_per_element": BYTES_PER_ELEMENT,
                     "input": f"randn(n) x {INPUT_SCALE:g}, seeded by n"},
         "l2_bytes": int(getattr(props, "L2_cache_size", 0)),
-        "peak_bytes_per_s": spec and spec.peak_bytes_per_s, "peak_source": spec and f"{spec.label} {spec.source}",
+        "peak_bytes_per_s": spec and spec.peak_bytes_per_s,
         "sizes": list(sizes),
-        "entries": [{"name": e.name, "kind": e.kind, "what": e.what, "checked": e.checked} for e in entries],
-        "method": method(gpu),
+        "entries": [{"name": e.name, "kind": e.kind} for e in entries],
         "torch_compile_graphs": None if None in graphs else graphs[1] - graphs[0],
         "errors": errors, "points": points,
     })

@@ -1,5 +1,5 @@
-"""Notebook 09's view of the sweep, each a cell's value: the predictions graded, the figures, one row per entry, the
-findings; the full sweep is ``table(record)``. No GPU needed."""
+"""Notebook 09's view of the sweep, each a cell's value: the prediction graded, the figures, one row per entry. No
+GPU needed."""
 
 from __future__ import annotations
 
@@ -7,59 +7,29 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from elu_study.core import text
-from elu_study.jobs.sizes import analysis as an
-from elu_study.jobs.sizes.analysis import (FORMATS, custom, first_call, frame, host_median_us, names, ok, point,
-                                           small_sizes, us)
+from elu_study.core.record import RecordError, load
+from elu_study.jobs.sizes.analysis import custom, host_median_us, names, ok, point, small_sizes, us
 from elu_study.jobs.sizes.figures import FIGURES
 from elu_study.jobs.sizes.plan import STREAMS, fmt_n
-from elu_study.jobs.sizes.readme import numbers
+
+# Notebook 09's prediction, (number, quantity, (low, high)), written before the sweep's first H200 run.
+PREDICTION = ((1, "launch_bound_max_n", (2**20, 2**23)), (2, "l2_warm_end_n", (2**23, 2**25)))
 
 
-def measured(record: dict, quantity: str, entry: str | None = None) -> float | None:
-    """One number of the sweep that a prediction is about (the quantities graded.md.j2 names)."""
-    if quantity.startswith("first_call_"):  # entry: the first call's length, or "main"
-        return (first_call(record, entry) or {}).get(quantity.removeprefix("first_call_"))
-    reg, top, small, ref = record["regimes"], record["sizes"][-1], small_sizes(record), record["regimes"]["reference"]
+def measured(record: dict, quantity: str) -> int | None:
+    """The length a prediction is about (the quantities graded.md.j2 names), on the regimes' reference entry."""
+    reg = record["regimes"]
+    if quantity == "launch_bound_max_n":
+        return reg["launch_bound_max_n"]
     later = [int(n) for n, g in reg["warm_gain"].items() if int(n) > (reg["l2_fit_max_n"] or 0) and g < 1.1]
-    return {"launch_bound_max_n": lambda: reg["launch_bound_max_n"], "l2_warm_end_n": lambda: min(later, default=None),
-            "host_ratio": lambda: host_median_us(record, entry, small) / host_median_us(record, ref, small),
-            "x_copy_top": lambda: us(record, entry, top, "cold") / us(record, "copy_", top, "cold")}[quantity]()
-
-
-# Notebook 09's predictions, (number, quantity, entry or None, (low, high)): 1 and 2, written before the sweep's first
-# H200 run, are the notebook's prediction, graded there; 3 and 4 were written with them, 5 at commit dd6e3b1, before
-# the first run with first-call processes.
-PREDICTIONS = (
-    (1, "launch_bound_max_n", None, (2**20, 2**23)),
-    (2, "l2_warm_end_n", None, (2**23, 2**25)),
-    *((3, "host_ratio", entry, bounds) for entry, bounds in [
-        ("2_float4", (0.7, 2.0)), ("cub_transform", (0.7, 2.0)), ("triton", (1.5, 8.0)),
-        ("torch.compile(F.elu)", (1.5, 10.0))]),
-    *((4, "x_copy_top", entry, bounds) for entry, bounds in [
-        ("F.elu", (0.98, 1.03)), ("2_float4", (0.98, 1.03)), ("triton", (0.98, 1.05)), ("cub_transform", (1.0, 1.2))]),
-    *((5, "first_call_tile", first, bounds) for first, bounds in [(256, (256, 256)), (1024, (1024, 1024)),
-                                                                  ("main", (1536, 3072))]),
-    *((5, "first_call_x_copy", first, bounds) for first, bounds in [(256, (1.5, 3.0)), (1024, (1.03, 1.2)),
-                                                                    ("main", (0.98, 1.02))]),
-)
-PREDICTION = PREDICTIONS[:2]
+    return min(later, default=None)
 
 
 def grade(record: dict, predictions=PREDICTION, written: str = "before the sweep's first H200 run") -> text.Text:
-    """Predictions ``(number, quantity, entry or None, (low, high))`` graded against the sweep in one table (HELD
-    where the measured value lies in the range), and when they were written. For CUB's first call (``first_call_*``)
-    the entry is that call's length, or "main"."""
-    ref = record["regimes"]["reference"]
-    rows = [{"number": number, "quantity": quantity, "entry": entry or ref, "lo": lo, "hi": hi,
-             "value": measured(record, quantity, entry), "length": quantity.endswith("_n"),
-             "count": quantity.endswith("_tile"), "history": quantity.startswith("first_call")}
-            for number, quantity, entry, (lo, hi) in predictions]
-    return text.show("sizes/graded.md.j2", rows=rows, written=written, ref=ref)
-
-
-def table(record: dict, sizes=None, entries=None) -> text.Text:
-    """The sweep as a table: every entry at every length unless ``sizes``/``entries`` say which."""
-    return text.Text(text.table(frame(record, sizes, entries), FORMATS))
+    """Predictions graded against the sweep in one table (HELD where the measured length lies in the range)."""
+    rows = [{"number": number, "quantity": quantity, "lo": lo, "hi": hi, "value": measured(record, quantity)}
+            for number, quantity, (lo, hi) in predictions]
+    return text.show("sizes/graded.md.j2", rows=rows, written=written, ref=record["regimes"]["reference"])
 
 
 def figure(record: dict, name: str):
@@ -69,34 +39,29 @@ def figure(record: dict, name: str):
     return fig
 
 
-def warm_us(record: dict, entry: str, n: int) -> str:
-    """The median warm time, µs, or "failed"."""
-    p = point(record, entry, n)
-    return f"{1e3 * p['warm']['median_ms']:.2f}" if ok(p) and p.get("warm") else "failed"
+def main_study_ms(record: dict) -> dict[str, float]:
+    """The main study's median time per entry on the same GPU, ms ({} where there is no record this code reads)."""
+    try:
+        main = load(record["provenance"]["gpu"], "study", required=False) or {}
+    except RecordError:
+        return {}
+    return {r["name"]: r["timing"]["median_ms"] for r in main.get("rows", []) if r.get("timing")}
 
 
-def entry_table(record: dict) -> text.Text:
-    """One row per entry (the stream halves aside), sorted by x copy_ at the largest length: host cost, warm GPU
-    time (median) at the smallest length and the L2's edge, loop wins, x copy_ (main study's too), growth."""
-    v = numbers(record)
-    n0, fit, top, kernels = record["sizes"][0], v["fit"], fmt_n(v["top"]), custom(record)
-    rows = [{"entry": c, "host µs": v["host"][c], f"warm µs, {fmt_n(n0)}": warm_us(record, c, n0),
-             **({f"warm µs, {fmt_n(fit)} (L2)": warm_us(record, c, fit)} if fit in record["sizes"] else {}),
-             f"loop wins of {len(v['small'])}": str(v["wins"][c]) if c in kernels else "",
-             f"x copy_, {top}": v["x_top"][c], "x copy_, main study": v["main_x"].get(c, float("nan")),
-             f"host growth, {top}": v["grow"][c] if v["grow"] else float("nan")}
+def entry_table(record: dict, main_ms: dict | None = None) -> text.Text:
+    """One row per entry (the stream halves aside), sorted by time over copy_'s at the largest length: host time per
+    call (median over the launch-bound lengths), warm GPU time at the smallest length, at how many launch-bound
+    lengths a loop of a custom kernel's calls (paced by the larger of host and warm time) beats the reference's, and
+    cold time over copy_'s at the largest length and in the main study (``main_ms``: read where not given)."""
+    small, n0, top, ref = small_sizes(record), record["sizes"][0], record["sizes"][-1], record["regimes"]["reference"]
+    main_ms = main_study_ms(record) if main_ms is None else main_ms
+    paced = lambda c, n: max(us(record, c, n, "host"), us(record, c, n, "warm"))
+    x_top, wins = f"x copy_, {fmt_n(top)}", f"loop wins of {len(small)}"
+    rows = [{"entry": c, "host µs": host_median_us(record, c, small),
+             f"warm µs, {fmt_n(n0)}": f"{us(record, c, n0, 'warm'):.2f}" if ok(point(record, c, n0)) else "failed",
+             wins: str(sum(paced(c, n) < paced(ref, n) for n in small)) if c in custom(record) else "",
+             x_top: us(record, c, top, "cold") / us(record, "copy_", top, "cold"),
+             "x copy_, main study": main_ms[c] / main_ms["copy_"] if c in main_ms and "copy_" in main_ms else None}
             for c in names(record) if c not in STREAMS]
-    df = pd.DataFrame(rows).set_index("entry").sort_values(f"x copy_, {top}")
-    return text.Text(text.table(df, {"host µs": "{:.1f}", f"x copy_, {top}": "{:.3f}", "x copy_, main study": "{:.3f}",
-                                     f"host growth, {top}": "{:.2f}x"}))
-
-
-def findings(record: dict) -> text.Text:
-    """The sweep's findings, one idea per bullet, every number from the record (a cell's value)."""
-    return text.show("sizes/findings.md.j2", graphs=record.get("torch_compile_graphs"), **numbers(record))
-
-
-def first_calls(record: dict) -> text.Text:
-    """CUB's first-call processes, one row each: the first call's length, the tile CUB then launched at the main
-    length (elements per block, and per thread), CUB's and copy_'s times there and their ratio."""
-    return text.show("sizes/first_calls.md.j2", rows=an.first_calls(record))
+    df = pd.DataFrame(rows).set_index("entry").sort_values(x_top)
+    return text.Text(text.table(df, {"host µs": "{:.1f}", x_top: "{:.3f}", "x copy_, main study": "{:.3f}"}))

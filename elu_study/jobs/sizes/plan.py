@@ -1,4 +1,4 @@
-"""The sweep's plan: which lengths and entries, how many timed calls per point, and how long it takes."""
+"""The sweep's plan: which lengths and entries, and how many timed calls per point."""
 
 from __future__ import annotations
 
@@ -19,16 +19,15 @@ MODULES = (Entry("nn.ELU", "module", "torch.nn.ELU(alpha): the module a model ho
 STREAMS = ("read_only", "write_only")  # shown as their sum (the measured floor), not as lines of their own
 MODES = ("cold", "warm", "host")
 
-# Timing budget per (entry, length); see runs() and the plan printed by main().
+# Timing budget per (entry, length); see runs().
 FLUSH_BYTES = 256 * 2**20  # do_bench's L2 flush buffer
 COLD_MS = WARM_MS = 10.0  # GPU time aimed at per mode, in runs of one call
 MIN_RUNS, MAX_RUNS = 10, 100  # MAX_RUNS bounds the launches queued behind one sleep
 HOST_GPU_MS = 10.0  # GPU work queued per host-timing loop
 HOST_MIN_CALLS, HOST_MAX_CALLS = 3, 50
 HOST_REPEATS = 5  # host-timing loops per point: the spread of their per-call means
-MODEL_TBPS, MODEL_LAUNCH_MS = 3.5, 0.003  # for planning only: the time a call is expected to take
+MODEL_TBPS, MODEL_LAUNCH_MS = 3.5, 0.003  # for run counts only: the time a call is expected to take
 CHECK_CHUNK = 1 << 27
-BUDGET_S = 240
 
 
 def plan(max_exp: int = MAX_EXP, min_exp: int = MIN_EXP, extra: bool = True) -> list[int]:
@@ -50,7 +49,7 @@ def sweep_entries(names=None) -> list:
 
 
 def model_ms(n: int) -> float:
-    """The time a call is expected to take (planning only: run counts and the budget)."""
+    """The time a call is expected to take (for run counts only)."""
     return MODEL_LAUNCH_MS + BYTES_PER_ELEMENT * n / (MODEL_TBPS * 1e12) * 1e3
 
 
@@ -64,14 +63,3 @@ def runs(n: int) -> dict[str, int]:
         "host_calls": clamp(HOST_GPU_MS / est, HOST_MIN_CALLS, HOST_MAX_CALLS),
     }
 
-
-def estimate_s(sizes, n_entries: int, compile_s: float = 40.0) -> float:
-    """The planned wall time: the model's GPU time per call over every call made, plus fixed costs."""
-    total = compile_s  # torch.compile's dynamic graph, Triton's autotuning per size class, module loads
-    for n in sizes:
-        r, est = runs(n), model_ms(n)
-        calls = 3 + HOST_REPEATS * r["host_calls"] + r["cold"] + 2 + r["warm"] + 3
-        gpu_ms = calls * est + r["cold"] * 0.07
-        host_ms = HOST_REPEATS * r["host_calls"] * 0.03 + (r["cold"] + r["warm"]) * 0.05 + 8  # sleeps, checks
-        total += n_entries * (gpu_ms + host_ms) / 1e3 + BYTES_PER_ELEMENT * n / 1e12 * 3  # inputs, reference
-    return total
