@@ -1,12 +1,11 @@
-"""Step 7's job (``python -m elu_study sixteen``): what it reads from the kernel file, and the numbers notebook 12
-prints from the committed record, each computed here again from the record's raw fields and seen to follow a
+"""Step 7's job (``python -m elu_study sixteen``): what it reads from the kernel file, and the tables notebook 12
+shows from the committed record, each computed here again from the record's raw fields and seen to follow a
 perturbed record; on a GPU, the suite's guarantee: the default build bit for bit F.elu on every 16-bit input at
-the issue's six alphas, and the monotone-rounding argument for the formulas it checks."""
+the issue's six alphas."""
 
 from __future__ import annotations
 
 import copy
-import math
 import statistics
 
 import matplotlib
@@ -15,9 +14,8 @@ import torch
 
 from elu_study.core import exhaustive, record
 from elu_study.core.build import compile_variant
-from elu_study.core.entries import ENTRIES, STEP7, STEP7_DELTA_BUILDS
+from elu_study.core.entries import ENTRIES, STEP7
 from elu_study.jobs.sixteen import analysis, figures, measure
-from elu_study.jobs.sixteen.predictions import GOALS, PREDICTIONS, Prediction
 
 matplotlib.use("Agg")
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: runs the kernel on every input")
@@ -58,27 +56,27 @@ def scaled(r: dict, name: str, factor: float) -> dict:
 
 def test_parsing_a_kernel_source():
     text = ("#define ELU7_CHECK 1\n#define ELU7_FORMULA Auto\n"
-            "struct A {  // one\n  static constexpr float kEps = 0x1p-17f;\n"
-            "  static float f(float x) { return x; }\n};\n"
-            "struct Auto {};\nstruct B {\n  static constexpr float kEps = 1.5e-6f;\n};\n"
+            "struct A {  // one\n  static constexpr float kEps = 0x1p-17f;\n};\nstruct Auto {};\nstruct B {};\n"
             "template <> struct FormulaOf<__nv_bfloat16, Auto> { using type = A; };\n"
             "template <> struct FormulaOf<__half, Auto> { using type = B; };\n")
-    assert measure.eps_by_formula(text) == {"A": {"literal": "0x1p-17f", "eps": 2.0 ** -17},
-                                            "B": {"literal": "1.5e-6f", "eps": 1.5e-6}}
     assert measure.formula_of((), "bfloat16", text) == "A" and measure.formula_of((), "float16", text) == "B"
     assert measure.formula_of(("-DELU7_FORMULA=B",), "bfloat16", text) == "B"
     assert measure.formula_of(("-DELU7_CHECK=0",), "float16", text) == "expm1f"
     assert measure.knob((), "CHECK", text) == "1" and measure.knob(("-DELU7_CHECK=2",), "CHECK", text) == "2"
 
 
-def test_the_kernel_file_still_says_what_the_record_was_measured_with(rec):
-    """The eps and the formula of each build, read from the file now, against those the record holds."""
-    assert measure.eps_by_formula() == rec["eps"]
-    assert {n: measure.formula_of(ENTRIES[n].flags, ENTRIES[n].mode) for n in rec["formula_of"]} == rec["formula_of"]
-    assert set(STEP7_DELTA_BUILDS) <= set(rec["eps"]), "every formula whose delta is measured declares its kEps"
+def test_the_kernel_file_still_says_what_the_record_counted(rec):
+    """Each forward build's formula, read from the file now, against the kernel whose SASS the record holds: the
+    table's exactly where the file resolves the build to Table; each same-kernel pair one formula and one check."""
     for e in STEP7:
         if e.variant == measure.VARIANT and not backward_row(e.name):
-            assert measure.formula_of(e.flags, e.mode) in (*STEP7_DELTA_BUILDS, "expm1f", "Table"), e.name
+            table = measure.formula_of(e.flags, e.mode) == "Table"
+            assert table == (rec["sass16"][e.name]["kernel"] == "table16_kernel"), e.name
+    for a, b in analysis.SAME_KERNEL:
+        ea, eb = ENTRIES[a], ENTRIES[b]
+        assert ea.mode == eb.mode and measure.formula_of(ea.flags, ea.mode) == measure.formula_of(eb.flags, eb.mode)
+        assert measure.knob(ea.flags, "CHECK") == measure.knob(eb.flags, "CHECK")
+        assert rec["sass16"][a]["opcodes"] == rec["sass16"][b]["opcodes"]
 
 
 def test_each_dtype_batch_holds_its_roofs_and_every_step7_row():
@@ -97,157 +95,125 @@ def test_alphas_cover_the_required_ones_and_the_range_edges():
     assert {2.0 ** -100, 2.0 ** 100, 2.0 ** -101, 2.0 ** 101} <= set(a)
 
 
-def test_the_argument_is_delta_plus_three_roundings_within_eps():
-    eps = 2.0 ** -17
-    assert analysis.argument_holds(eps - 3 * 2.0 ** -24, eps), "equality is enough"
-    assert not analysis.argument_holds(eps - 2 * 2.0 ** -24, eps)
+def test_the_prediction_and_the_goals_name_catalogue_entries():
+    for name in (*(n for n, _ in analysis.PREDICTION), *analysis.GOALS, *(n for p in analysis.SAME_KERNEL for n in p)):
+        assert name in ENTRIES, name
 
 
-def test_every_prediction_names_a_catalogue_entry_or_a_measured_formula():
-    for p in (*PREDICTIONS, *GOALS):
-        if p.metric in ("delta_log2", "argument"):
-            assert p.subject in STEP7_DELTA_BUILDS, p
-        else:
-            assert p.subject == "every checked build" or p.subject in ENTRIES, p
-            assert p.base is None or p.base in ENTRIES, p
+# -- the record's numbers, as notebook 12 shows them ------------------------------------------------------
 
 
-# -- the record's numbers, as notebook 12 prints them ------------------------------------------------------
+def gap(r: dict) -> float:
+    return max(abs(over_roof(r, a) - over_roof(r, b)) for a, b in analysis.SAME_KERNEL)
 
 
-def test_times_are_over_the_rows_own_roof(rec):
-    for dtype in analysis.DTYPES:
-        for backward, col in ((False, "x own copy_"), (True, "x torch.add")):
-            df = analysis.frame(rec, dtype, backward)
-            expected = {r["name"].removesuffix(f" {dtype}"): over_roof(rec, r["name"]) for r in rec["rows"]
-                        if r["mode"] == dtype and backward_row(r["name"]) == backward}
-            assert df[col].to_dict() == pytest.approx(expected)
-            assert list(df[col]) == sorted(df[col])
-    gap = analysis.show("gap", rec)
-    for dtype in analysis.DTYPES:
-        assert f"**{over_roof(rec, f'7_sixteen_bits {dtype}'):.3f}x** its own `copy_`" in gap
+def test_each_one_change_row_is_over_its_own_roof_beside_its_base(rec):
+    df, res = analysis.tried_frame(rec), gap(rec)
+    based = [r for r in rec["rows"] if r["name"].startswith("7_") and (r.get("base") or "").startswith("7_")]
+    assert list(df.index) == [r["name"] for r in based]
+    for r in based:
+        line, x, xb = df.loc[r["name"]], over_roof(rec, r["name"]), over_roof(rec, r["base"])
+        assert (line["x own roof"], line["base's"]) == pytest.approx((x, xb)) and line["base"] == r["base"]
+        assert line["verdict"] == ("tie" if abs(x - xb) < res else "faster" if x < xb else "slower")
+        c = {**rec["exhaustive"], **rec["exhaustive_backward"]}[r["name"]]
+        assert (line["bit-exact"] == "yes") == (c["mismatches"] == 0 == c["untouched"])
+    assert df.loc["7_unchecked float16", "bit-exact"].startswith("NO")
+    # a tie stops being one when the row moves by more than the resolution
+    name = next(n for n in df.index if df.loc[n, "verdict"] == "tie" and not backward_row(n))
+    slow = analysis.tried_frame(scaled(rec, name, 1 + 2 * gap(rec) / over_roof(rec, name)))
+    assert slow.loc[name, "verdict"] == "slower"
 
 
-def test_a_slower_default_changes_the_gap_line_the_grades_and_the_goals(rec):
+def test_the_resolution_is_two_rows_of_one_kernel_round_by_round(rec):
+    df = analysis.resolution_frame(rec)
+    for a, b in analysis.SAME_KERNEL:
+        line = df.loc[f"{a} / {b}"]
+        assert line["gap"] == pytest.approx(abs(over_roof(rec, a) - over_roof(rec, b)))
+        ta, tb = (next(x for x in rec["rows"] if x["name"] == n)["timing"] for n in (a, b))
+        hot = [(ma < mb) == (na["sm_clock_mhz"]["median"] > nb["sm_clock_mhz"]["median"])
+               for ma, mb, na, nb in zip(ta["round_medians_ms"], tb["round_medians_ms"], ta["nvml"], tb["nvml"])]
+        assert line["faster at the higher clock"] == f"{sum(hot)} of {len(hot)} rounds" and len(hot) > 0
+        assert line["same opcodes (sass16)"] == "yes"
+    assert df["gap"].max() == pytest.approx(gap(rec))
+
+
+def test_a_slower_default_changes_the_grades_and_the_goals(rec):
     name = "7_sixteen_bits float16"
     before, slow = over_roof(rec, name), scaled(rec, name, 1.5)
     after = over_roof(slow, name)
     assert after == pytest.approx(1.5 * before)
-    assert f"**{after:.3f}x**" in analysis.show("gap", slow) and f"**{before:.3f}x**" not in analysis.show("gap", slow)
-    graded = analysis.show("graded", slow)
-    # the goals grade the main record where it is newer than this one: there the default is unchanged
-    main = record.load()
-    if main["provenance"]["date_utc"] > slow["provenance"]["date_utc"]:
-        assert f"| must: 1.01x own copy_ | {name} | {over_roof(main, name):.3f} |" in graded
-    else:
-        assert f"| must: 1.01x own copy_ | {name} | {after:.3f} | NOT met |" in graded
-    grade = next(g for g in analysis.grades(slow) if g["name"] == name and g["metric"] == "x_own_copy")
-    assert grade["value"] == pytest.approx(after) and grade["verdict"] == "MISSED"
-    # 7_plain_loads float16 is graded against the default plus (-0.01, 0.03): its range moves with the default
-    plain = next(g for g in analysis.grades(slow) if g["name"] == "7_plain_loads float16, from 7_sixteen_bits float16")
-    assert (plain["lo"], plain["hi"]) == pytest.approx((after - 0.01, after + 0.03))
-    assert plain["verdict"] == ("HELD" if after - 0.01 <= over_roof(slow, "7_plain_loads float16") <= after + 0.03
-                                else "MISSED (faster)")
+    graded, goals = analysis.graded_frame(slow).reset_index(), analysis.goals_frame(slow)
+    line = graded[(graded["entry"] == name) & (graded["what"] == "x own copy_")].iloc[0]
+    assert line["measured"] == f"{after:.3f}" and line["verdict"] == "MISSED"
+    assert goals.loc[name, "x own roof"] == pytest.approx(after) and goals.loc[name, "verdict"] == "NOT met"
+    fast = analysis.goals_frame(scaled(rec, name, 0.99 / before))  # at 0.99: under the aim
+    assert fast.loc[name, "verdict"] == "aim met"
 
 
-def test_every_time_prediction_is_graded_on_its_own_range(rec):
-    """HELD exactly where the value lies in the range written (or that range around its base entry's value)."""
-    held = 0
-    for p, g in zip(PREDICTIONS, analysis.grades(rec, PREDICTIONS)):
-        if p.metric != "x_own_copy" or g["verdict"] == "NOT MEASURED":  # a row this record lacks
-            assert p.metric != "x_own_copy" or not any(r["name"] == p.subject for r in rec["rows"])
-            continue
-        x, shift = over_roof(rec, p.subject), over_roof(rec, p.base) if p.base else 0.0
-        lo, hi = p.bounds[0] + shift, p.bounds[1] + shift
-        assert g["value"] == pytest.approx(x)
-        assert g["verdict"] == ("HELD" if lo <= x <= hi else "MISSED (faster)" if x < lo else "MISSED"), p
-        held += g["verdict"] == "HELD"
-    assert held > 0
-
-
-def test_the_graded_table_is_the_one_prediction_following_the_record(rec):
-    from elu_study.jobs.sixteen.predictions import PREDICTION
-
-    def verdicts(r):
-        return [line.split(" | ")[-1].rstrip(" |") for line in str(analysis.show("graded", r)).splitlines()
-                if line.startswith("| 7_sixteen_bits") and " to " in line]
-
-    assert verdicts(rec) == [g["verdict"] for g in analysis.grades(rec, PREDICTION)] and len(PREDICTION) == 6
+def test_the_prediction_is_graded_on_its_own_range(rec):
+    """HELD exactly where the value lies in the range written; each row follows its own value only."""
+    inst = {c["name"]: c["thread_instructions_per_element"] for c in rec["counters"]["rows"]}
+    checks = {**rec["exhaustive"], **rec["exhaustive_backward"]}
+    value = {"x own copy_": over_roof, "inst/elem": lambda r, n: inst[n], "mismatches": lambda r, n: checks[n]["mismatches"]}
+    graded = analysis.graded_frame(rec)
+    assert len(graded) == len(analysis.PREDICTION) == 6
+    for ((name, what), (lo, hi)), verdict in zip(analysis.PREDICTION.items(), graded["verdict"]):
+        v = value[what](rec, name)
+        assert verdict == ("HELD" if lo <= v <= hi else "MISSED (faster)" if what == "x own copy_" and v < lo
+                           else "MISSED"), (name, what)
     broken = copy.deepcopy(rec)  # one mismatch on float16: its row misses, the others stay
     broken["exhaustive"]["7_sixteen_bits float16"]["mismatches"] = 1
-    before, after = verdicts(rec), verdicts(broken)
-    assert [i for i, (x, y) in enumerate(zip(before, after)) if x != y] == [5] and after[5] == "MISSED"
+    after = analysis.graded_frame(broken)["verdict"]
+    changed = [k for k, (x, y) in enumerate(zip(graded["verdict"], after)) if x != y]
+    assert [list(analysis.PREDICTION)[k] for k in changed] == [("7_sixteen_bits float16", "mismatches")]
+    assert list(after)[changed[0]] == "MISSED"
 
 
 def test_the_budget_is_issue_slots_in_copys_time_per_element(rec):
-    text = analysis.show("budget", rec)
-    sms, numel = rec["provenance"]["sm_count"], rec["problem"]["numel"]
+    sms, numel, df = rec["provenance"]["sm_count"], rec["problem"]["numel"], analysis.budget_frame(rec)
+    assert set(df.index) == {c["name"] for c in rec["counters"]["rows"]}
     for dtype in analysis.DTYPES:
         mhz = statistics.median(s["sm_clock_mhz"]["median"] for r in rec["rows"] if r["mode"] == dtype
                                 for s in r["timing"]["nvml"] if s["samples"])
-        copy_ms = median(rec, f"copy_ {dtype}")
-        per = sms * 4 * 32 * mhz * 1e6 * copy_ms * 1e-3 / numel
-        clock = f"{mhz:.0f} MHz (NVML while timed: the median over all the dtype's rows, not `copy_`'s own clock)"
-        assert f"{clock} x {copy_ms:.3f} ms (`copy_`) / {numel:,} elements" in text
-        assert f"elements = **{per:.1f}** thread instructions per element" in text
-        used = analysis.budget_frame(rec)["used %"].to_dict()
+        per = sms * 4 * 32 * mhz * 1e6 * median(rec, f"copy_ {dtype}") * 1e-3 / numel
         k = next(c for c in rec["counters"]["rows"] if c["name"] == f"7_sixteen_bits {dtype}")
-        assert used[f"7_sixteen_bits {dtype}"] == pytest.approx(100 * k["thread_instructions_per_element"] / per)
-    slow = scaled(rec, "copy_ bfloat16", 1.5)  # a slower roof: half as many instructions again fit in it
-    bf16 = next(line for line in analysis.show("budget", slow).splitlines() if line.startswith("- bfloat16"))
-    assert f"{1.5 * median(rec, 'copy_ bfloat16'):.3f} ms" in bf16
+        line = df.loc[f"7_sixteen_bits {dtype}"]
+        assert (line["SM MHz"], line["budget inst/elem"]) == pytest.approx((mhz, per))
+        assert line["used %"] == pytest.approx(100 * k["thread_instructions_per_element"] / per)
+    slow = analysis.budget_frame(scaled(rec, "copy_ bfloat16", 1.5))  # a slower roof: half as many again fit in it
+    assert slow.loc["7_poly bfloat16", "budget inst/elem"] == pytest.approx(1.5 * df.loc["7_poly bfloat16",
+                                                                                          "budget inst/elem"])
 
 
 def test_the_issue_share_is_warp_instructions_at_four_per_sm_per_cycle(rec):
-    text, sms = analysis.show("expm1f", rec), rec["provenance"]["sm_count"]
-    for dtype in analysis.DTYPES:
-        k = next(c for c in rec["counters"]["rows"] if c["name"] == f"7_exact {dtype}")
+    df, sms = analysis.budget_frame(rec), rec["provenance"]["sm_count"]
+    for k in rec["counters"]["rows"]:
         pct = 100 * k["warp_instructions"] / (sms * 4 * k["sm_cycles_per_s"]) / (k["duration_ns"] * 1e-9)
-        assert f"{k['thread_instructions_per_element']:.1f} ({dtype})" in text and f"{pct:.0f} %" in text
+        assert df.loc[k["name"], "issue %"] == pytest.approx(pct)
+        assert df.loc[k["name"], "issue-bound"] == ("yes" if round(pct) >= 90 else "no")
+    assert df.loc["7_exact float16", "issue-bound"] == "yes" and df.loc["7_sixteen_bits float16", "issue-bound"] == "no"
     fewer = copy.deepcopy(rec)
     for k in fewer["counters"]["rows"]:
         if k["name"].startswith("7_exact"):
             k["warp_instructions"] /= 2
-    assert "not issue-bound (the rule" in analysis.show("expm1f", fewer)
+    assert set(analysis.budget_frame(fewer)["issue-bound"]) == {"no"}
 
 
-def test_the_exhaustive_verdict_counts_the_exact_builds(rec):
+def test_the_exhaustive_table_counts_every_check(rec):
     checks = {**rec["exhaustive"], **rec["exhaustive_backward"]}
-    exact = [n for n, c in checks.items() if c["expect_exact"]]
-    bad = [n for n in exact if checks[n]["mismatches"] or checks[n]["untouched"]]
-    text = analysis.show("exhaustive", rec)
-    assert f"**{len(exact) - len(bad)} of {len(exact)}** builds meant to be exact" in text
-    assert analysis.failures(rec) == bad == []
+    df = analysis.exhaustive_frame(rec)
+    assert df["builds"].sum() == len(checks) and df["mismatches"].sum() == sum(c["mismatches"] for c in checks.values())
+    forward = [c for c in rec["exhaustive"].values() if c["expect_exact"]]
+    assert df.loc["exact by design, forward", "builds"] == len(forward)
+    assert df.loc["exact by design, backward", "builds"] == len(rec["exhaustive_backward"])
+    assert df.loc["triton bfloat16", "mismatches"] == rec["exhaustive"]["triton bfloat16"]["mismatches"]
+    assert analysis.failures(rec) == []
     broken = copy.deepcopy(rec)
     broken["exhaustive"]["7_exact float16"]["mismatches"] = 3
-    broken["delta"]["Mid"]["float16"]["holds"] = False  # 7_poly float16 uses Mid
-    text = analysis.show("exhaustive", broken)
-    assert f"**{len(exact) - 1} of {len(exact)}**" in text and "NOT 7_exact float16" in text
-    assert "| 7_exact float16 | yes | 3 |" in text
-    assert analysis.failures(broken) == ["7_exact float16", "argument fails: Mid on float16"]
-
-
-def test_the_delta_table_is_log2_of_the_record(rec):
-    df = analysis.delta_frame(rec).reset_index()
-    for _, r in df.iterrows():
-        d = rec["delta"][r["formula"]]
-        assert r["eps log2"] == pytest.approx(math.log2(d["eps"]))
-        assert r["delta + 3*2^-24 log2"] == pytest.approx(math.log2(d[r["dtype"]]["delta"] + 3 * 2.0 ** -24))
-        slots = rec["fallback"][r["formula"]][r["dtype"]]["warp_pair_slots"]
-        assert r["expm1f in warp slots %"] == pytest.approx(100 * slots)
-
-
-def test_the_checks_cost_and_the_expm1f_share_are_graded_from_the_counters(rec):
-    inst = {c["name"]: c["thread_instructions_per_element"] for c in rec["counters"]["rows"]}
-    for dtype in analysis.DTYPES:
-        p = Prediction(f"7_poly {dtype}", "check_inst", (0, 100))
-        assert analysis.measured(rec, p) == pytest.approx(inst[f"7_poly {dtype}"] - inst[f"7_unchecked {dtype}"])
-        slots = rec["fallback"][rec["formula_of"][f"7_poly {dtype}"]][dtype]["warp_pair_slots"]
-        assert analysis.measured(rec, Prediction(f"7_poly {dtype}", "fallback_slots", (0, 1))) == slots
-    every, but = (Prediction("every checked build", "mismatches", (0, 0), exclude=x) for x in ("", "Table"))
-    broken = copy.deepcopy(rec)
-    broken["exhaustive"]["7_plain_loads float16"]["mismatches"] = 33  # a build of the table
-    assert analysis.measured(broken, every) == 33 and analysis.measured(broken, but) == 0
+    df = analysis.exhaustive_frame(broken)
+    assert df.loc["exact by design, forward", "bit-identical"] == len(forward) - 1
+    assert df.loc["exact by design, forward", "mismatches"] == 3
+    assert analysis.failures(broken) == ["7_exact float16"]
 
 
 def test_the_figure_draws_the_record(rec):
@@ -307,15 +273,3 @@ def test_the_table_kernels_replay_in_a_cuda_graph_on_a_side_stream():
     torch.cuda.synchronize()
     assert torch.equal(y.view(torch.int16), torch.nn.functional.elu(x, 0.5).view(torch.int16))
     assert torch.equal(dx.view(torch.int16), torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x).view(torch.int16))
-
-
-@gpu
-@pytest.mark.parametrize("dtype", analysis.DTYPES)
-def test_the_polynomials_argument_holds(dtype):
-    formula = measure.formula_of(ENTRIES[f"7_poly {dtype}"].flags, dtype)
-    variant, flags = STEP7_DELTA_BUILDS[formula]
-    d, _, _ = measure.delta_of(compile_variant(variant, extra_cuda_cflags=list(flags)), dtype)
-    eps = measure.eps_by_formula()[formula]["eps"]
-    assert d["inputs"] == (32640 if dtype == "bfloat16" else 31744)
-    assert analysis.argument_holds(d["delta"], eps), (formula, d["delta_log2"], math.log2(eps))
-    assert d["tiny_differ"] == 0 and d["zero_results_equal"]

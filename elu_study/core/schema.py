@@ -343,55 +343,20 @@ class SixteenProblem(TimedProblem):
     input: str
 
 
-class Batch(Struct):
-    names: list[str]
-    roof_ms: Ms
-
-
-class Eps(Struct):
-    literal: str
-    eps: float
-
-
-class Delta(Struct):
-    inputs: int
+class Delta(Struct):  # a checked formula's distance to expm1f on one dtype: no longer measured (records before it)
     delta: float
-    delta_log2: float
-    argmax_x: float
-    fast_at_argmax: float
-    expm1f_at_argmax: float
-    differ: int
-    tiny_inputs: int
-    tiny_differ: int
-    zero_results: int
-    zero_results_equal: bool
-    binades: list[int]
-    binade_max_rel: list[float]
-    bound: float
-    bound_holds: bool
     holds: bool
 
 
-class FormulaDelta(Eps):
-    build: Build
+class FormulaDelta(Struct):
+    eps: float
     bfloat16: Delta
     float16: Delta
-
-
-class Fallback(Struct):
-    values: float
-    pairs: float
-    warp_pair_slots: float
-    sample: int
 
 
 class BuildExhaustive(Exhaustive, kw_only=True):
     build: Build
     expect_exact: bool
-
-
-class PeerExhaustive(BuildExhaustive, kw_only=True):
-    peer: bool
 
 
 class Sass16(Struct):  # the static SASS of a 16-bit kernel, or (only) why there is none
@@ -408,14 +373,6 @@ class Sass16(Struct):  # the static SASS of a 16-bit kernel, or (only) why there
             raise ValueError(f"expected every field but 'error', or 'error' alone; got {given}")
 
 
-class Alphas(Struct):
-    required: list[float]
-    random: int
-    seed: int
-    extremes: list[float]
-    all: list[float]
-
-
 class Row16(Row, kw_only=True):
     batch: str  # the dtype batch it was timed in
 
@@ -423,18 +380,12 @@ class Row16(Row, kw_only=True):
 class Sixteen(Rows, kw_only=True):
     problem: SixteenProblem
     rows: list[Row16]
-    batches: dict[str, Batch]  # dtype
-    eps: dict[str, Eps]  # formula
-    delta: dict[str, FormulaDelta]
-    fallback: dict[str, dict[str, Fallback]]  # formula -> dtype
-    exhaustive: dict[str, PeerExhaustive]  # entry
+    exhaustive: dict[str, BuildExhaustive]  # entry
     exhaustive_backward: dict[str, BuildExhaustive]
     sass16: dict[str, Sass16]
-    formula_of: dict[str, str]
-    alphas: Alphas
     timed_alpha: float
-    rounding: float
     counters: CounterRows
+    delta: dict[str, FormulaDelta] | Unset = UNSET  # formula
 
 
 # -- accuracy -------------------------------------------------------------------------------------------------------

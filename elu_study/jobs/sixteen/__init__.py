@@ -1,7 +1,7 @@
 """Step 7: 16-bit ELU at its own roof, bit for bit PyTorch's (kernels/7_sixteen_bits.cu, notebook 12).
 
-``python -m elu_study sixteen`` (GPU; ncu optional): each formula's delta against eps, every build on every bit
-pattern at 77 alphas, the SASS, every row timed against its dtype's copy_, the counters (or why none).
+``python -m elu_study sixteen`` (GPU; ncu optional): every build on every bit pattern at every alpha
+(core.exhaustive), the SASS, every row timed against its dtype's copy_, the counters (or why none).
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     record = measure.run(rounds=args.rounds, with_counters=not args.no_counters)
     path, written = save(record, "sixteen"), write_report(record["provenance"]["gpu"])
-    budget, f = analysis.budget_frame(record), analysis.FORMATS
-    print(*(f"## {d}\n\n" + markdown(analysis.frame(record, d), f) for d in analysis.DTYPES),
-          markdown(analysis.delta_frame(record), f), analysis.show("exhaustive", record),
-          analysis.show("graded", record), record["counters"].get("skipped") if budget.empty else markdown(budget, f),
-          sep="\n\n")
+    budget, a = analysis.budget_frame(record), analysis
+    print(*(markdown(f(record), a.FORMATS) for f in (a.tried_frame, a.exhaustive_frame, a.resolution_frame,
+                                                      a.graded_frame, a.goals_frame)),
+          record["counters"].get("skipped") if budget.empty else markdown(budget, a.FORMATS), sep="\n\n")
     print(f"\nwrote {path} and {', '.join(map(str, written))}")
     bad = analysis.failures(record)
     if bad:

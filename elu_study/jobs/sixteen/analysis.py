@@ -1,32 +1,29 @@
-"""What step 7's record says (no GPU): times over the dtype's own roof, the exhaustive checks, delta against eps,
-the instruction budget, the predictions graded; the numbers that ``templates/sixteen/*.md.j2`` put in words."""
+"""What step 7's record says (no GPU), one table each: what each one-change build did, the instruction budget, the
+exhaustive checks, the record's resolution, the prediction and the goals graded."""
 
 from __future__ import annotations
 
-import functools
-import math
-
 import pandas as pd
 
-from elu_study.core import text
-from elu_study.core.entries import is_backward, roof_of
-from elu_study.core.hardware import ISSUE_BOUND_RULE, issue_bound
+from elu_study.core.entries import roof_of
+from elu_study.core.hardware import issue_bound
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
-from elu_study.core.record import load, row
-from elu_study.jobs.sixteen.predictions import GOALS, PREDICTION, PREDICTIONS, Prediction
+from elu_study.core.record import row
 
 DTYPES = ("bfloat16", "float16")
-ROUNDING = 3 * 2.0 ** -24  # the roundings of r, r (1 - eps) and r (1 + eps): what eps must cover beyond delta
 LANES = 32  # threads per warp instruction
 DEFAULT = "7_sixteen_bits"
-FORMATS = {"x own copy_": "{:.3f}", "x torch.add": "{:.3f}", "inst/elem": "{:.1f}", "SM MHz": "{:.0f}",
-           "eps log2": "{:.2f}", "delta log2": "{:.2f}", "delta + 3*2^-24 log2": "{:.2f}", "used %": "{:.0f}",
-           "expm1f in warp slots %": "{:.1f}", "issue %": "{:.0f}", "DRAM %": "{:.1f}", "budget inst/elem": "{:.1f}"}
-
-
-def argument_holds(delta: float, eps: float) -> bool:
-    """The kernel's argument: if delta + 3 * 2^-24 <= eps, the checked result equals PyTorch's for every alpha."""
-    return delta + ROUNDING <= eps
+# Notebook 12's one prediction, written before the table's first recorded run: (entry, what) -> range.
+PREDICTION = {(f"{DEFAULT} {d}", what): r for d, most in (("bfloat16", 1.04), ("float16", 1.05))
+              for what, r in (("x own copy_", (1.00, most)), ("inst/elem", (11, 18)), ("mismatches", (0, 0)))}
+SHOWN = {"x own copy_": "{:.3f}", "inst/elem": "{:.1f}", "mismatches": "{:,}"}
+# Issue 24's goals over the row's own roof (the dtype's copy_, torch.add for the backward): (aim, must).
+GOALS = {f"{DEFAULT} bfloat16": (1.00, 1.00), f"{DEFAULT} float16": (1.00, 1.01),
+         **{f"7_backward {d}": (0.98, 0.99) for d in DTYPES}}
+# Two rows of one kernel each (Poly is Lean on bfloat16, Mid on float16): their gap is the record's resolution.
+SAME_KERNEL = (("7_lean bfloat16", "7_poly bfloat16"), ("7_mid float16", "7_poly float16"))
+FORMATS = {"difference": "{:+.3f}", "inst/elem": "{:.1f}", "SM MHz": "{:.0f}", "used %": "{:.0f}", "issue %": "{:.0f}",
+           "DRAM %": "{:.1f}", "budget inst/elem": "{:.1f}", "grads": "{:.0f}"}  # other floats: 3 decimals
 
 
 def rows_of(record: dict, dtype: str) -> list[dict]:
@@ -49,149 +46,100 @@ def x_own_copy(record: dict, name: str) -> tuple[float, float, float]:
 
 def checks_of(record: dict) -> dict:
     """Every exhaustive check of the record, forward and backward, by entry name."""
-    rows = {r["name"]: r["exhaustive"] for r in record["rows"] if r.get("exhaustive")}  # the main record's
-    return {**rows, **record.get("exhaustive", {}), **record.get("exhaustive_backward", {})}
+    return {**record["exhaustive"], **record["exhaustive_backward"]}
 
 
-def frame(record: dict, dtype: str, backward: bool = False) -> pd.DataFrame:
-    """One dtype's forward (or backward) rows, fastest first: time over own roof, mismatches, counters."""
-    col, checks, out = "x torch.add" if backward else "x own copy_", checks_of(record), []
-    for r in (r for r in rows_of(record, dtype) if is_backward(r["name"]) == backward):
-        n, (x, p10, p90) = r["name"], x_own_copy(record, r["name"])
-        out.append({"entry": n.removesuffix(f" {dtype}"), "ms": r["timing"]["median_ms"], col: x,
-                    "p10-p90": f"{p10:.3f}-{p90:.3f}",
-                    "mismatches": str(checks[n]["mismatches"]) if n in checks else "",
-                    "inst/elem": counter(record, n), "issue %": issue_pct(record, n),
-                    "DRAM %": counter(record, n, "dram_pct_of_peak")})
-    return pd.DataFrame(out).sort_values(col).set_index("entry")
+def exact(check: dict) -> bool:
+    return not (check["mismatches"] or check["untouched"])
 
 
-def delta_frame(record: dict) -> pd.DataFrame:
-    """Each formula on each dtype: eps, delta, delta + 3 * 2^-24 (log2), the argument, expm1f's warp pair slots."""
+def tried_frame(record: dict) -> pd.DataFrame:
+    """Each row one change from its base: the change, both times over the own roof, bit-exact or not, and the
+    difference, a tie where it is inside the record's resolution: the widest gap between two rows of one kernel."""
+    checks, res, out = checks_of(record), resolution_frame(record)["gap"].max(), []
+    for r in (r for r in record["rows"] if r.get("base") in checks and r["name"] in checks):
+        x, xb, c = x_own_copy(record, r["name"])[0], x_own_copy(record, r["base"])[0], checks[r["name"]]
+        out.append({"entry": r["name"], "change": r["what"], "base": r["base"], "x own roof": x, "base's": xb,
+                    "difference": x - xb, "verdict": "tie" if abs(x - xb) < res else "faster" if x < xb else "slower",
+                    "bit-exact": "yes" if exact(c) else f"NO ({c['mismatches']:,})"})
+    return pd.DataFrame(out).set_index("entry")
+
+
+def resolution_frame(record: dict) -> pd.DataFrame:
+    """Each SAME_KERNEL pair: same opcodes or not, both times over own copy_, their gap (a narrower difference is a
+    tie), and in how many timing rounds the faster row ran at the higher SM clock (NVML's round medians)."""
     out = []
-    for formula, d in record["delta"].items():
-        for dtype in DTYPES:
-            v, fb = d[dtype], record.get("fallback", {}).get(formula, {}).get(dtype)
-            out.append({"formula": formula, "dtype": dtype, "eps log2": math.log2(d["eps"]),
-                        "delta log2": v["delta_log2"], "delta + 3*2^-24 log2": math.log2(v["bound"]),
-                        "argument holds": "yes" if v["holds"] else "NO", "worst x": f"{v['argmax_x']:.4g}",
-                        "tiny x differ": v["tiny_differ"],
-                        "expm1f in warp slots %": 100 * fb["warp_pair_slots"] if fb else None})
-    return pd.DataFrame(out).set_index("formula")
+    for a, b in SAME_KERNEL:
+        (ta, tb), (xa, xb) = (row(record, n)["timing"] for n in (a, b)), (x_own_copy(record, n)[0] for n in (a, b))
+        rounds = list(zip(ta["round_medians_ms"], tb["round_medians_ms"], ta["nvml"], tb["nvml"]))
+        clock = sum((ma < mb) == (na["sm_clock_mhz"]["median"] > nb["sm_clock_mhz"]["median"])
+                    for ma, mb, na, nb in rounds)
+        same = record["sass16"][a].get("opcodes") == record["sass16"][b].get("opcodes")
+        out.append({"first / second": f"{a} / {b}", "same opcodes (sass16)": "yes" if same else "NO", "first": xa,
+                    "second": xb, "gap": abs(xa - xb), "faster at the higher clock": f"{clock} of {len(rounds)} rounds"})
+    return pd.DataFrame(out).set_index("first / second")
 
 
-def budget(record: dict, dtype: str) -> dict:
-    """Thread instructions per element that can issue in the dtype's copy_ time: SMs x 4 schedulers x 32 lanes x
-    SM clock (NVML's per-round medians while timed, else ncu's) x copy_'s time / elements."""
+def exhaustive_frame(record: dict) -> pd.DataFrame:
+    """Every check on every bit pattern at every alpha: the builds meant to be exact in one line per direction (the
+    backward's with its grads), each ablation or peer in its own."""
+    out = [{"checked": f"exact by design, {'backward' if 'grads' in c else 'forward'}" if c["expect_exact"] else n,
+            "inputs": c["inputs"], "alphas": c["alphas"], "grads": c.get("grads"), "bit-identical": exact(c),
+            "mismatches": c["mismatches"], "required": c["required_mismatches"], "any": c["alphas_with_mismatches"]}
+           for n, c in checks_of(record).items()]
+    return pd.DataFrame(out).groupby("checked", sort=False).agg(**{
+        "builds": ("inputs", "size"), "bit-identical": ("bit-identical", "sum"), "inputs": ("inputs", "min"),
+        "alphas": ("alphas", "min"), "grads": ("grads", "min"), "mismatches": ("mismatches", "sum"),
+        "at the 6 required alphas": ("required", "sum"), "alphas with any": ("any", "max")})
+
+
+def budget(record: dict, dtype: str) -> tuple[float, float]:
+    """(SM MHz, thread instructions per element) that can issue in the dtype's copy_ time: SMs x 4 schedulers x 32
+    lanes x SM clock (the median of NVML's per-round medians over the dtype's rows) x copy_'s time / elements; NaN
+    without an NVML sample."""
     clocks = [s["sm_clock_mhz"]["median"] for r in rows_of(record, dtype) for s in r["timing"].get("nvml", [])
-              if s.get("samples")] or [k["sm_cycles_per_s"] / 1e6 for n, k in counter_rows(record).items()
-                                       if n.endswith(dtype) and k.get("sm_cycles_per_s")]
-    mhz = float(pd.Series(clocks).median()) if clocks else None
-    copy_ms, sms, numel = ms(record, f"copy_ {dtype}"), record["provenance"]["sm_count"], record["problem"]["numel"]
-    return {"sm_count": sms, "sm_clock_mhz": mhz, "copy_ms": copy_ms, "numel": numel,
-            "inst_per_elem": sms * SCHEDULERS * LANES * mhz * 1e6 * copy_ms * 1e-3 / numel if mhz else None}
+              if s.get("samples")]
+    mhz, sms = float(pd.Series(clocks).median()), record["provenance"]["sm_count"]
+    return mhz, sms * SCHEDULERS * LANES * mhz * 1e6 * ms(record, f"copy_ {dtype}") * 1e-3 / record["problem"]["numel"]
 
 
-def budget_frame(record: dict, names=None) -> pd.DataFrame:
-    """Each (named) kernel's thread instructions per element against its dtype's budget, and its static SASS."""
+def budget_frame(record: dict) -> pd.DataFrame:
+    """Each counted kernel's thread instructions per element against its dtype's budget, its issue and DRAM shares
+    (ncu), and its static SASS."""
     out = []
     for dtype in DTYPES:
-        b = budget(record, dtype)
-        for n in (r["name"] for r in rows_of(record, dtype) if names is None or r["name"] in names):
+        mhz, per = budget(record, dtype)
+        for n in (r["name"] for r in rows_of(record, dtype)):
             if (k := counter(record, n)) is not None:
-                out.append({"entry": n, "x own copy_": x_own_copy(record, n)[0], "inst/elem": k,
-                            "budget inst/elem": b["inst_per_elem"], "used %": 100 * k / b["inst_per_elem"]
-                            if b["inst_per_elem"] else None, "SM MHz": b["sm_clock_mhz"],
+                bound = issue_bound(pct := issue_pct(record, n))
+                out.append({"entry": n, "x own copy_": x_own_copy(record, n)[0], "SM MHz": mhz, "budget inst/elem": per,
+                            "inst/elem": k, "used %": 100 * k / per, "issue %": pct,
+                            "issue-bound": "" if bound is None else "yes" if bound else "no",
+                            "DRAM %": counter(record, n, "dram_pct_of_peak"),
                             "SASS (static, 8 elem/thread)": record.get("sass16", {}).get(n, {}).get("instructions")})
     return pd.DataFrame(out).set_index("entry") if out else pd.DataFrame()
 
 
-@functools.cache
-def main_record(gpu: str) -> dict | None:
-    """The GPU's main record, read once per process: every notebook cell's numbers() grades round 3 on it."""
-    return load(gpu, required=False)
-
-
-def numbers(record: dict) -> dict:
-    """Everything the sixteen templates print, from the record."""
-    checks, has = checks_of(record), {r["name"] for r in record["rows"]}
-    # The prediction is graded on this record; the goals, about the defaults, on the
-    # main record where it is newer (its step 7 rows are the current defaults), else on this one.
-    study = main_record(record["provenance"]["gpu"])
-    main = study if study and study["provenance"]["date_utc"] > record["provenance"]["date_utc"] else record
-    exact = [n for n, c in checks.items() if c["expect_exact"]]
-    exact7 = [d for d in DTYPES if counter(record, f"7_exact {d}")]
-    return {"checks": checks, "exact": exact, "failed": [n for n in exact if checks[n]["mismatches"]
-                                                         or checks[n]["untouched"]], "exact7": exact7,
-            "exact7_bound": [d for d in exact7 if issue_bound(issue_pct(record, f"7_exact {d}"))],
-            "grads": next((c["grads"] for c in checks.values() if c.get("grads")), 0), "rule": ISSUE_BOUND_RULE,
-            "budgets": {d: budget(record, d) for d in DTYPES}, "schedulers": SCHEDULERS, "lanes": LANES,
-            "x": {n: x_own_copy(record, n)[0] for n in has}, "issue": {n: issue_pct(record, n) for n in has},
-            "inst": {n: counter(record, n) for n in has},
-            "dram": {n: counter(record, n, "dram_pct_of_peak") for n in has},
-            "bound": {n: issue_bound(issue_pct(record, n)) for n in has}, "formula_of": record.get("formula_of", {}),
-            "dtypes": DTYPES, "default": DEFAULT,
-            "prediction": grades(record, PREDICTION), "main_commit": main["provenance"]["commit"],
-            "goals": [{"p": p, "value": measured(main, p)} for p in GOALS]}
-
-
-def show(name: str, record: dict) -> text.Text:
-    """``templates/sixteen/<name>.md.j2`` filled from the record, for a notebook cell."""
-    return text.show(f"sixteen/{name}.md.j2", **numbers(record))
-
-
-def measured(record: dict, p: Prediction) -> float | None:
-    """The value a prediction is graded on, or None where the record lacks it: an entry's time over its own roof
-    ("x_own_copy"), its thread instructions per element ("inst"), its exhaustive mismatches ("mismatches"), a
-    formula's log2 delta ("delta_log2") or its argument ("argument"), the check's instructions ("check_inst") or
-    the share of warp pair slots running expm1f ("fallback_slots")."""
-    dtype, names = p.subject.split()[-1], {r["name"] for r in record["rows"]}
-    if p.metric == "check_inst":  # the entry's instructions minus its dtype's 7_unchecked's
-        k, u = counter(record, p.subject), counter(record, f"7_unchecked {dtype}")
-        return None if k is None or u is None else k - u
-    if p.metric == "fallback_slots":  # with the formula the entry uses
-        fb = record.get("fallback", {}).get(record.get("formula_of", {}).get(p.subject), {}).get(dtype)
-        return fb["warp_pair_slots"] if fb else None
-    if p.metric == "x_own_copy":
-        return x_own_copy(record, p.subject)[0] if p.subject in names else None
-    if p.metric == "inst":
-        return counter(record, p.subject)
-    if p.metric == "mismatches":
-        checks, used = checks_of(record), record.get("formula_of", {})
-        if p.subject != "every checked build":
-            return checks[p.subject]["mismatches"] if p.subject in checks else None
-        return sum(c["mismatches"] + c["untouched"] for n, c in checks.items() if c["expect_exact"] and not (
-            p.exclude and used.get(n) == p.exclude)) if record.get("exhaustive") else None
-    d, dtypes = record.get("delta", {}).get(p.subject), [p.dtype] if p.dtype else list(DTYPES)
-    if d is None:
-        return None
-    if p.metric == "delta_log2":
-        return max(d[t]["delta_log2"] for t in dtypes)
-    if p.metric == "argument":  # 2 where a side condition fails
-        ok = all(d[t]["tiny_differ"] == 0 and d[t]["zero_results_equal"] for t in dtypes)
-        return max(d[t]["bound"] for t in dtypes) / d["eps"] if ok else 2.0
-    raise ValueError(f"unknown metric {p.metric!r}")
-
-
-def grades(record: dict, predictions=PREDICTIONS) -> list[dict]:
-    """Each prediction beside its measurement (None where the record lacks it) and its range (from its base
-    entry's value where it has one): HELD inside it, else MISSED ("MISSED (faster)" for a time under it)."""
+def graded_frame(record: dict) -> pd.DataFrame:
+    """The prediction beside the record: HELD inside its range, else MISSED ("MISSED (faster)" for a time under it)."""
     out = []
-    for p in predictions:
-        value, (lo, hi) = measured(record, p), p.bounds
-        base = 0.0 if p.base is None else measured(record, Prediction(p.base, p.metric, (0, 0)))
-        lo, hi = (lo, hi) if base is None else (lo + base, hi + base)
-        verdict = ("NOT MEASURED" if value is None or base is None else "HELD" if lo <= value <= hi else
-                   "MISSED (faster)" if p.metric == "x_own_copy" and value < lo else "MISSED")
-        name = p.subject + (f" ({p.dtype})" if p.dtype else "") + (f" but {p.exclude}'s" if p.exclude else "") + (
-            f", from {p.base}" if p.base else "")
-        out.append({"name": name, "metric": p.metric, "lo": lo, "hi": hi, "open": hi == math.inf, "value": value,
-                    "verdict": verdict})
-    return out
+    for (name, what), (lo, hi) in PREDICTION.items():
+        value = (x_own_copy(record, name)[0] if what == "x own copy_" else counter(record, name)
+                 if what == "inst/elem" else checks_of(record)[name]["mismatches"])
+        verdict = ("NOT MEASURED" if value is None else "HELD" if lo <= value <= hi
+                   else "MISSED (faster)" if what == "x own copy_" and value < lo else "MISSED")
+        out.append({"entry": name, "what": what, "predicted": f"{SHOWN[what].format(lo)} to {SHOWN[what].format(hi)}",
+                    "measured": "" if value is None else SHOWN[what].format(value), "verdict": verdict})
+    return pd.DataFrame(out).set_index("entry")
+
+
+def goals_frame(record: dict) -> pd.DataFrame:
+    """Issue 24's goals (GOALS): each default's time over its own roof against the aim and the must."""
+    return pd.DataFrame([{"entry": n, "x own roof": x, "aim": f"{aim:.2f}", "must": f"{must:.2f}",
+                          "verdict": "aim met" if x <= aim else "must met" if x <= must else "NOT met"}
+                         for n, (aim, must) in GOALS.items() for x in [x_own_copy(record, n)[0]]]).set_index("entry")
 
 
 def failures(record: dict) -> list[str]:
-    """What must hold in every run: exactness of the checked builds and the argument for every formula used."""
-    n, delta = numbers(record), record["delta"]
-    used = sorted({(f, n["checks"][e]["dtype"]) for e, f in n["formula_of"].items() if e in n["exact"] and f in delta})
-    return n["failed"] + [f"argument fails: {f} on {t}" for f, t in used if not delta[f][t]["holds"]]
+    """What must hold in every run: every build meant to be exact is, on every bit pattern at every alpha."""
+    return [n for n, c in checks_of(record).items() if c["expect_exact"] and not exact(c)]

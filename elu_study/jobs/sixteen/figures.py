@@ -1,9 +1,7 @@
-"""Step 7's figures: each 16-bit row's time over its own roof (the job's figure), each fast formula's distance to
-expm1f per binade, and diagrams of the rounding check and of the table (notebook 12)."""
+"""Step 7's figures: each 16-bit row's time over its own roof (the job's figure), and diagrams of the rounding check
+and of the table (notebook 12)."""
 
 from __future__ import annotations
-
-import math
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -11,8 +9,7 @@ import torch
 from matplotlib.patches import Patch
 
 from elu_study.core.entries import is_backward
-from elu_study.jobs.sixteen.analysis import DEFAULT, DTYPES, ROUNDING, ms, rows_of, x_own_copy
-from elu_study.jobs.sixteen.predictions import GOALS
+from elu_study.jobs.sixteen.analysis import DEFAULT, DTYPES, GOALS, ms, rows_of, x_own_copy
 
 COLORS = {"default": "tab:blue", "backward": "tab:cyan", "step7": "tab:purple", "other": "tab:gray"}
 NEAR_ROOF = 1.08  # the x axis ends here, so that the default's distance to its roof and goals can be read
@@ -22,12 +19,6 @@ LINES = ({"color": "tab:green", "lw": 1.5}, {"color": "tab:olive", "ls": ":"}, {
 def kind(name: str) -> str:
     return ("default" if name.startswith(f"{DEFAULT} ") else "backward" if name.startswith("7_backward")
             else "step7" if name.startswith("7_") else "other")
-
-
-def goal_lines(dtype: str) -> tuple[float, float]:
-    """The default forward's aim and must over its own copy_ on ``dtype`` (issue 24's goals, predictions.GOALS)."""
-    bound = {g.goal: g.bounds[1] for g in GOALS if g.subject == f"{DEFAULT} {dtype}" and g.metric == "x_own_copy"}
-    return bound["aim"], bound["must"]
 
 
 def xcopy_figure(record: dict):
@@ -41,7 +32,7 @@ def xcopy_figure(record: dict):
         ax.barh(y, x[:, 0] - 1, left=1, xerr=[(x[:, 0] - x[:, 1]).clip(0), (x[:, 2] - x[:, 0]).clip(0)],
                 color=[COLORS[kind(n)] for n in rows], capsize=2)
         ax.set_yticks(y, [n.removesuffix(f" {dtype}") + " (/ torch.add)" * is_backward(n) for n in rows], fontsize=8)
-        aim, must = goal_lines(dtype)
+        aim, must = GOALS[f"{DEFAULT} {dtype}"]
         for at, style, label in zip((1.0, aim, must), LINES, ("roof", f"aim {aim:.2f}x", f"must {must:.2f}x")):
             ax.axvline(at, **style, label=label)
         ax.legend(loc="upper right", fontsize=8)
@@ -60,27 +51,6 @@ def xcopy_figure(record: dict):
     fig.suptitle(f"Step 7 against its own roof, {record['provenance']['gpu']}")
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     plt.close(fig)  # returned to be shown once, as a cell's value
-    return fig
-
-
-def delta_figure(record: dict):
-    """Each formula's largest distance to expm1f in each binade of x (log2 of max |fast - expm1f| / |expm1f| over
-    every negative input), and dashed, eps - 3 * 2^-24: the largest delta its argument allows."""
-    fig, axes = plt.subplots(1, len(DTYPES), figsize=(12, 4.2), sharey=True)
-    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, dtype in zip(axes, DTYPES):
-        for i, (formula, d) in enumerate(record["delta"].items()):
-            v, c = d[dtype], cycle[i % len(cycle)]
-            rel = np.array(v["binade_max_rel"], dtype=float)
-            ax.plot(v["binades"], np.log2(np.where(rel > 0, rel, np.nan)), ".-", color=c, ms=3,
-                    label=f"{formula}: delta 2^{v['delta_log2']:.1f}")
-            ax.axhline(math.log2(d["eps"] - ROUNDING), color=c, ls="--", lw=0.8)
-        ax.set(title=dtype, xlabel="binade of x")
-        ax.legend(fontsize=7, loc="lower left")
-    axes[0].set_ylabel("log2 relative distance")
-    fig.suptitle("Distance to expm1f; dashed: eps - 3*2^-24")
-    fig.tight_layout()
-    plt.close(fig)
     return fig
 
 
