@@ -89,9 +89,6 @@ BACKWARD = _of("backward")  # the float32 backward against its roof, torch.add
 # Step 7's rows the main record holds (each against its own dtype's roof): the roofs, PyTorch, the peers, the step.
 SIXTEEN_IN_STUDY = ("copy_", "F.elu", "torch.compile(F.elu)", "triton", "cub_transform", "7_sixteen_bits",
                     "torch.add", "aten.elu_backward", "7_backward")
-# The float32 builds that measure the fast formulas' distance to expm1f (delta): alpha = 1 returns fast(x).
-STEP7_DELTA_BUILDS = {formula: ("7_sixteen_bits", ("-DELU7_OP=Approx", f"-DELU7_FORMULA={formula}"))
-                      for formula in ("Lean", "Lean4", "Mid", "Accurate")}
 KINDS = ("baseline", "step", "peer", "ablation")  # the main study's rows; "attempt" rows are step 6's record
 # The halves of a read+write stream whose summed medians are the measured floor (see annotate).
 STREAM_HALVES = ("read_only", "write_only")

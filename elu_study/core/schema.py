@@ -18,7 +18,7 @@ def _unit(kind: type, unit: str):
 
 
 Ms, Us, Ns, Sec, Pct, Ulp, GiB, TBps = (_unit(float, u) for u in ("ms", "µs", "ns", "s", "%", "ulp", "GiB", "TB/s"))
-PerS, PerMs, BytesPerS, NBytes = _unit(float, "1/s"), _unit(float, "1/ms"), _unit(float, "B/s"), _unit(float, "B")
+PerS, BytesPerS, NBytes = _unit(float, "1/s"), _unit(float, "B/s"), _unit(float, "B")
 Bytes, Elements, UlpCount = _unit(int, "B"), _unit(int, "elements"), _unit(int, "ulp")
 MHz, Watts, Joules = _unit(float, "MHz"), _unit(float, "W"), _unit(float, "J")
 Unset = UnsetType
@@ -134,10 +134,6 @@ class Timing(Quantiles):  # core.timing.time_interleaved: one entry over interle
     capped_fraction: float | None | Unset = UNSET
     energy_j: Joules | None | Unset = UNSET
     sustained: Sustained | Unset = UNSET  # the rows timed under sustained load too
-
-
-class Medians(Center):
-    round_medians_ms: list[Ms]
 
 
 class Process(Struct):  # core.processes: one entry in one fresh process
