@@ -7,14 +7,15 @@ from __future__ import annotations
 from elu_study.core.entries import BYTES_PER_ELEMENT, STREAM_HALVES, roof_for, stream_floor_ms
 from elu_study.core.hardware import floor_ms, tbps
 
-ROW_COLUMNS = ("tbps", "pct_of_peak", "x_copy", "roof", "x_roof")  # per row
+ROW_COLUMNS = ("tbps", "pct_of_peak", "x_copy", "roof", "x_roof", "x_roof_sustained")  # per row
 RECORD_KEYS = ("floor_ms", "roof_ms", "stream_floor_ms")  # per record
 JOBS = ("study", "beyond", "sixteen")  # the records whose rows these are
 
 
 def annotate(record: dict) -> dict:
     """Derived columns for every row: TB/s, % of the datasheet floor, time over float32 copy_ (x_copy), and time
-    over the row's own roof (x_roof: its dtype's copy_, or its dtype's torch.add for a backward row), if held."""
+    over the row's own roof (x_roof: its dtype's copy_, or its dtype's torch.add for a backward row), if held; and
+    where both were timed under sustained load too, the same ratio of their sustained medians (x_roof_sustained)."""
     numel = record["problem"]["numel"]
     peak = record.get("peak_bytes_per_s")
     roof = next((r["timing"]["median_ms"] for r in record["rows"] if r["name"] == "copy_"), None)
@@ -36,6 +37,8 @@ def annotate(record: dict) -> dict:
         own = by_name.get(roof_name(row))
         row["roof"] = own["name"] if own else None
         row["x_roof"] = ms / own["timing"]["median_ms"] if own else None
+        held = row["timing"].get("sustained"), (own or {}).get("timing", {}).get("sustained")
+        row["x_roof_sustained"] = held[0]["median_ms"] / held[1]["median_ms"] if all(held) else None
     return record
 
 

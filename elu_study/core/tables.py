@@ -29,3 +29,17 @@ def compact(table: str) -> str:
     """A pipe table without the padding that aligns its columns in plain text (it renders the same)."""
     return "\n".join(re.sub(r"\|:?-+", "|---", re.sub(r" {2,}\|", " |", line)) for line in table.splitlines())
 
+
+
+def regimes(record: dict, names=None) -> pd.DataFrame | None:
+    """Each row timed under sustained load too (of ``names``, default all), both protocols side by side: time over its
+    own roof, SM clock (MHz, NVML's median), board power (W), energy per pass (J, NVML's energy counter over its
+    sustained loop) and the share of samples at the power limit. None where no row was timed so."""
+    out = []
+    for r in record["rows"]:
+        if (s := r["timing"].get("sustained")) and (names is None or r["name"] in names):
+            t = r["timing"]
+            out.append({"entry": r["name"], "x own roof": r.get("x_roof"), "sustained": r.get("x_roof_sustained"),
+                        "MHz": t.get("sm_clock_mhz"), "MHz sustained": s["sm_clock_mhz"], "W sustained": s["power_w"],
+                        "J per pass": s["energy_j"], "at the limit": s["capped_fraction"]})
+    return pd.DataFrame(out).set_index("entry") if out else None

@@ -43,13 +43,13 @@ def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
     return f"{ulp:.2f}" if ulp < 100 else f"{ulp:,.0f}"
 
 
-def sustained(rows: dict, r: dict) -> dict | None:
+def sustained(r: dict) -> dict | None:
     """A row's sustained protocol (run alone until power and clocks settle, then timed): its time over its own roof's
     sustained time, SM clock (MHz) and energy per pass (J); None where it or its roof was not timed so."""
-    mine, roof = r["timing"].get("sustained"), rows.get(r.get("roof"), {}).get("timing", {}).get("sustained")
-    if not (mine and roof):
+    if r.get("x_roof_sustained") is None:
         return None
-    return {"x": mine["median_ms"] / roof["median_ms"], "mhz": mine.get("sm_clock_mhz"), "j": mine.get("energy_j")}
+    mine = r["timing"]["sustained"]
+    return {"x": r["x_roof_sustained"], "mhz": mine.get("sm_clock_mhz"), "j": mine.get("energy_j")}
 
 
 def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
@@ -62,7 +62,7 @@ def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
     def line(e: entries.Entry) -> dict:
         if (r := rows.get(e.name)) is None:
             return {"entry": e.name, "worst ulp": entries.NOT_MEASURED}
-        held = sustained(rows, r) or {}
+        held = sustained(r) or {}
         both = {"x own copy_, sustained": held.get("x"), "J per pass, sustained": held.get("j")} if regimes else {}
         return {"entry": e.name, "ms": r["timing"]["median_ms"], "x own copy_": r["x_roof"], **both,
                 "TB/s": r["tbps"], "worst ulp": worst_ulp(e, r, run)}
@@ -108,7 +108,7 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     rows, steps = {r["name"]: r for r in study["rows"]}, steps_frame(study, accuracy)
     best = min((r for r in study["rows"] if r["kind"] == "step"), key=lambda r: r["x_copy"])
     return {"gpu": study["provenance"]["gpu"], "study": study, "x": {n: r["x_roof"] for n, r in rows.items()},
-            "best_sustained": sustained(rows, best),
+            "best_sustained": sustained(best),
             "ms": {n: r["timing"]["median_ms"] for n, r in rows.items()}, "best": best, "step7": STEP7,
             "exact": all(steps.loc[f"{STEP7} {d}", "worst ulp"] == "bit-exact" for d in entries.DTYPES16),
             "ulp": steps.loc[best["name"], "worst ulp"], "alpha": next(iter(accuracy["runs"])),
@@ -131,7 +131,7 @@ def write_figure(gpu: str) -> list[Path]:
     rows = {r["name"]: r for r in study["rows"]}
     points = {}
     for e in step_entries():  # rows timed both ways, with an NVML clock reading to place each by
-        held = sustained(rows, rows[e.name]) if e.name in rows else None
+        held = sustained(rows[e.name]) if e.name in rows else None
         if held and None not in (held["mhz"], mhz := rows[e.name]["timing"].get("sm_clock_mhz")):
             points[e.name] = ((mhz, rows[e.name]["x_roof"]), (held["mhz"], held["x"]))
     if points:

@@ -14,7 +14,7 @@ from elu_study.core import exhaustive as ex
 from elu_study.core import harness
 from elu_study.core.build import build_all, built_library, resolve_variant
 from elu_study.core.check import INPUT_SCALE
-from elu_study.core.entries import ALPHA, ENTRIES, STEP7, builds, is_backward
+from elu_study.core.entries import ALPHA, ENTRIES, STEP7, builds, is_backward, resolve, sustained_entries
 from elu_study.core.hardware import SHAPE, provenance
 from elu_study.core.ncu import profile
 from elu_study.core.sass import sass_by_function
@@ -83,10 +83,13 @@ def timed_names(dtype: str) -> list[str]:
 
 def time_batches(rounds: int) -> dict:
     """Each dtype's batch in interleaved rounds, one after the other (both at once would hold every entry's tensors,
-    6.4 GB each), merged into one record; of float32 copy_, in every batch, the first one's is kept."""
+    6.4 GB each), merged into one record; of float32 copy_, in every batch, the first one's is kept. The batch's
+    defaults, roofs and the attempts the catalogue marks ``sustained`` are then timed under sustained load too."""
     batches = {}
     for dtype in DTYPES:
-        batches[dtype] = harness.measure(timed_names(dtype), trials=1, rounds=rounds, progress=True)
+        batch = resolve(timed_names(dtype))
+        batches[dtype] = harness.measure(batch, trials=1, rounds=rounds, progress=True,
+                                         sustained=sustained_entries(batch))
         torch.cuda.empty_cache()
     merged = {k: v for k, v in batches[DTYPES[0]].items() if k != "rows"}
     rows = [{**r, "batch": d} for d, rec in batches.items() for r in rec["rows"]]
