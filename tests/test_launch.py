@@ -1,4 +1,4 @@
-"""The launch-shape sweep (elu_study.jobs.launch, kernels/sweeps/launch_shapes.cu). On the CPU: every number the text
+"""The launch-shape sweep (elu_study.jobs.launch, kernels/sweeps/launch_shapes.cu). On the CPU: every number the tables
 and figures print, checked against values computed here from the committed record (and seen to change when the
 record is perturbed in memory), the verdicts' logic on synthetic records, and the build and its binding. On a GPU:
 every instance bit-identical to step 2."""
@@ -15,11 +15,10 @@ import torch
 from elu_study.core.build import compile_variant
 from elu_study.core.entries import ENTRIES
 from elu_study.core.ops import registered_ops
-from elu_study.core.paths import KERNELS_DIR
-from elu_study.core.record import REFERENCE_GPU, VERSIONS, load
+from elu_study.core.record import REFERENCE_GPU, VERSIONS, load, row
 from elu_study.core.text import render
 from elu_study.core.timing import summarize
-from elu_study.jobs.launch import analysis, figures, measure, text
+from elu_study.jobs.launch import analysis, figures, measure, notebook
 from elu_study.jobs.study.launches import kernel_knobs
 
 # ---------------------------------------------------------------- helpers
@@ -31,8 +30,8 @@ def record():
 
 
 @pytest.fixture(scope="module")
-def others(record):
-    return analysis.companions(record)
+def achieved(record):
+    return notebook.achieved_occupancy(load(record["provenance"]["gpu"], "beyond"))
 
 
 def fresh(record: dict) -> dict:
@@ -76,7 +75,7 @@ def synthetic_record(seed: int = 0) -> dict:
         ms = 3.0 * (1.0 + 0.01 * c.vectors / 4 + 0.02 * c.hints + (0.07 if c.grid_stride else 0.0))
         cells.append({"name": c.name, "threads": c.threads, "vectors": c.vectors, "hints": c.hints,
                       "blocks_per_sm": c.blocks_per_sm, "grid_stride": c.grid_stride, "check": {"passed": True},
-                      "bit_identical_to_2_float4": True, "correct": True, "local_bytes": 0,
+                      "bit_identical_to_2_float4": True, "correct": True,
                       "occupancy": analysis.occupancy(c, 14 + 5 * c.vectors), "timing": timing(ms)})
     return analysis.annotate({
         "schema": {"job": "launch", "version": VERSIONS["launch"]},
@@ -89,189 +88,129 @@ def synthetic_record(seed: int = 0) -> dict:
     })
 
 
-# ---------------------------------------------------------------- the committed record, printed (CPU)
+# ---------------------------------------------------------------- the committed record, shown (CPU)
 
 
 def test_the_plan_is_what_the_record_measured_and_its_occupancy(record):
     cells = {c.name: c for c in analysis.plan()}
     assert list(cells) == [c["name"] for c in record["cells"]]
     for c in record["cells"]:
-        assert analysis.occupancy(cells[c["name"]], c["occupancy"]["registers"]) == c["occupancy"]
+        occ = analysis.occupancy(cells[c["name"]], c["occupancy"]["registers"])
+        assert occ == {k: c["occupancy"][k] for k in occ}
     # the register limit: 54 registers -> 56 per thread per warp unit: 65536 / (56 * 32) = 36 warps, 4 blocks of 256
     occ = analysis.occupancy(analysis.Cell(256, 8), 54)
     assert occ["resident_blocks_per_sm"] == 4 and occ["load_bytes_in_flight_per_sm"] == 4 * 256 * 8 * 16
     assert analysis.occupancy(analysis.Cell(128, blocks_per_sm=2), 28)["resident_threads_per_sm"] == 256
 
 
-def test_annotate_and_best_recompute_the_record(record):
+def test_annotate_finds_the_best_cell_and_those_tied_with_it(record):
     again = analysis.annotate(fresh(record))
-    assert again["best"] == record["best"] and again["noise_ms"] == record["noise_ms"]
+    assert again["best"] == {k: record["best"][k] for k in ("name", "tied")}
+    assert all(c["x_copy"] == pytest.approx(x_of(record, c["name"])) for c in again["cells"])
     medians = {c["name"]: c["timing"]["median_ms"] for c in record["cells"]}
     first, second = sorted(medians, key=medians.get)[:2]
-    b = record["best"]
-    assert (b["name"], b["runner_up"]) == (first, second)
-    assert b["margin_ms"] == pytest.approx(medians[second] - medians[first])
-    assert all(c["x_copy"] == pytest.approx(x_of(record, c["name"])) for c in record["cells"])
-
-
-def test_the_summary_prints_the_records_numbers_and_follows_a_change(record):
-    copy_ms = record["references"]["copy_"]["timing"]["median_ms"]
-    b = record["best"]
-    said = text.summary(record)
-    for number in (f"copy_ takes {copy_ms:.3f} ms",
-                   f"`2_float4` {record['references']['2_float4']['timing']['median_ms'] / copy_ms:.3f}x",
-                   f"**{b['name']}** at {x_of(record, b['name']):.3f}x",
-                   f"{b['margin_ms'] * 1e3:.1f} µs ahead of {b['runner_up']}",
-                   f"{b['margin_over_noise']:.0f}x the noise",
-                   f"{sum(c['correct'] for c in record['cells'])} of {len(record['cells'])} cells",
-                   f"{record['provenance']['sm_count']} SMs"):
-        assert number in said
-    slower = set_x(fresh(record), b["name"], 1.5 * x_of(record, b["name"]))  # the best cell is best no more
-    assert f"**{b['name']}**" not in text.summary(slower)
-    assert f"**{b['runner_up']}** at {x_of(record, b['runner_up']):.3f}x" in text.summary(slower)
+    assert again["best"]["name"] == first and second not in again["best"]["tied"]  # 20x the noise apart
     tied = fresh(record)
-    tied["best"]["tie"], tied["best"]["tied"] = True, [b["name"], b["runner_up"]]
-    assert f"a tie within the noise ({b['noise_ms'] * 1e3:.1f} µs) with {b['runner_up']}" in text.summary(tied)
+    for c in tied["cells"]:  # the runner-up's rounds spread over the gap: a tie
+        if c["name"] == second:
+            c["timing"]["round_medians_ms"][0] -= 2 * (medians[second] - medians[first])
+    assert analysis.annotate(tied)["best"]["tied"] == [first, second]
+    wrong = fresh(record)
+    next(c for c in wrong["cells"] if c["name"] == first)["correct"] = False
+    assert analysis.annotate(wrong)["best"]["name"] == second
 
 
-def test_the_cells_tables_print_each_cells_numbers(record):
+def test_the_run_table_is_the_records(record):
+    row = table_rows(notebook.run(record))[record["best"]["name"]]
+    copy_ms = record["references"]["copy_"]["timing"]["median_ms"]
+    assert row["copy_ ms"] == f"{copy_ms:.3f}" and row["tied with it (noise)"] == "none"
+    assert row["2_float4 x copy_"] == f"{record['references']['2_float4']['timing']['median_ms'] / copy_ms:.3f}"
+    wrong = fresh(record)
+    wrong["cells"][5]["correct"] = False
+    n = len(record["cells"])
+    assert table_rows(notebook.run(wrong))[record["best"]["name"]]["cells correct"] == f"{n - 1} of {n}"
+
+
+def test_the_cells_table_prints_each_cells_numbers(record, achieved):
     roof = record["references"]["copy_"]["timing"]["median_ms"]
-    full = table_rows(text.table(record))
+    full = table_rows(notebook.cells(record))
     assert list(full) == sorted(full, key=lambda n: x_of(record, n)) and len(full) == len(record["cells"])
     for c in record["cells"]:
         row = full[c["name"]]
         assert row["x copy_"] == f"{x_of(record, c['name']):.3f}"
-        assert row["p90"] == f"{c['timing']['p90_ms'] / roof:.3f}"
         assert row["noise (% of copy_)"] == f"{100 * np.ptp(c['timing']['round_medians_ms']) / roof:.2f}"
         assert row["KiB in flight/SM (theor.)"] == f"{c['occupancy']['load_bytes_in_flight_per_sm'] / 1024:.0f}"
     changed = fresh(record)
     changed["cells"][3]["x_copy"] *= 1.5
-    assert table_rows(text.table(changed))[changed["cells"][3]["name"]]["x copy_"] == \
+    assert table_rows(notebook.cells(changed))[changed["cells"][3]["name"]]["x copy_"] == \
         f"{1.5 * x_of(record, changed['cells'][3]['name']):.3f}"
-
-
-def test_the_trimmed_table_keeps_the_ends_the_named_cells_and_ncus_occupancy(record, others):
-    achieved = analysis.achieved_occupancy(others["beyond"])
-    ncu = {r["name"]: r["achieved_occupancy_pct"] for r in others["beyond"]["counters"]["rows"]}
-    said = text.trimmed_table(record, achieved, head=2, tail=2)
-    shown = table_rows(said)
-    ranked = sorted((c["name"] for c in record["cells"]), key=lambda n: x_of(record, n))
-    assert {*ranked[:2], *ranked[-2:], "64x1", "512x1", "1024x1", "gs 4x512"} <= set(shown)
+    shown = table_rows(notebook.counter(record, achieved))
+    gs = {c["name"] for c in record["cells"] if c["grid_stride"]}
+    assert set(shown) == gs | {f"{t}x1" for t in analysis.THREADS} | set(achieved) and "128x2" in shown
+    ncu = {r["name"]: r["achieved_occupancy_pct"] for r in load(REFERENCE_GPU, "beyond")["counters"]["rows"]}
     assert shown["64x1"]["achieved occ. % (ncu)"] == f"{ncu['6_64_threads']:.1f} (6_64_threads)"
-    assert f"({len(record['cells']) - len(shown)} cells between" in said
 
 
-def test_own_builds_are_their_cells_by_ncus_launch(record, others):
-    ncu = {r["name"]: r for r in load(REFERENCE_GPU, "ncu")["rows"] + others["beyond"]["counters"]["rows"]}
-    sms, numel = record["provenance"]["sm_count"], record["problem"]["numel"]
-    for builds in analysis.OWN_BUILDS.values():
-        for name, cell_name in builds.items():
-            cell, entry = analysis.cell(record, cell_name), ENTRIES[name]
-            block, grid = ncu[name]["block_size"], ncu[name]["grid_size"]  # the launch ncu recorded
-            assert cell["threads"] == block and cell["grid_stride"] == (entry.variant == "3_grid_stride")
-            assert cell["blocks_per_sm"] * sms == grid if cell["grid_stride"] else \
-                cell["vectors"] == math.ceil(numel / 4 / grid / block)
-            assert cell["hints"] == (kernel_knobs(entry.variant, entry.flags).get("ELU_STREAMING_HINTS", "0") != "0")
+def test_own_builds_are_their_cells_by_ncus_launch(record):
+    ncu = {r["name"]: r for r in load(REFERENCE_GPU, "beyond")["counters"]["rows"]}
+    numel = record["problem"]["numel"]
+    for name, cell_name in notebook.OWN_BUILDS.items():
+        cell, entry = next(c for c in record["cells"] if c["name"] == cell_name), ENTRIES[name]
+        block, grid = ncu[name]["block_size"], ncu[name]["grid_size"]  # the launch ncu recorded
+        assert cell["threads"] == block and not cell["grid_stride"]
+        assert cell["vectors"] == math.ceil(numel / 4 / grid / block)
+        assert cell["hints"] == (kernel_knobs(entry.variant, entry.flags).get("ELU_STREAMING_HINTS", "0") != "0")
 
 
-def test_the_graded_predictions_count_the_cells_inside(record):
-    rows = table_rows(text.graded(record, (1, 2, 3, 4)))
-    vec48 = [f"{t}x{v}" for t in (64, 128, 256, 512, 1024) for v in (4, 8)]
-    inside = [n for n in vec48 if 1.02 <= x_of(record, n) <= 1.05]
-    assert rows["2"]["inside"] == f"{len(inside)} of {len(vec48)}"
-    xs = [x_of(record, n) for n in vec48]
-    assert rows["2"]["measured"] == f"{min(xs):.3f} to {max(xs):.3f}"
-    assert rows["2"]["verdict"] == ("HELD" if len(inside) == len(vec48) else "MISSED")
-    hints = {n: x_of(record, n + "+hints") - x_of(record, n) for n in
-             (f"{t}x{v}" for t in (64, 128, 256, 512, 1024) for v in (1, 2, 4, 8))}
-    assert rows["3"]["measured"] == f"{min(hints.values()):+.3f} to {max(hints.values()):+.3f}"
-    moved = set_x(fresh(record), vec48[0], 1.5 * x_of(record, vec48[0]))
-    assert table_rows(text.graded(moved, (1, 2, 3, 4)))["2"]["measured"].endswith(f"{1.5 * x_of(record, vec48[0]):.3f}")
+def test_the_graded_prediction_lists_the_cells_against_it(record):
+    row = table_rows(notebook.graded(record))["1: no hints, 1-2 float4s (x copy_)"]
+    group = [f"{t}x{v}" for t in analysis.THREADS for v in (1, 2)]
+    xs = [x_of(record, n) for n in group]
+    assert row["measured"] == f"{min(xs):.3f} to {max(xs):.3f}"
+    assert set(row["cells against it"].split(", ")) == {n for n in group if x_of(record, n) > 1.01}
+    assert row["verdict"] == "MISSED"
+    record = synthetic_record()  # 1 float4 +0.25 %, 2 float4s +0.5 %, the rest slower: holds
+    assert table_rows(notebook.graded(record))["1: no hints, 1-2 float4s (x copy_)"]["verdict"] == "HELD"
+    row = table_rows(notebook.graded(set_x(record, "512x4", 1.0)))["1: no hints, 1-2 float4s (x copy_)"]
+    assert (row["cells against it"], row["verdict"]) == ("512x4", "MISSED")  # another cell within 1 %
+    row = table_rows(notebook.graded(set_x(synthetic_record(), "128x2", 1.05)))["1: no hints, 1-2 float4s (x copy_)"]
+    assert (row["cells against it"], row["verdict"]) == ("128x2", "MISSED")
 
 
-def test_a_prediction_holds_only_if_every_cell_is_inside():
-    record = synthetic_record()  # 4/8 vectors 1.01-1.02x, hints +0.02, grid-stride +0.07: no knee, no Little row
-    rows = table_rows(text.graded(record, (1, 2, 3, 4)))
-    assert list(rows) == ["1", "2", "3", "4"] and rows["3"]["verdict"] == rows["4"]["verdict"] == "HELD"
-    vec48 = [c.name for c in analysis.plan() if not c.grid_stride and c.vectors >= 4 and not c.hints]
-    for n in vec48:
-        set_x(record, n, 1.03)
-    assert table_rows(text.graded(record, (1, 2, 3, 4)))["2"]["verdict"] == "HELD"
-    row = table_rows(text.graded(set_x(record, "128x8", 1.07), (2,)))["2"]
-    assert (row["inside"], row["outside"], row["verdict"]) == (f"{len(vec48) - 1} of {len(vec48)}", "128x8 1.070",
-                                                               "MISSED")
-    row = table_rows(text.graded(set_x(synthetic_record(), "512x4", 1.0)))["1"]  # a cell outside 1's group at 1.0
-    assert "also within 1 %: 512x4 1.000" in row["outside"] and row["verdict"] == "MISSED"
+def test_the_knee_grades_little_as_written_and_with_loads_only(record):
+    assert notebook.knee(record) == (8, 16)
+    flat = synthetic_record()  # every grid-stride cell alike: flat from the fewest KiB up, no knee
+    assert notebook.knee(flat) == (None, 2)
+    assert table_rows(notebook.graded(flat))["Little: KiB in flight per SM"]["measured"] == "no knee"
+    for c in flat["cells"]:  # time ~ 1/in-flight below 16 KiB per SM, flat above: the knee between 8 and 16
+        if c["grid_stride"]:
+            set_x(flat, c["name"], max(1.08, 1.08 * 16 / (c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024)))
+    assert notebook.knee(flat) == (8, 16)
+    rows = table_rows(notebook.graded(flat))
+    assert rows["Little: KiB in flight per SM"]["measured"] == "knee between 8 and 16"
+    assert rows["Little: KiB in flight per SM"]["verdict"] == "MISSED"  # 26 KiB is outside it
+    read = 4 * flat["problem"]["numel"] / (flat["roof_ms"] * 1e-3)
+    loads_only = rows["Little, loads only (after the run)"]
+    assert loads_only["predicted"] == f"~{read * 0.8e-6 / 132 / 1024:.0f}" and loads_only["verdict"] == "inside"
+    assert notebook.knee(set_x(fresh(record), "gs 1x512", 1.08)) == (8, 16)  # one cell of a level flat: not all
+    assert notebook.knee(set_x(fresh(record), "gs 2x512", 1.2)) == (16, 32)
 
 
-def test_block_size_shares_follow_the_record(record, others):
-    rows = table_rows(text.block_size(record, others))
+def test_block_size_shares_follow_the_record(record):
+    rows = table_rows(notebook.shown(notebook.block_size(record)))
     base = x_of(record, "256x1")
     for t, gs in ((512, "gs 4x512"), (1024, "gs 2x1024")):  # the grid-stride cell that fills the SM
         share = (x_of(record, f"{t}x1") - base) / (x_of(record, gs) - base)
-        assert rows[str(t)]["grid-stride, SM full"] == gs and rows[str(t)]["share of the loop's loss"] == \
-            f"{100 * share:.0f} %"
-    assert rows["256"]["share of the loop's loss"] == "" and rows["64"]["grid-stride, SM full"] == "-"
+        assert rows[str(t)]["grid-stride, SM full (x copy_)"] == f"{x_of(record, gs):.3f}"
+        assert rows[str(t)]["share of the loop's loss"] == f"{100 * share:.0f} %"
+    assert rows["256"]["share of the loop's loss"] == "" and rows["64"]["grid-stride, SM full (x copy_)"] == ""
     moved = set_x(fresh(record), "512x1", base + 0.5 * (x_of(record, "gs 4x512") - base))
-    assert "reproduce 50 % of the grid-stride loop's loss" in text.block_size(moved, others)
-    assert f"took {analysis.row_of(others['study'], '3_grid_stride_one_shot')['x_copy']:.3f}x" in \
-        text.block_size(record, others)
-
-
-def test_the_knee_table_and_bullets_follow_the_record(record, others):
-    said = text.knee(record, others["study"])
-    rows, gs = table_rows(said), [c for c in record["cells"] if c["grid_stride"]]
-    read = 4 * record["problem"]["numel"]
-    for kib, row in rows.items():
-        group = [c for c in gs if c["occupancy"]["load_bytes_in_flight_per_sm"] == int(kib) * 1024]
-        ms = sorted(c["timing"]["median_ms"] for c in group)[len(group) // 2]
-        latency = int(kib) * 1024 * record["provenance"]["sm_count"] / (read / (ms * 1e-3)) * 1e9
-        lo, hi = (f"{f(x_of(record, c['name']) for c in group):.3f}" for f in (min, max))
-        assert row["x copy_"] == (lo if lo == hi else f"{lo} to {hi}")  # one cell, or equal ends: one number
-        assert row["implied latency (ns, Little)"].split()[0] == f"{latency:.0f}"
-    assert "between 8 and 16 KiB" in said and "(3 128-bit loads in its SASS)" in said
-    assert "not checked here" in text.knee(record)
-    moved = set_x(fresh(record), "gs 1x128", 1.5 * x_of(record, "gs 1x128"))
-    assert table_rows(text.knee(moved))["2"]["x copy_"].startswith(f"{1.5 * x_of(record, 'gs 1x128'):.3f}")
-
-
-def test_a_latency_bound_knee_grades_the_little_row():
-    record = synthetic_record()
-    for c in record["cells"]:  # time ~ 1/in-flight below 16 KiB per SM, flat above: the knee between 8 and 16
-        if c["grid_stride"]:
-            set_x(record, c["name"], max(1.08, 1.08 * 16 / (c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024)))
-    knee = analysis.gridstride_knee(record)
-    assert (knee["knee_above_kib"], knee["knee_at_most_kib"]) == (8, 16)
-    below = [lv for lv in knee["levels"] if not lv["flat"]]
-    assert all(lv["x_times_kib"] == pytest.approx(1.08 * 16, rel=0.01) for lv in below)
-    graded = text.graded(record)
-    assert table_rows(graded)["Little"]["measured"] == "knee between 8 and 16"  # 26 KiB is outside it
-    assert table_rows(graded)["Little"]["verdict"] == "MISSED" and list(table_rows(graded)) == ["1", "Little"]
-    read = 4 * record["problem"]["numel"] / (record["roof_ms"] * 1e-3)
-    assert f"alone ({read / 1e12:.2f} TB/s)" in graded
-    assert f"it is {read * 0.8e-6 / 132 / 1024:.0f} KiB per SM" in graded
-
-
-def test_the_slow_cell_text_follows_the_record(record, others):
-    achieved = analysis.achieved_occupancy(others["beyond"])
-    one = [c for c in record["cells"] if not c["grid_stride"] and not c["hints"]]
-    slow = max(one, key=lambda c: x_of(record, c["name"]))
-    blocks = lambda c: math.ceil(record["problem"]["numel"] / 4 / c["threads"] / c["vectors"]) / 132
-    said = text.slow_cell(record, achieved)
-    assert f"**{slow['name']}** ({x_of(record, slow['name']):.3f}x copy_)" in said
-    assert f"launches {blocks(slow):,.0f} blocks per SM" in said
-    assert f"at most {max(blocks(c) for c in one if c is not slow):,.0f}" in said
-    assert f"occupancy of {achieved['64x1'][0]:.0f} % for 6_64_threads," in said
-    assert f"about {achieved['64x1'][0] / 100 * 2048:.0f} resident threads" in said
-    assert f"**{slow['name']}**" not in text.slow_cell(set_x(fresh(record), slow["name"], 1.0), achieved)
-
-
-def test_the_kernel_listing_is_the_files_lines():
-    path = KERNELS_DIR / "sweeps" / "launch_shapes.cu"
-    said, lines = text.kernels(path), path.read_text().splitlines()
-    spans = [tuple(map(int, s.split("-"))) for s in re.search(r"lines ([\d, -]+) \(", said).group(1).split(", ")]
-    assert said.split("```cuda\n")[1].split("\n```")[0] == "\n\n".join("\n".join(lines[a - 1:b]) for a, b in spans)
-    assert len(spans) == 2 and all(lines[b - 1] == "}" and lines[a - 1].startswith("template") for a, b in spans)
+    assert table_rows(notebook.shown(notebook.block_size(moved)))["512"]["share of the loop's loss"] == "50 %"
+    study = load(REFERENCE_GPU)
+    lines = {line.get_label(): list(line.get_ydata()) for line in
+             figures.block_size_figure(notebook.block_size(record), "NVIDIA H200", study).axes[0].lines}
+    assert lines["one-shot, 1 float4 (x copy_)"] == pytest.approx([x_of(record, f"{t}x1") for t in analysis.THREADS])
+    assert lines["3_grid_stride_one_shot (main study)"] == [row(study, "3_grid_stride_one_shot")["x_copy"]]
 
 
 def test_the_heatmaps_print_every_cells_x_copy(record, tmp_path):
@@ -284,8 +223,10 @@ def test_the_heatmaps_print_every_cells_x_copy(record, tmp_path):
     assert gs == sorted(f"{x_of(record, c['name']):.3f}" for c in record["cells"] if c["grid_stride"])
     moved = fresh(record)
     moved["cells"][0]["x_copy"] *= 1.5
-    assert f"{1.5 * x_of(record, moved['cells'][0]['name']):.3f}" in \
-        [t.get_text() for ax in figures.heatmap_figures(moved)["launch"].axes for t in ax.texts]
+    moved["best"]["tied"] = [record["best"]["name"], "256x1"]  # a tie: both framed
+    texts = [t.get_text() for ax in figures.heatmap_figures(moved)["launch"].axes for t in ax.texts]
+    assert f"{1.5 * x_of(record, moved['cells'][0]['name']):.3f}" in texts
+    assert sum(t.endswith("(best)") for t in texts) == 2
     written = figures.write_figures(record, tmp_path)
     assert [p.name for p in written] == ["nvidia-h200-launch.png", "nvidia-h200-launch-grid-stride.png"]
 

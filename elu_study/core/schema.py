@@ -639,7 +639,6 @@ class Occupancy(Struct):
     registers: int
     resident_blocks_per_sm: int
     resident_threads_per_sm: int
-    occupancy_pct: Pct
     load_bytes_in_flight_per_sm: int
 
 
@@ -654,40 +653,22 @@ class Cell(Struct):
     bit_identical_to_2_float4: bool
     correct: bool
     occupancy: Occupancy
-    local_bytes: Bytes
     timing: Timing
     x_copy: float
     noise_ms: Ms
 
 
-class Noise(Struct):
-    copy_: Ms
-    max_over_cells: Ms
-    median_over_cells: Ms
-
-
-class Best(Struct):
+class Best(Struct):  # the fastest correct cell, and those tied with it (it first)
     name: str
-    x_copy: float
-    median_ms: Ms
-    runner_up: str
-    margin_ms: Ms
-    noise_ms: Ms
-    margin_over_noise: float
-    tie: bool
     tied: list[str]
 
 
 class LaunchRecord(Record, kw_only=True):
     problem: TimedProblem
-    peak_bytes_per_s: BytesPerS | None
-    peak_source: str | None
-    kernel: str
     method: LaunchMethod
     references: References
     cells: list[Cell]
     roof_ms: Ms
-    noise_ms: Noise
     best: Best
 
 

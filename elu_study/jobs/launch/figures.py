@@ -1,4 +1,5 @@
-"""The sweep's heatmaps: x copy_ per cell, one-shot grids (one panel per hints setting) and grid-stride loops."""
+"""The sweep's figures: x copy_ per cell as heatmaps (one-shot grids, a panel per hints setting; grid-stride loops),
+and against block size."""
 
 from __future__ import annotations
 
@@ -6,23 +7,32 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 from matplotlib.patches import Rectangle
 
 from elu_study.core.record import figure_path, save_figure
-from elu_study.jobs.launch.analysis import HINTS, MAX_THREADS_PER_SM, THREADS, cell, grid, row_of
+from elu_study.jobs.launch.analysis import HINTS
 
 COLORBAR_LABEL = "x copy_ (median; lower: faster)"
 BEYOND = "hatched: slower than the colour scale"
 SCALE = 0.06  # each figure's colour scale spans this much of copy_'s time from its fastest cell
 
 
-def _heatmap(ax, rows, cols, values, names, marked: set[str], vmin: float, vmax: float, cmap):
-    im = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(len(cols)), [str(c) for c in cols])
-    ax.set_yticks(range(len(rows)), [str(r) for r in rows])
-    for (i, j), v in np.ndenumerate(values):
+def grid(record: dict, hints: bool | None = None, grid_stride: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(x copy_, names), each a table: threads x vectors (one-shot, one hints setting) or blocks per SM x threads."""
+    cells = pd.DataFrame(record["cells"])
+    cells = cells[cells.grid_stride] if grid_stride else cells[~cells.grid_stride & (cells.hints == hints)]
+    at = {"index": "blocks_per_sm", "columns": "threads"} if grid_stride else {"index": "threads", "columns": "vectors"}
+    return cells.pivot(**at, values="x_copy"), cells.pivot(**at, values="name")
+
+
+def _heatmap(ax, values: pd.DataFrame, names: pd.DataFrame, marked: set[str], vmin: float, vmax: float, cmap):
+    im = ax.imshow(values.to_numpy(dtype=float), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(values.shape[1]), [str(c) for c in values.columns])
+    ax.set_yticks(range(values.shape[0]), [str(r) for r in values.index])
+    for (i, j), v in np.ndenumerate(values.to_numpy(dtype=float)):
         if not np.isnan(v):
-            star = names[i][j] in marked
+            star = names.iat[i, j] in marked
             dark = (v - vmin) / (vmax - vmin) > 0.6 if vmax > vmin else False  # viridis_r is dark at the top
             ax.text(j, i, f"{v:.3f}" + ("\n(best)" if star else ""), ha="center", va="center", fontsize=8,
                     fontweight="bold" if star else "normal", color="w" if dark else "k")
@@ -35,9 +45,9 @@ def _heatmap(ax, rows, cols, values, names, marked: set[str], vmin: float, vmax:
 
 def heatmap_figures(record: dict) -> dict:
     """{"launch": one-shot heatmaps (a panel per hints setting), "launch-grid-stride": grid-stride heatmap}: x copy_
-    per cell, the best cell framed; each figure its own colour scale, SCALE wide from its fastest cell, so
-    that the close calls differ in colour; slower cells are hatched."""
-    cmap, gpu, best = plt.get_cmap("viridis_r"), record["provenance"]["gpu"], {record["best"]["name"]}
+    per cell, the best cell (and any tied with it) framed; each figure its own colour scale, SCALE wide from its
+    fastest cell, so that the close calls differ in colour; slower cells are hatched."""
+    cmap, gpu, best = plt.get_cmap("viridis_r"), record["provenance"]["gpu"], set(record["best"]["tied"])
     scale = {gs: (lo := min(c["x_copy"] for c in record["cells"] if c["grid_stride"] == gs), lo + SCALE)
              for gs in (False, True)}
     one, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
@@ -57,36 +67,21 @@ def heatmap_figures(record: dict) -> dict:
     return {"launch": one, "launch-grid-stride": gs}
 
 
-def block_size_figure(record: dict, study: dict | None = None, one_shot_build: str = "3_grid_stride_one_shot",
-                      one_shot_threads: int = 512):
-    """x copy_ against threads per block, p10-p90 as error bars: step 2's kernel in one-shot grids (1 and 2 float4s
-    per thread, no hints), the grid-stride loop with the SM full, and step 3's own one-shot build (``study``)."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    one = lambda v: lambda c: not c["grid_stride"] and not c["hints"] and c["vectors"] == v
-    full = lambda c: c["grid_stride"] and c["blocks_per_sm"] * c["threads"] == MAX_THREADS_PER_SM
-    roof = record["roof_ms"]
-    for label, pick, marker in (("one-shot, 1 float4/thread", one(1), "o"), ("one-shot, 2 float4s/thread", one(2), "s"),
-                                ("grid-stride loop, SM full", full, "^")):
-        cells = sorted(filter(pick, record["cells"]), key=lambda c: c["threads"])
-        err = [[c["x_copy"] - c["timing"]["p10_ms"] / roof for c in cells],
-               [c["timing"]["p90_ms"] / roof - c["x_copy"] for c in cells]]
-        ax.errorbar([c["threads"] for c in cells], [c["x_copy"] for c in cells], yerr=err, marker=marker, capsize=3,
-                    label=label)
-    step2 = cell(record, "256x1")
-    ax.annotate("step 2", (step2["threads"], step2["x_copy"]), textcoords="offset points", xytext=(0, -14),
-                ha="center", fontsize=8)
-    if own := row_of(study, one_shot_build):
+def block_size_figure(frame: pd.DataFrame, gpu: str, study: dict | None = None,
+                      one_shot_build: str = "3_grid_stride_one_shot", one_shot_threads: int = 512):
+    """x copy_ against threads per block: the block-size table's one-shot cells and grid-stride loops with the SM full
+    (notebook.block_size), and step 3's own one-shot build from the main study's record (``study``)."""
+    ax = frame.iloc[:, :2].plot(style=["o-", "^-"], figsize=(7.5, 4.2), grid=True)
+    if own := next((r for r in (study or {}).get("rows", []) if r["name"] == one_shot_build), None):
         ax.plot([one_shot_threads], [own["x_copy"]], ls="none", marker="D", mfc="none", mec="tab:red", ms=8,
                 label=f"{one_shot_build} (main study)")
     ax.axhline(1.0, color="gray", ls=":", lw=1, label="copy_")
     ax.set_xscale("log", base=2)
-    ax.set_xticks(list(THREADS), [str(t) for t in THREADS])
-    ax.set(xlabel="threads per block", ylabel="x copy_ (bars: p10-p90)")
-    ax.set_title(f"Block size alone, {record['provenance']['gpu']}", fontsize=10)
+    ax.set_xticks(list(frame.index), [str(t) for t in frame.index])
+    ax.set(xlabel="threads per block", ylabel="x copy_", title=f"Block size alone, {gpu}")
     ax.legend(fontsize=8)
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    return fig
+    ax.figure.tight_layout()
+    return ax.figure
 
 
 def write_figures(record: dict, results_dir: Path | None = None) -> list[Path]:

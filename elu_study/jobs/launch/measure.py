@@ -10,7 +10,7 @@ from tqdm import tqdm
 
 from elu_study.core.build import build_all, built_library, compile_variant
 from elu_study.core.check import check_elu
-from elu_study.core.hardware import SHAPE, gpu_spec, provenance
+from elu_study.core.hardware import SHAPE, provenance
 from elu_study.core.harness import input_tensor
 from elu_study.core.sass import resource_usage
 from elu_study.core.text import render
@@ -57,7 +57,7 @@ def measure(cells: list[Cell], *, rounds: int, warmup_ms: float, rep_ms: float, 
         identical = bool(torch.equal(y, expected))
         rows.append({"name": c.name, **asdict(c), "grid_stride": c.grid_stride, "check": check,
                      "bit_identical_to_2_float4": identical, "correct": check["passed"] and identical,
-                     "occupancy": occupancy(c, regs[c.name]["registers"]), "local_bytes": regs[c.name]["local"]})
+                     "occupancy": occupancy(c, regs[c.name]["registers"])})
     expected = None
     torch.cuda.empty_cache()
     calls = {"copy_": lambda: y.copy_(x), "2_float4": lambda: step2.elu(x, ALPHA, out=y),
@@ -68,15 +68,10 @@ def measure(cells: list[Cell], *, rounds: int, warmup_ms: float, rep_ms: float, 
         r["timing"] = timings[r["name"]]
     calls = x = y = None  # release the tensors before the record is written
     torch.cuda.empty_cache()
-    prov = provenance()
     how = dict(line.split(": ", 1) for line in render("launch/method.md.j2").splitlines())  # the method in words
-    spec = gpu_spec(prov["gpu"])
     return annotate({
-        "provenance": prov,
+        "provenance": provenance(),
         "problem": {"shape": list(shape), "dtype": "float32", "alpha": ALPHA, "numel": shape[0] * shape[1]},
-        "peak_bytes_per_s": spec.peak_bytes_per_s if spec else None,
-        "peak_source": f"{spec.label} {spec.source}" if spec else None,
-        "kernel": f"kernels/{VARIANT}.cu",
         "method": {"rounds": rounds, "warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True,
                    "check_trials": check_trials, **{k: how[k] for k in ("check", "timed_call", "noise", "occupancy")}},
         "references": {"copy_": {"what": how["copy_"], "timing": timings["copy_"]},

@@ -1,0 +1,102 @@
+"""The record as tables (pipe tables, as ``Text`` for nbval): notebook 10's and the CLI's."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from elu_study.core.text import Text, table
+from elu_study.jobs.launch.analysis import MAX_THREADS_PER_SM, THREADS, plan
+
+# Step 6's builds that ncu profiled (notebook 08) whose launch is a cell here ({entry: cell}; tests/test_launch.py
+# checks each against the launch ncu recorded and its file's knobs).
+OWN_BUILDS = {"6_base": "128x1", "6_64_threads": "64x1", "6_256_threads": "256x1", "6_2_vectors": "128x2"}
+# The prediction as typed in the notebook before the sweep ran: "within 1 % of copy_" read as at most 1.01 x copy_;
+# Little's law with copy_'s bandwidth and an assumed (not measured) loaded DRAM latency: about 26 KiB per SM.
+PREDICTED_X, NEEDED_KIB, ASSUMED_LATENCY_S = 1.01, 26, 0.8e-6
+STEP2_THREADS = 256  # step 2's launch: 256 x 1, no hints
+FORMATS = {"noise (% of copy_)": "{:.2f}", "KiB in flight/SM (theor.)": "{:.0f}", "share of the loop's loss": "{:.0f} %"}
+
+
+def shown(df: pd.DataFrame) -> Text:
+    """A table as the study prints it (core.text.table), for a notebook cell."""
+    return Text(table(df, FORMATS))
+
+
+def achieved_occupancy(beyond: dict | None) -> dict[str, str]:
+    """{cell: "achieved occupancy % (profiled entry)"} from the step-6 record's ncu counters."""
+    rows = {r["name"]: r for r in (beyond or {}).get("counters", {}).get("rows", [])}
+    return {c: f"{rows[e]['achieved_occupancy_pct']:.1f} ({e})" for e, c in OWN_BUILDS.items()
+            if rows.get(e, {}).get("achieved_occupancy_pct") is not None}
+
+
+def cells(record: dict, achieved: dict | None = None, only=None) -> Text:
+    """The cells (or those named in ``only``), fastest first. Threads per SM and KiB in flight are *theoretical*
+    (registers and the occupancy rules); ``achieved`` (achieved_occupancy) adds ncu's where a profiled build has the
+    shape."""
+    return shown(pd.DataFrame([
+        {"cell": c["name"], "x copy_": c["x_copy"], "noise (% of copy_)": 100 * c["noise_ms"] / record["roof_ms"],
+         "regs": str(c["occupancy"]["registers"]), "threads/SM (theor.)": str(c["occupancy"]["resident_threads_per_sm"]),
+         "achieved occ. % (ncu)": (achieved or {}).get(c["name"], ""),
+         "KiB in flight/SM (theor.)": c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024,
+         "correct": "yes" if c["correct"] else "NO"}
+        for c in sorted(record["cells"], key=lambda c: c["x_copy"]) if only is None or c["name"] in only]).set_index("cell"))
+
+
+def counter(record: dict, achieved: dict) -> Text:
+    """The cells the argument needs: one-shot with one float4 and no hints (block size alone), those ncu profiled,
+    and every grid-stride cell (the knee)."""
+    return cells(record, achieved, {c["name"] for c in record["cells"]
+                                    if c["grid_stride"] or c["vectors"] == 1 and not c["hints"]} | set(achieved))
+
+
+def run(record: dict) -> Text:
+    """The run in one row: copy_'s time, step 2's build over it, the best cell and those tied with it, the checks."""
+    best, cells_ = record["best"], record["cells"]
+    return shown(pd.DataFrame([{
+        "best cell": best["name"], "tied with it (noise)": ", ".join(best["tied"][1:]) or "none",
+        "copy_ ms": record["roof_ms"], "2_float4 x copy_": record["references"]["2_float4"]["x_copy"],
+        "cells correct": f"{sum(c['correct'] for c in cells_)} of {len(cells_)}"}]).set_index("best cell"))
+
+
+def knee(record: dict, flat_within: float = 0.02) -> tuple[float | None, float | None]:
+    """The grid-stride cells' knee in theoretical KiB of loads in flight per SM: (the most KiB at which a cell is more
+    than ``flat_within`` slower than the fastest grid-stride cell, below the least KiB from which none is)."""
+    gs = [c for c in record["cells"] if c["grid_stride"]]
+    kib, fastest = lambda c: c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024, min(c["x_copy"] for c in gs)
+    flat = {k: all(c["x_copy"] <= fastest * (1 + flat_within) for c in gs if kib(c) == k) for k in map(kib, gs)}
+    at_most = min((k for k, f in flat.items() if f), default=None)
+    return max((k for k, f in flat.items() if not f and (at_most is None or k < at_most)), default=None), at_most
+
+
+def graded(record: dict) -> Text:
+    """The prediction against the record: 1 HOLDS only if every no-hints one-shot cell with 1-2 float4s is within
+    PREDICTED_X and no other cell is; Little's law, if its KiB lie in the grid-stride knee (as written, and again after
+    the run with loads only: copy_'s read bandwidth)."""
+    x = {c["name"]: c["x_copy"] for c in record["cells"]}
+    group = [c.name for c in plan() if not c.grid_stride and not c.hints and c.vectors <= 2]
+    against = sorted((n for n in x if (n in group) != (x[n] <= PREDICTED_X)), key=x.get, reverse=True)
+    lo, hi = knee(record)
+    known = lo is not None and hi is not None
+    inside = lambda kib: known and lo < kib <= hi
+    read = 4 * record["problem"]["numel"] / (record["roof_ms"] * 1e-3)
+    kib = read * ASSUMED_LATENCY_S / record["provenance"]["sm_count"] / 1024
+    at = f"knee between {lo:.0f} and {hi:.0f}" if known else "no knee"
+    return shown(pd.DataFrame([
+        ("1: no hints, 1-2 float4s (x copy_)", f"<= {PREDICTED_X}", f"{min(x[n] for n in group):.3f} to "
+         f"{max(x[n] for n in group):.3f}", ", ".join(against), "MISSED" if against else "HELD"),
+        ("Little: KiB in flight per SM", f"~{NEEDED_KIB}", at, "", "HELD" if inside(NEEDED_KIB) else "MISSED"),
+        ("Little, loads only (after the run)", f"~{kib:.0f}", at, "", "inside" if inside(kib) else "outside"),
+    ], columns=["prediction", "predicted", "measured", "cells against it", "verdict"]).set_index("prediction"))
+
+
+def block_size(record: dict) -> pd.DataFrame:
+    """Step 2's kernel in one-shot grids (one float4, no hints) at each block size beside the grid-stride loop with
+    the SM full, and the share of the loop's loss over step 2's cell that block size alone reproduces."""
+    x = {(c["threads"], c["grid_stride"]): c["x_copy"] for c in record["cells"] if not c["hints"] and c["vectors"] == 1
+         and c["blocks_per_sm"] * c["threads"] in (0, MAX_THREADS_PER_SM)}
+    base = x[STEP2_THREADS, False]
+    return pd.DataFrame([
+        {"threads per block": t, "one-shot, 1 float4 (x copy_)": x[t, False],
+         "grid-stride, SM full (x copy_)": x.get((t, True)),
+         "share of the loop's loss": 100 * (x[t, False] - base) / (x[t, True] - base)
+         if t > STEP2_THREADS and x.get((t, True), 0) > base else None} for t in THREADS]).set_index("threads per block")
