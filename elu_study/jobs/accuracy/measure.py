@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-import time
 from typing import Callable
 
 import numpy as np
@@ -15,10 +13,9 @@ from tqdm import tqdm  # text bars: tqdm.auto warns on stderr in a notebook with
 from elu_study.core.build import compile_variant
 from elu_study.core.harness import quiet
 from elu_study.jobs.accuracy.accumulate import Accumulator, Chunk
-from elu_study.jobs.accuracy.definitions import (ALPHAS, BINADE, CHUNK_LOG2, CLASSES, FORMULAS, HIST_LABELS, METHOD,
-                                                 MIDPOINT_MARGIN_ULP64, SAME_AS, SPECIAL_INPUTS)
-from elu_study.jobs.accuracy.reference import (bits32, check_reference, correctly_rounded_elu, f32_str, from_bits,
-                                               hex_bits, patterns, reference, reference_sample)
+from elu_study.jobs.accuracy.definitions import ALPHAS, BINADE, CHUNK_LOG2, FORMULAS, MIDPOINT_MARGIN_ULP64, SAME_AS
+from elu_study.jobs.accuracy.reference import (bits32, check_reference, correctly_rounded_elu, patterns, reference,
+                                               reference_sample)
 
 
 def build_evaluators(formulas, same_as) -> dict[str, Callable]:
@@ -46,12 +43,11 @@ def chunk_ranges(ranges, chunk_log2: int) -> list[tuple[int, int]]:
 def measure(alphas=ALPHAS, formulas=FORMULAS, same_as=SAME_AS, *, ranges=((-(2**31), 2**31),),
             chunk_log2: int = CHUNK_LOG2, device="cuda", evaluators: dict[str, Callable] | None = None,
             progress: bool = True) -> dict:
-    """The record's body (no provenance): method, formulas, one run per alpha, special inputs. ranges: [lo, hi) int32
+    """The record's body (no provenance): method, formulas, one run per alpha. ranges: [lo, hi) int32
     bit-pattern ranges in whole binades (default: all 2^32); evaluators: {name: (x, alpha) -> y} instead of kernels."""
     starts = chunk_ranges(ranges, chunk_log2)
     chunk = max(hi - lo for lo, hi in starts)
     same_as = {k: v for k, v in same_as.items() if v in {f.name for f in formulas}}
-    on_gpu = str(device).startswith("cuda")
     with quiet():
         fns = evaluators if evaluators is not None else build_evaluators(formulas, same_as)
         warm = torch.zeros(chunk, dtype=torch.float32, device=device)  # torch.compile compiles on its first call
@@ -59,33 +55,18 @@ def measure(alphas=ALPHAS, formulas=FORMULAS, same_as=SAME_AS, *, ranges=((-(2**
             for name in [*(f.name for f in formulas), *same_as]:
                 fns[name](warm, alpha)
         del warm
-        if on_gpu:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
         bar = tqdm(total=len(alphas) * len(starts), desc="every float32 input", unit="chunk", disable=not progress)
-        runs = {alpha_key(alpha): run_alpha(alpha, starts, formulas, same_as, fns, device, bar) for alpha in alphas}
+        runs = {repr(float(alpha)): run_alpha(alpha, starts, formulas, same_as, fns, device, bar) for alpha in alphas}
         bar.close()
-        seconds = time.perf_counter() - t0
-        specials = special_outputs(fns, formulas, alphas, device)
-    peak = torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None
     n_inputs = sum(hi - lo for lo, hi in starts)
-    return {
-        "method": {**METHOD, "pattern_ranges": [list(r) for r in ranges], "n_inputs": n_inputs,
-                   "every_input": n_inputs == 2**32, "chunk": chunk, "alphas": list(alphas),
-                   "margin_ulp64": MIDPOINT_MARGIN_ULP64, "histogram_labels": list(HIST_LABELS),
-                   "classes": list(CLASSES), "seconds": round(seconds, 1),
-                   "peak_gpu_memory_gib": None if peak is None else round(peak, 1)},
-        "formulas": [dataclasses.asdict(f) for f in formulas],
-        "runs": runs,
-        "specials": specials,
-    }
+    return {"method": {"n_inputs": n_inputs, "every_input": n_inputs == 2**32, "alphas": list(alphas)},
+            "formulas": [dataclasses.asdict(f) for f in formulas], "runs": runs}
 
 
 def run_alpha(alpha: float, starts, formulas, same_as: dict, fns: dict[str, Callable], device, bar) -> dict:
     """Every chunk through every formula at one alpha: the run's reference summary, same_as and formulas."""
     ref_stats = {"near_midpoint": 0, "exact_ties_tiny_x": 0, "ties_corrected": 0, "resolved": 0,
-                 "corrected": 0, "unresolved": 0, "max_err_ulp64_resolved": 0.0, "tie_sample": []}
+                 "corrected": 0, "unresolved": 0, "tie_sample": []}
     acc = {f.name: Accumulator(f, device) for f in formulas}
     differ = {name: torch.zeros((), dtype=torch.int64, device=device) for name in same_as}
     for start, stop in starts:
@@ -107,11 +88,6 @@ def run_alpha(alpha: float, starts, formulas, same_as: dict, fns: dict[str, Call
     }
 
 
-def alpha_key(alpha: float) -> str:
-    """A run's key in the record: repr of alpha as a float ("1.0", "1.5")."""
-    return repr(float(alpha))
-
-
 def reference_summary(s: dict, alpha: float, device) -> dict:
     """The reference's counts, its tie rule checked on a sample of ties, and float64 checked on a random sample."""
     ties = s.pop("tie_sample")
@@ -124,18 +100,3 @@ def reference_summary(s: dict, alpha: float, device) -> dict:
     return {"margin_ulp64": MIDPOINT_MARGIN_ULP64, **s, "tie_check": {"n": len(ties), "disagree": disagree},
             "sample_check": check_reference(reference_sample(device=device), alpha)}
 
-
-def special_outputs(fns, formulas, alphas, device) -> dict:
-    """Each of SPECIAL_INPUTS through each formula at each alpha, as bits, beside the correctly rounded ELU."""
-    bits = [b for _, b in SPECIAL_INPUTS]
-    x = from_bits(bits, device)
-    out = {"inputs": [{"label": label, "x_bits": hex_bits(b), "x": f32_str(from_bits([b]).item())}
-                      for label, b in SPECIAL_INPUTS], "outputs": {}}
-    for alpha in alphas:
-        correct = [None if math.isnan(v) else hex_bits(int(correctly_rounded_elu(v, alpha).view(np.uint32)))
-                   for v in x.cpu().tolist()]
-        out["outputs"][alpha_key(alpha)] = {
-            "reference (correctly rounded)": correct,
-            "float64 reference": [repr(v) for v in reference(x, alpha).ref64.cpu().tolist()],
-            **{f.name: [hex_bits(b) for b in bits32(fns[f.name](x, alpha)).cpu().tolist()] for f in formulas}}
-    return out
