@@ -506,9 +506,7 @@ class InputClass(Struct):
     n: Elements
     correctly_rounded: int
     identical_to_felu: int
-    nan_out: int
     plus_zero_out: int
-    equal_input: int
 
 
 class Binades(Struct):  # one entry per negative binade

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from elu_study.core.text import Text, fmt, fmt_n, table
-from elu_study.jobs.accuracy.definitions import CLASSES, DENORMAL_OUTPUT
+from elu_study.jobs.accuracy.definitions import CLASSES
 
 # Notebook 07's one prediction, written before the run: the cancellation, not the exponential, sets the error. Over
 # x < 0 at alpha = 1, expf(x) - 1 reaches about 2^23 ulp where expf(x) rounds to 1; expm1f stays within CUDA's 1 ulp.
@@ -38,10 +38,10 @@ def frame(rows: dict, index: str | None = None) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis(index)
 
 
-def both(record: dict, table, collapse: bool = True) -> pd.DataFrame:
-    """A per-alpha table with every alpha in each cell ("alpha 1 / alpha 1.5"; once where they agree if collapse)."""
+def both(record: dict, table) -> pd.DataFrame:
+    """A per-alpha table with every alpha in each cell ("alpha 1 / alpha 1.5"; once where they agree)."""
     dfs = [table(record, a).astype(str) for a in record["runs"]]
-    cells = [" / ".join(dict.fromkeys(c) if collapse else c) for c in zip(*(df.to_numpy().ravel() for df in dfs))]
+    cells = [" / ".join(dict.fromkeys(c)) for c in zip(*(df.to_numpy().ravel() for df in dfs))]
     return pd.DataFrame(np.reshape(cells, dfs[0].shape), index=dfs[0].index, columns=dfs[0].columns)
 
 
@@ -85,10 +85,8 @@ def summary(record: dict, alpha: str) -> pd.DataFrame:
     return frame(rows, "formula")
 
 
-def short_class(c: dict, label: str) -> str:
-    """A class of inputs in a few words: the share correctly rounded, and the share that comes out +0.0."""
-    if label == "NaN":
-        return f"NaN {pct(c['nan_out'], c['n'])}; F.elu's bits {pct(c['identical_to_felu'], c['n'])}"
+def short_class(c: dict) -> str:
+    """A class of inputs in a few words: the share correctly rounded (NaN for NaN), and the share that comes out +0.0."""
     zero = c["plus_zero_out"] and c["correctly_rounded"] < c["n"]
     return pct(c["correctly_rounded"], c["n"]) + (f"; +0.0 for {pct(c['plus_zero_out'], c['n'])}" if zero else "")
 
@@ -97,9 +95,8 @@ def classes(record: dict, alpha: str) -> pd.DataFrame:
     """Per class of inputs (and their count), each formula's short_class."""
     runs = record["runs"][alpha]["formulas"]
     first = next(iter(runs.values()))["classes"]
-    return frame({f"{label} ({first[label]['n']:,})": {name: short_class(s["classes"][label], label)
-                                                       for name, s in runs.items()}
-                  for label in (*CLASSES, DENORMAL_OUTPUT) if first.get(label, {}).get("n")}, "class (inputs)")
+    return frame({f"{label} ({first[label]['n']:,})": {name: short_class(s["classes"][label]) for name, s in runs.items()}
+                  for label in CLASSES if label in first}, "class (inputs)")
 
 
 def reference(record: dict) -> pd.DataFrame:

@@ -1,10 +1,7 @@
-"""Bit patterns, ulps, documented bounds carried through ELU and the correctly rounded reference.
-
-ulp(v): the float32 spacing in the binade of the float64 reference v, 2^(max(floor(log2|v|), -126) - 23). The error of
-an output y is |y - v| / ulp(v), against v itself (not its float32 rounding): a correctly rounded y is within 1/2.
-The reference is F.elu in float64 (CUDA's double expm1: 1 float64 ulp) rounded to float32; where that value lies
-within MIDPOINT_MARGIN_ULP64 float64 ulps of a float32 midpoint its rounding could differ from the exact value's
-(double rounding), so those inputs are resolved exactly (``reference``, ``resolve``)."""
+"""Bit patterns, ulps, documented bounds carried through ELU and the correctly rounded reference: F.elu in float64
+(CUDA's double expm1: 1 float64 ulp) rounded to float32, where that rounding could differ from the exact value's
+(near a float32 midpoint) resolved exactly. An output's error is in float32 ulps of the float64 value v (not of its
+float32 rounding): a correctly rounded output is within 1/2."""
 
 from __future__ import annotations
 
@@ -160,14 +157,6 @@ class Reference:
     todo: torch.Tensor  # bool: near a midpoint, not such a tie: to be resolved exactly
 
 
-def _alpha_times_float32_exact(alpha: float) -> bool:
-    """alpha * x is exact in float64 for every float32 x: alpha has at most 29 significant bits."""
-    if not math.isfinite(alpha) or alpha == 0:
-        return False
-    m, _ = math.frexp(alpha)
-    return float(m * 2**29).is_integer()
-
-
 def reference(x: torch.Tensor, alpha: float, margin: float = MIDPOINT_MARGIN_ULP64) -> Reference:
     """F.elu in float64 rounded to float32; `near`: within `margin` float64 ulps of a float32 midpoint. Ties alpha * x
     at tiny |x| go toward zero, as exp(x) - 1 > x (`tie`); the rest (`todo`) is for `resolve`."""
@@ -178,10 +167,8 @@ def reference(x: torch.Tensor, alpha: float, margin: float = MIDPOINT_MARGIN_ULP
     other = torch.nextafter(r32, toward)  # the float32 on ref64's other side
     mid = (r32d + other.double()) * 0.5  # exact in float64
     near = (ref64 != r32d) & torch.isfinite(ref64) & ((ref64 - mid).abs() <= margin * ulp64(ref64))
-    if _alpha_times_float32_exact(alpha):
-        tie = near & (x.double() * alpha == mid) & (x < 0)
-    else:
-        tie = torch.zeros_like(near)
+    # A tie is alpha * x itself, where that product is exact in float64: alpha has at most 29 significant bits.
+    tie = near & (x.double() * alpha == mid) & (x < 0) & float(math.frexp(alpha)[0] * 2**29).is_integer()
     toward_zero = torch.where(r32.abs() <= other.abs(), r32, other)
     ref32 = torch.where(tie, toward_zero, r32)
     return Reference(ref64, ref32, near, tie, near & ~tie)
@@ -210,6 +197,5 @@ def check_reference(x: torch.Tensor, alpha: float) -> dict:
 
 def reference_sample(n: int = 4096, seed: int = 0, device="cpu") -> torch.Tensor:
     """Negative finite float32 inputs spread over every binade (random bit patterns)."""
-    g = torch.Generator().manual_seed(seed)
-    b = torch.randint(0, 0x7F800000, (n,), generator=g, dtype=torch.int64) | (1 << 31)
-    return from_bits(b.tolist(), device)
+    b = torch.randint(0, 0x7F800000, (n,), generator=torch.Generator().manual_seed(seed)) - 2**31  # the sign bit set
+    return b.to(torch.int32).view(torch.float32).to(device)
