@@ -49,13 +49,11 @@ def both(record: dict, table) -> pd.DataFrame:
 def formulas(record: dict) -> pd.DataFrame:
     """Per formula: what it computes, its documented bound, and the builds that run it (inputs whose bits differ from
     it, per alpha)."""
-    copies: dict = {}
-    for run in record["runs"].values():
-        for build, d in run["same_as"].items():
-            copies.setdefault(d["as"], {}).setdefault(build, []).append(str(d["n_differ"]))
+    same = [run["same_as"] for run in record["runs"].values()]
     return frame({f["name"]: {"computes": f["what"], "documented bound": f["documented_bound"].replace("|", "\\|"),
                               "also run by: inputs differing": ", ".join(
-                                  f"`{b}`: {' / '.join(n)}" for b, n in copies.get(f["name"], {}).items())}
+                                  f"`{b}`: {' / '.join(str(s[b]['n_differ']) for s in same)}"
+                                  for b, d in same[0].items() if d["as"] == f["name"])}
                   for f in record["formulas"]}, "formula")
 
 

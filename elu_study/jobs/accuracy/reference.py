@@ -26,11 +26,6 @@ def patterns(lo: int, hi: int, device="cpu") -> torch.Tensor:
     return torch.arange(lo, hi, dtype=torch.int64, device=device).to(torch.int32).view(torch.float32)
 
 
-def from_bits(bits, device="cpu") -> torch.Tensor:
-    """float32 tensor from unsigned 32-bit patterns (Python ints)."""
-    return torch.from_numpy(np.array(bits, dtype=np.uint32).view(np.int32)).to(device).view(torch.float32)
-
-
 def bits32(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.int32)
 
