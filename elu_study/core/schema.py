@@ -386,23 +386,9 @@ class Sixteen(Rows, kw_only=True):
 
 # -- accuracy -------------------------------------------------------------------------------------------------------
 class AccuracyMethod(Struct):
-    inputs: str
-    ulp: str
-    ulp_error: str
-    reference: str
-    tolerance: str
-    bound_model: str
-    binade: str
-    pattern_ranges: list[list[int]]
     n_inputs: int
     every_input: bool
-    chunk: int
     alphas: list[float]
-    margin_ulp64: UlpCount
-    histogram_labels: list[str]
-    classes: list[str]
-    seconds: Sec
-    peak_gpu_memory_gib: GiB
 
 
 class Formula(Struct):
@@ -423,7 +409,6 @@ class TieCheck(Struct):
 class SampleCheck(Struct):
     n: Elements
     max_err_ulp64: Ulp
-    max_err_at: str
 
 
 class Reference(Struct):
@@ -434,7 +419,6 @@ class Reference(Struct):
     resolved: int
     corrected: int
     unresolved: int
-    max_err_ulp64_resolved: Ulp
     tie_check: TieCheck
     sample_check: SampleCheck
 
@@ -444,19 +428,8 @@ class SameAs(Struct):
     n_differ: int
 
 
-class At(Struct):  # an input, the output and the reference there
-    x: str
-    x_bits: str
-    y: str
-    y_bits: str
-    reference: str
-    reference_f32: str
-
-
 class Worst(Struct):
     ulp: Ulp
-    n_at_max: int
-    at: At
 
 
 class Signed(Struct, Generic[T]):  # by the input's sign
@@ -468,49 +441,31 @@ class Tolerance(Struct):
     n_checked: int
     n_fail: int
     max_ratio: float | None
-    max_ratio_at: At | None
 
 
 class Bound(Struct):
     exponential: str
     documented: str
     n_exceed: int
-    n_exceed_denormal_in_or_out: int
-    max_excess_ulp: Ulp | None
-    max_excess_at: At | None
 
 
 class InputClass(Struct):
     n: Elements
     correctly_rounded: int
     identical_to_felu: int
-    nan_out: int
     plus_zero_out: int
-    minus_zero_out: int
-    equal_input: int
-    max_ulp: Ulp | Unset = UNSET  # absent where the class holds no input
 
 
 class Binades(Struct):  # one entry per negative binade
     max_ulp: list[Ulp]
     predicted_max_ulp: list[Ulp]
-    max_tol_ratio: list[float]
-    n_exceed_bound: list[int]
-    n_not_correctly_rounded: list[int]
-    n_differ_from_felu: list[int]
-    n_fail_tol: list[int]
 
 
 class FormulaErrors(Struct):
     n: Elements
     max_ulp: Signed[Worst | None]
-    histogram: Signed[list[int]]
     correctly_rounded: int
     bit_identical_to_felu: int
-    differ_from_felu_only_in_nan_bits: int
-    nan_mismatch: int
-    zero_sign_mismatch: int
-    inf_error_on_finite_input: int
     tolerance: Tolerance
     bound: Bound
     classes: dict[str, InputClass]
@@ -523,22 +478,10 @@ class AccuracyRun(Struct):  # one alpha
     formulas: dict[str, FormulaErrors]
 
 
-class Special(Struct):
-    label: str
-    x_bits: str
-    x: str
-
-
-class Specials(Struct):
-    inputs: list[Special]
-    outputs: dict[str, dict[str, list[str | None]]]  # alpha -> formula -> one output per input
-
-
 class Accuracy(Record, kw_only=True):
     method: AccuracyMethod
     formulas: list[Formula]
     runs: dict[str, AccuracyRun]  # alpha
-    specials: Specials
 
 
 # -- sizes ----------------------------------------------------------------------------------------------------------

@@ -4,14 +4,13 @@ into ``results/<gpu>-accuracy.json``; notebook 07 shows it. All but ``main`` and
 from __future__ import annotations
 
 import argparse
-import sys
 
 import torch
 
-from elu_study.core import record, text
+from elu_study.core import record
 from elu_study.core.build import build_all
 from elu_study.core.hardware import provenance
-from elu_study.jobs.accuracy import measure
+from elu_study.jobs.accuracy import measure, notebook
 from elu_study.jobs.accuracy.definitions import CHUNK_LOG2, FORMULAS, SAME_AS
 
 JOB = "accuracy"
@@ -26,10 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=None, help="parallel kernel builds (None: half the cores)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print(text.render("accuracy/run.md.j2", rec=None, path=record.record_path(record.REFERENCE_GPU, JOB)),
-              file=sys.stderr)
-        return 2
+        parser.error("needs a CUDA GPU (notebooks/07_accuracy.ipynb shows the recorded run)")
     build_all(sorted({(f.variant, ()) for f in FORMULAS if f.variant} | {(v, ()) for v in SAME_AS}), workers=args.jobs)
     rec = {"provenance": provenance(), **measure.measure(chunk_log2=args.chunk_log2)}
-    print(text.render("accuracy/run.md.j2", rec=rec, path=record.save(rec, job=JOB)))
+    path = record.save(rec, job=JOB)
+    print(*(notebook.md(t) for t in (notebook.formulas(rec), notebook.both(rec, notebook.summary),
+                                     notebook.reference(rec))), path, sep="\n\n")
     return 0

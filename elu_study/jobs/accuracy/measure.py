@@ -1,24 +1,124 @@
-"""The sweep: bit-pattern ranges through every formula at every alpha (GPU; CPU stand-ins in the tests)."""
+"""The sweep: bit-pattern ranges through every formula at every alpha (GPU; CPU stand-ins in the tests), a chunk of
+inputs with its reference at a time (Chunk), summed per formula and alpha (Accumulator)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm  # text bars: tqdm.auto warns on stderr in a notebook without ipywidgets
 
 from elu_study.core.build import compile_variant
 from elu_study.core.harness import quiet
-from elu_study.jobs.accuracy.accumulate import Accumulator, Chunk
-from elu_study.jobs.accuracy.definitions import (ALPHAS, BINADE, CHUNK_LOG2, CLASSES, FORMULAS, HIST_LABELS, METHOD,
-                                                 MIDPOINT_MARGIN_ULP64, SAME_AS, SPECIAL_INPUTS)
-from elu_study.jobs.accuracy.reference import (bits32, check_reference, correctly_rounded_elu, f32_str, from_bits,
-                                               hex_bits, patterns, reference, reference_sample)
+from elu_study.jobs.accuracy.definitions import (ALPHAS, BINADE, CHUNK_LOG2, CLASSES, FLAGS, FORMULAS, MAX_DECIMAL,
+                                                 MIDPOINT_MARGIN_ULP64, N_GROUPS, SAME_AS, TOL, Formula)
+from elu_study.jobs.accuracy.reference import (bits32, bound_parts, check_reference, classify, correctly_rounded_elu,
+                                               patterns, predicted_ulp, reference, reference_sample, resolve, ulp_error)
+
+COMBOS = 1 << len(FLAGS)  # an input's outcome: one bit per flag
+
+
+class Chunk:
+    """One range of inputs with everything that does not depend on the formula."""
+
+    def __init__(self, lo: int, hi: int, alpha: float, device, ref_stats: dict):
+        self.lo, self.n, self.alpha = lo, hi - lo, alpha
+        self.rows = self.n // BINADE
+        group0 = (lo % 2**32) >> 23  # (sign << 8) | exponent field of the chunk's first binade
+        self.groups = slice(group0, group0 + self.rows)
+        self.x = patterns(lo, hi, device)
+        ref = reference(self.x, alpha)
+        ref_stats["near_midpoint"] += int(ref.near.sum())
+        n_tie = int(ref.tie.sum())
+        ref_stats["exact_ties_tiny_x"] += n_tie
+        ref_stats["ties_corrected"] += int((ref.tie & (bits32(ref.ref32) != bits32(ref.ref64.float()))).sum())
+        if n_tie:  # sample the ties (the first of each binade) for an exact check
+            first = ref.tie.view(self.rows, BINADE).to(torch.uint8).argmax(1)
+            rows = ref.tie.view(self.rows, BINADE).any(1).nonzero().flatten()
+            ref_stats["tie_sample"] += (self.x[rows * BINADE + first[rows]]).cpu().tolist()
+        if ref.todo.any():
+            r = resolve(self.x, ref, alpha, MAX_DECIMAL - ref_stats["resolved"])
+            for key in ("resolved", "corrected", "unresolved"):
+                ref_stats[key] += r[key]
+        self.ref64, self.ref32 = ref.ref64, ref.ref32
+        del ref
+        self.r32b = bits32(self.ref32)
+        self.ref_nan = torch.isnan(self.ref64)
+        self.felu = F.elu(self.x, alpha)
+        self.felub = bits32(self.felu)
+        self.parts = bound_parts(self.x, self.ref64)
+        self.finite, self.cls = self.parts["finite"], classify(self.x)
+
+
+class Accumulator:
+    """Everything recorded for one formula at one alpha, accumulated chunk by chunk (on the device)."""
+
+    COUNTS = ("n_exceed_bound", "tolerance_checked", "tolerance_failed")  # the rest: sums over the classes
+
+    def __init__(self, formula: Formula, device):
+        self.formula = formula
+        z = lambda *s, dt=torch.int64: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
+        self.counts = z(len(self.COUNTS))
+        self.classes = z(len(CLASSES) * COMBOS)
+        self.binade = {k: z(N_GROUPS, dt=torch.float64) for k in ("max_ulp", "predicted_max_ulp")}
+        self.max_ulp, self.max_ratio = {"negative": None, "positive": None}, None
+
+    def update(self, y: torch.Tensor, c: Chunk):
+        """Add one chunk's outputs of this formula: counts, per-binade figures and maxima."""
+        # Each output against the reference, the documented bound carried through ELU, and F.elu.
+        y = y.contiguous()
+        yb, err, y_nan, g = bits32(y), ulp_error(y, c.ref64), torch.isnan(y), c.groups
+        inf_err = torch.isinf(err) & c.finite
+        err.masked_fill_(torch.isinf(err), 0.0)  # maxima are over finite errors; infinite ones exceed the bound
+        pred = predicted_ulp(c.x, c.ref64, c.alpha, self.formula, c.parts)
+        self.binade["predicted_max_ulp"][g] = torch.maximum(self.binade["predicted_max_ulp"][g],
+                                                            pred.view(c.rows, -1).amax(1))
+        exceed = ((err > pred * (1 + 1e-12) + 1e-9) & c.finite) | inf_err
+        del pred
+        ratio = (y.double() - c.felu.double()).abs_().div_(c.felu.double().abs_().mul_(TOL).add_(TOL))
+        ratio = torch.where(c.finite, ratio.masked_fill_(torch.isnan(ratio), math.inf), 0.0)  # over the task's bar
+        fail = ~torch.isclose(y, c.felu, rtol=TOL, atol=TOL) & c.finite
+        cr, identical = (yb == c.r32b) | (y_nan & c.ref_nan), yb == c.felub
+
+        # The chunk's totals, and its inputs by class and by what came out (FLAGS, one bit each).
+        self.counts += torch.stack([exceed.sum(), c.finite.sum(), fail.sum()])
+        flags = cr.to(torch.int32) | identical.to(torch.int32) << 1 | (yb == 0).to(torch.int32) << 2
+        self.classes += torch.bincount(c.cls * COMBOS + flags, minlength=len(CLASSES) * COMBOS)
+        del flags  # not held through the maxima: the chunk's peak memory
+
+        # Per binade of the chunk the largest error; the running maxima (ulp error by sign, the task's bar), in one
+        # transfer.
+        self.binade["max_ulp"][g] = torch.maximum(self.binade["max_ulp"][g], err.view(c.rows, -1).amax(1))
+        worst, ratio_max = torch.stack([err.max(), ratio.max()]).tolist()
+        sign = "negative" if c.lo < 0 else "positive"
+        self.max_ulp[sign] = max(worst, self.max_ulp[sign] or 0.0)
+        if c.finite.any():
+            self.max_ratio = max(ratio_max, self.max_ratio or 0.0)
+
+    def to_dict(self) -> dict:
+        counts = dict(zip(self.COUNTS, self.counts.tolist()))
+
+        def flag_counts(row: list[int]) -> dict:
+            return {"n": sum(row), **{name: sum(v for combo, v in enumerate(row) if combo >> bit & 1)
+                                      for bit, name in enumerate(FLAGS)}}
+
+        every = flag_counts(self.classes.view(len(CLASSES), COMBOS).sum(0).tolist())
+        class_stats = {label: d for label, row in zip(CLASSES, self.classes.view(len(CLASSES), COMBOS).tolist())
+                       if (d := flag_counts(row))["n"]}
+        return {
+            "n": every["n"],
+            "max_ulp": {sign: None if v is None else {"ulp": v} for sign, v in self.max_ulp.items()},
+            "correctly_rounded": every["correctly_rounded"], "bit_identical_to_felu": every["identical_to_felu"],
+            "tolerance": {"n_checked": counts["tolerance_checked"], "n_fail": counts["tolerance_failed"],
+                          "max_ratio": self.max_ratio},
+            "bound": {"exponential": self.formula.exponential, "documented": self.formula.documented_bound,
+                      "n_exceed": counts["n_exceed_bound"]},
+            "classes": class_stats,
+            "binades_negative": {k: [float(f"{v:.5g}") for v in t[256:].tolist()] for k, t in self.binade.items()},
+        }
 
 
 def build_evaluators(formulas, same_as) -> dict[str, Callable]:
@@ -44,14 +144,12 @@ def chunk_ranges(ranges, chunk_log2: int) -> list[tuple[int, int]]:
 
 
 def measure(alphas=ALPHAS, formulas=FORMULAS, same_as=SAME_AS, *, ranges=((-(2**31), 2**31),),
-            chunk_log2: int = CHUNK_LOG2, device="cuda", evaluators: dict[str, Callable] | None = None,
-            progress: bool = True) -> dict:
-    """The record's body (no provenance): method, formulas, one run per alpha, special inputs. ranges: [lo, hi) int32
+            chunk_log2: int = CHUNK_LOG2, device="cuda", evaluators: dict[str, Callable] | None = None) -> dict:
+    """The record's body (no provenance): method, formulas, one run per alpha. ranges: [lo, hi) int32
     bit-pattern ranges in whole binades (default: all 2^32); evaluators: {name: (x, alpha) -> y} instead of kernels."""
     starts = chunk_ranges(ranges, chunk_log2)
     chunk = max(hi - lo for lo, hi in starts)
     same_as = {k: v for k, v in same_as.items() if v in {f.name for f in formulas}}
-    on_gpu = str(device).startswith("cuda")
     with quiet():
         fns = evaluators if evaluators is not None else build_evaluators(formulas, same_as)
         warm = torch.zeros(chunk, dtype=torch.float32, device=device)  # torch.compile compiles on its first call
@@ -59,33 +157,16 @@ def measure(alphas=ALPHAS, formulas=FORMULAS, same_as=SAME_AS, *, ranges=((-(2**
             for name in [*(f.name for f in formulas), *same_as]:
                 fns[name](warm, alpha)
         del warm
-        if on_gpu:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        bar = tqdm(total=len(alphas) * len(starts), desc="every float32 input", unit="chunk", disable=not progress)
-        runs = {alpha_key(alpha): run_alpha(alpha, starts, formulas, same_as, fns, device, bar) for alpha in alphas}
-        bar.close()
-        seconds = time.perf_counter() - t0
-        specials = special_outputs(fns, formulas, alphas, device)
-    peak = torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None
+        runs = {repr(float(alpha)): run_alpha(alpha, starts, formulas, same_as, fns, device) for alpha in alphas}
     n_inputs = sum(hi - lo for lo, hi in starts)
-    return {
-        "method": {**METHOD, "pattern_ranges": [list(r) for r in ranges], "n_inputs": n_inputs,
-                   "every_input": n_inputs == 2**32, "chunk": chunk, "alphas": list(alphas),
-                   "margin_ulp64": MIDPOINT_MARGIN_ULP64, "histogram_labels": list(HIST_LABELS),
-                   "classes": list(CLASSES), "seconds": round(seconds, 1),
-                   "peak_gpu_memory_gib": None if peak is None else round(peak, 1)},
-        "formulas": [dataclasses.asdict(f) for f in formulas],
-        "runs": runs,
-        "specials": specials,
-    }
+    return {"method": {"n_inputs": n_inputs, "every_input": n_inputs == 2**32, "alphas": list(alphas)},
+            "formulas": [dataclasses.asdict(f) for f in formulas], "runs": runs}
 
 
-def run_alpha(alpha: float, starts, formulas, same_as: dict, fns: dict[str, Callable], device, bar) -> dict:
+def run_alpha(alpha: float, starts, formulas, same_as: dict, fns: dict[str, Callable], device) -> dict:
     """Every chunk through every formula at one alpha: the run's reference summary, same_as and formulas."""
     ref_stats = {"near_midpoint": 0, "exact_ties_tiny_x": 0, "ties_corrected": 0, "resolved": 0,
-                 "corrected": 0, "unresolved": 0, "max_err_ulp64_resolved": 0.0, "tie_sample": []}
+                 "corrected": 0, "unresolved": 0, "tie_sample": []}
     acc = {f.name: Accumulator(f, device) for f in formulas}
     differ = {name: torch.zeros((), dtype=torch.int64, device=device) for name in same_as}
     for start, stop in starts:
@@ -98,18 +179,11 @@ def run_alpha(alpha: float, starts, formulas, same_as: dict, fns: dict[str, Call
             acc[f.name].update(y, c)
             del y
         del c
-        bar.set_postfix(alpha=alpha)
-        bar.update()
     return {
         "reference": reference_summary(ref_stats, alpha, device),
         "same_as": {name: {"as": target, "n_differ": int(differ[name])} for name, target in same_as.items()},
         "formulas": {name: a.to_dict() for name, a in acc.items()},
     }
-
-
-def alpha_key(alpha: float) -> str:
-    """A run's key in the record: repr of alpha as a float ("1.0", "1.5")."""
-    return repr(float(alpha))
 
 
 def reference_summary(s: dict, alpha: float, device) -> dict:
@@ -124,18 +198,3 @@ def reference_summary(s: dict, alpha: float, device) -> dict:
     return {"margin_ulp64": MIDPOINT_MARGIN_ULP64, **s, "tie_check": {"n": len(ties), "disagree": disagree},
             "sample_check": check_reference(reference_sample(device=device), alpha)}
 
-
-def special_outputs(fns, formulas, alphas, device) -> dict:
-    """Each of SPECIAL_INPUTS through each formula at each alpha, as bits, beside the correctly rounded ELU."""
-    bits = [b for _, b in SPECIAL_INPUTS]
-    x = from_bits(bits, device)
-    out = {"inputs": [{"label": label, "x_bits": hex_bits(b), "x": f32_str(from_bits([b]).item())}
-                      for label, b in SPECIAL_INPUTS], "outputs": {}}
-    for alpha in alphas:
-        correct = [None if math.isnan(v) else hex_bits(int(correctly_rounded_elu(v, alpha).view(np.uint32)))
-                   for v in x.cpu().tolist()]
-        out["outputs"][alpha_key(alpha)] = {
-            "reference (correctly rounded)": correct,
-            "float64 reference": [repr(v) for v in reference(x, alpha).ref64.cpu().tolist()],
-            **{f.name: [hex_bits(b) for b in bits32(fns[f.name](x, alpha)).cpu().tolist()] for f in formulas}}
-    return out

@@ -1,104 +1,107 @@
-"""Notebook 07's cells: ``cell(name, record)`` fills templates/accuracy/<name>.md.j2 with the record's numbers."""
+"""Notebook 07's tables, from the accuracy record (results/<gpu>-accuracy.json); ``md`` shows one as markdown."""
 
 from __future__ import annotations
 
+import functools
 import math
 
-from elu_study.core.record import record_path, this_gpu
-from elu_study.core.text import Text, show
-from elu_study.jobs.accuracy import analysis as a
+import numpy as np
+import pandas as pd
+
+from elu_study.core.text import Text, fmt, fmt_n, table
+from elu_study.jobs.accuracy.definitions import CLASSES
+
+# Notebook 07's one prediction, written before the run: the cancellation, not the exponential, sets the error. Over
+# x < 0 at alpha = 1, expf(x) - 1 reaches about 2^23 ulp where expf(x) rounds to 1; expm1f stays within CUDA's 1 ulp.
+PREDICTED = {"1_naive": (2**22.5, 2**23.5), "5_streaming": (0.0, 1.0)}  # formula: (low, high) max ulp
+REFERENCE_ROWS = ("margin_ulp64", "near_midpoint", "exact_ties_tiny_x", "ties_corrected", "resolved", "corrected",
+                  "unresolved", "tie_check.n", "tie_check.disagree", "sample_check.n", "sample_check.max_err_ulp64")
 
 
-def _max(r: dict, alpha: str, name: str, label: str | None = None) -> float | None:
-    """A formula's largest ulp error over the inputs with the sign bit set (or over one class of inputs); None for a
-    formula the record lacks."""
-    s = r["runs"][alpha]["formulas"].get(name)
-    return None if s is None else s["classes"][label]["max_ulp"] if label else s["max_ulp"]["negative"]["ulp"]
+def md(df: pd.DataFrame) -> Text:
+    return Text(table(df))
 
 
-def _zeros(r: dict, name: str, *labels: str) -> float:
-    """The share of the inputs of these classes for which a formula returns +0.0 (alpha = 1)."""
-    c = r["runs"]["1.0"]["formulas"][name]["classes"]
-    return sum(c[k]["plus_zero_out"] for k in labels) / sum(c[k]["n"] for k in labels)
+def pct(part: int, whole: int) -> str:
+    """A share that never rounds to 100 % or 0 % unless it is exactly that."""
+    if whole == 0 or part in (0, whole):
+        return "-" if whole == 0 else f"{100 * part // whole} %"
+    share = 100 * part / whole
+    return next((f"{share:.{d}f} %" for d in range(1, 12) if 0 < float(f"{share:.{d}f}") < 100), f"{share:.12f} %")
 
 
-def _binades(r: dict, name: str, lowest: int, highest: int) -> float:
-    """The largest ulp error over the negative binades |x| in [2^lowest, 2^(highest + 1)), alpha = 1."""
-    return max(r["runs"]["1.0"]["formulas"][name]["binades_negative"]["max_ulp"][lowest + 127:highest + 128])
+def ulps(v: float | None) -> str:
+    return "-" if v is None else "0" if v == 0 else f"{v:.4g}" if v < 1024 else f"2^{math.log2(v):.1f}"
 
 
-def _share(v: float) -> str:
-    return a.pct(round(v * 1e9), 10**9)
+def frame(rows: dict, index: str | None = None) -> pd.DataFrame:
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis(index)
 
 
-def _identical(r: dict) -> float:
-    """5_streaming's least share of outputs bit-identical to F.elu (or differing only in a NaN's bits), over alphas."""
-    return min((s["bit_identical_to_felu"] + s["differ_from_felu_only_in_nan_bits"]) / s["n"]
-               for s in (run["formulas"]["5_streaming"] for run in r["runs"].values()))
+def both(record: dict, table) -> pd.DataFrame:
+    """A per-alpha table with every alpha in each cell ("alpha 1 / alpha 1.5"; once where they agree)."""
+    dfs = [table(record, a).astype(str) for a in record["runs"]]
+    cells = [" / ".join(dict.fromkeys(c)) for c in zip(*(df.to_numpy().ravel() for df in dfs))]
+    return pd.DataFrame(np.reshape(cells, dfs[0].shape), index=dfs[0].index, columns=dfs[0].columns)
 
 
-def _failing(r: dict) -> int:
-    return sum(s["tolerance"]["n_fail"] for run in r["runs"].values() for s in run["formulas"].values())
+# -- the tables -----------------------------------------------------------------------------------------------------
+def formulas(record: dict) -> pd.DataFrame:
+    """Per formula: what it computes, its documented bound, and the builds that run it (inputs whose bits differ from
+    it, per alpha)."""
+    same = [run["same_as"] for run in record["runs"].values()]
+    return frame({f["name"]: {"computes": f["what"], "documented bound": f["documented_bound"].replace("|", "\\|"),
+                              "also run by: inputs differing": ", ".join(
+                                  f"`{b}`: {' / '.join(str(s[b]['n_differ']) for s in same)}"
+                                  for b, d in same[0].items() if d["as"] == f["name"])}
+                  for f in record["formulas"]}, "formula")
 
 
-# Notebook 07's one prediction (written before the run; step 6's rows are issue 24's), claim by claim, grouped as
-# the notebook words it: (group, claim, what grades it, how that is shown, the range its words are read as: shown,
-# low, high, inclusive).
-EXPM1, POLY, MINUS1 = "`expm1f`: step 5, F.elu, torch.compile", "step 6's formula", "`exp(x) - 1`: steps 1-4"
-N = "{:,}".format
-CLAIMS = (
-    (EXPM1, "5_streaming max ulp, alpha = 1", lambda r: _max(r, "1.0", "5_streaming"), a.ulps, "<= 1", 0.0, 1.0),
-    (EXPM1, "torch.compile max ulp, normal x, alpha = 1",
-     lambda r: _max(r, "1.0", "torch.compile(F.elu)", "-normal"), a.ulps, "<= 1", 0.0, 1.0),
-    (EXPM1, "5_streaming max ulp, alpha 1.5 minus 1",
-     lambda r: _max(r, "1.5", "5_streaming") - _max(r, "1.0", "5_streaming"), a.ulps, "0.25 to 0.75", 0.25, 0.75),
-    (EXPM1, "5_streaming bit-identical to F.elu", _identical, _share, "all", 1.0, 1.0),
-    (EXPM1, "torch.compile: negative denormals to +0.0", lambda r: _zeros(r, "torch.compile(F.elu)", "-denormal"),
-     _share, "some or all", 1e-9, 1.0),
-    (POLY, "max ulp, alpha = 1", lambda r: _max(r, "1.0", "6_beyond_copy"), a.ulps, "<= 2", 0.0, 2.0),
-    (POLY, "max ulp, alpha = 1.5", lambda r: _max(r, "1.5", "6_beyond_copy"), a.ulps, "<= 2.5", 0.0, 2.5),
-    (MINUS1, "1_naive max ulp, x <= -1/2", lambda r: _binades(r, "1_naive", -1, 127), a.ulps, "1 to 3", 1.0, 3.0),
-    (MINUS1, "1_naive max ulp", lambda r: _max(r, "1.0", "1_naive"), lambda v: f"2^{math.log2(v):.1f}",
-     "2^22.5 to 2^23.5", 2**22.5, 2**23.5),
-    (MINUS1, "1_naive: negative denormals and -0.0 to +0.0", lambda r: _zeros(r, "1_naive", "-denormal", "-0.0"),
-     _share, "all", 1.0, 1.0),
-    (MINUS1, "4_fast_math max ulp, x in (-2, -1/2]", lambda r: _binades(r, "4_fast_math", -1, 0), a.ulps,
-     "10 to 99", 10.0, 99.0),
-    (MINUS1, "4_fast_math: positive denormals to +0.0", lambda r: _zeros(r, "4_fast_math", "+denormal"), _share,
-     "all", 1.0, 1.0),
-    ("the task's bar", "finite inputs failing atol = rtol = 1e-4", _failing, N, "none", 0, 0),
-    ("the reference", "float64-then-round wrong, alpha = 1.5", lambda r: r["runs"]["1.5"]["reference"]["ties_corrected"],
-     N, "10^7.5 to 10^8.5", 10**7.5, 10**8.5),
-    ("the reference", "exact ties at tiny x, alpha = 1", lambda r: r["runs"]["1.0"]["reference"]["exact_ties_tiny_x"],
-     N, "none", 0, 0),
-)
+def prediction(record: dict) -> pd.DataFrame:
+    """PREDICTED against the record: each formula's worst ulp error over x < 0 at alpha = 1, held or missed."""
+    rows = {}
+    for name, (low, high) in PREDICTED.items():
+        v = record["runs"]["1.0"]["formulas"][name]["max_ulp"]["negative"]["ulp"]
+        rows[name] = {"predicted max ulp": f"{ulps(low)} to {ulps(high)}", "measured": ulps(v),
+                      "grade": "held" if low <= v <= high else "missed"}
+    return frame(rows, "formula")
 
 
-def graded(r: dict) -> dict[str, list[dict]]:
-    """Each group's claims, graded against the record: {group: [{what, shown, range, held}]}."""
-    groups: dict[str, list[dict]] = {}
-    for group, what, fn, shown, words, lo, hi in CLAIMS:
-        v = fn(r)
-        groups.setdefault(group, []).append({"what": what, "range": words, "held": v is not None and lo <= v <= hi,
-                                             "shown": "not measured" if v is None else shown(v)})
-    return groups
+def summary(record: dict, alpha: str) -> pd.DataFrame:
+    """Per formula: inputs run, worst ulp error (x < 0), shares correctly rounded and bit-identical, the task's bar,
+    and the documented bound carried through ELU: inputs above it, and the worst binade's error over it."""
+    rows = {}
+    for name, s in record["runs"][alpha]["formulas"].items():
+        neg, tol, bn = s["max_ulp"]["negative"] or {}, s["tolerance"], s["binades_negative"]
+        ratio = max((m / p for m, p in zip(bn["max_ulp"][:255], bn["predicted_max_ulp"][:255]) if p > 0), default=None)
+        rows[name] = {"inputs": fmt_n(s["n"]), "max ulp, x < 0": ulps(neg.get("ulp")),
+                      "correctly rounded": pct(s["correctly_rounded"], s["n"]),
+                      "bit-identical to F.elu": pct(s["bit_identical_to_felu"], s["n"]),
+                      "task's bar: worst / allowed": "FAIL" if tol["n_fail"] else fmt(tol["max_ratio"], ".1e", "-"),
+                      "inputs above carried bound": s["bound"]["n_exceed"],
+                      "worst binade / carried bound": fmt(ratio, ".3g", "-")}
+    return frame(rows, "formula")
 
 
-
-# Each cell's numbers: {name: record -> the template's arguments}.
-CELLS = {
-    "intro": lambda r, measured_here: {
-        "r": r, "measured_here": measured_here, "here": this_gpu(),
-        "file": record_path(r["provenance"]["gpu"], "accuracy").name,
-        "same": a.same_as(r)},
-    "predictions": lambda r: {"groups": graded(r)},
-    "overview": lambda r: {"df": a.both(r, a.summary_table)},
-    "classes": lambda r, alpha="1.0": dict(zip(("df", "alike"), a.classes_where_they_differ(r, alpha)), alpha=alpha),
-    "bounds": lambda r: {"df": a.both(r, a.bounds_table, collapse=False)},
-    "reference": lambda r: {"refs": {alpha: run["reference"] for alpha, run in r["runs"].items()}},
-}
+def short_class(c: dict) -> str:
+    """A class of inputs in a few words: the share correctly rounded (NaN for NaN), and the share that comes out +0.0."""
+    zero = c["plus_zero_out"] and c["correctly_rounded"] < c["n"]
+    return pct(c["correctly_rounded"], c["n"]) + (f"; +0.0 for {pct(c['plus_zero_out'], c['n'])}" if zero else "")
 
 
-def cell(name: str, record: dict, **options) -> Text:
-    """Notebook 07's cell ``name`` (a key of CELLS) from the record, as text that displays as markdown."""
-    return show(f"accuracy/{name}.md.j2", **CELLS[name](record, **options))
+def classes(record: dict, alpha: str) -> pd.DataFrame:
+    """Per class of inputs (and their count), each formula's short_class."""
+    runs = record["runs"][alpha]["formulas"]
+    first = next(iter(runs.values()))["classes"]
+    return frame({f"{label} ({first[label]['n']:,})": {name: short_class(s["classes"][label]) for name, s in runs.items()}
+                  for label in CLASSES if label in first}, "class (inputs)")
+
+
+def reference(record: dict) -> pd.DataFrame:
+    """Per alpha, the reference's REFERENCE_ROWS (measure.reference_summary's keys)."""
+    def value(ref: dict, key: str) -> str:
+        v = functools.reduce(dict.__getitem__, key.split("."), ref)
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    return pd.DataFrame({f"alpha = {a}": {k: value(run["reference"], k) for k in REFERENCE_ROWS}
+                         for a, run in record["runs"].items()})
