@@ -27,7 +27,8 @@ from hypothesis import strategies as st  # noqa: E402
 from elu_study.core.build import build_all, compile_variant  # noqa: E402
 from elu_study.core.entries import build_id, computes_elu, exact_at_16_bits, fuzz_builds  # noqa: E402
 from elu_study.core.ops import OPS, accepted_dtypes  # noqa: E402
-from elu_study.testing import fuzz, strategies  # noqa: E402
+import fuzzing as fuzz  # noqa: E402 - the fuzz harness beside the tests (it needs hypothesis, the test extra)
+import strategies  # noqa: E402
 from elu_study.testing.suite import settings_from_config  # noqa: E402
 
 

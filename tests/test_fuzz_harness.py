@@ -21,7 +21,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 from elu_study.core.build import build_spec, compile_variant, known_variants  # noqa: E402
 from elu_study.core.ops import OPS, accepted_dtypes, registered_ops  # noqa: E402
-from elu_study.testing import fuzz, strategies  # noqa: E402
+import fuzzing as fuzz  # noqa: E402 - the fuzz harness beside the tests (it needs hypothesis, the test extra)
+import strategies  # noqa: E402
 
 ELU, BACKWARD = OPS["elu"], OPS["elu_backward"]
 CPU, META = torch.device("cpu"), torch.device("meta")

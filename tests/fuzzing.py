@@ -1,7 +1,8 @@
 """What every call of a build's ops must keep (``strategies`` draws the calls), for every op in ``core.ops.OPS``:
 each result is PyTorch's within ``check.ATOL``/``RTOL`` (16-bit: bit for bit) and none is left poisoned; the poisoned
 guard bands around an output, and each input with its guard bands, keep their bits; a bad call raises the binding's
-documented error and the next call still works. tests/test_fuzz_harness.py tests all this on the CPU."""
+documented error and the next call still works. test_fuzz_harness.py tests all this on the CPU; test_fuzz.py runs it on
+the GPU. Test-only, beside the tests: it needs ``hypothesis`` (the test extra), which the package does not."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 
 from elu_study.core.check import ATOL, RTOL
 from elu_study.core.ops import OPS, OpSpec
-from elu_study.testing.strategies import BadCall, Case, Layout, Values, extent, storage_index
+from strategies import BadCall, Case, Layout, Values, extent, storage_index
 
 POISON = 0x7FA5A5A5  # the int32 bits of a signalling NaN that no kernel computes from these inputs
 POISON16 = 0x7FA5  # its 16-bit half: a NaN in float16 and bfloat16 alike, never a result (results' NaNs are 0x7FFF)

@@ -1,6 +1,6 @@
 """What the fuzz tests draw (hypothesis strategies): valid calls of a build's ops, and calls that may break any
 documented rule of the binding (dtype, device, shape or layout of an input or of ``out``, ``alpha``, overlap).
-What every call must keep is ``elu_study.testing.fuzz``. Needs ``hypothesis`` (the test extra)."""
+What every call must keep is ``fuzzing`` beside it. Test-only: it needs ``hypothesis`` (the test extra)."""
 
 from __future__ import annotations
 
