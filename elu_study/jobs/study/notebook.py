@@ -168,8 +168,8 @@ class Study:
         return text.Text(markdown)
 
     def figure(self, name: str):
-        """A figure of the record, as the README shows it (``report.figure_names``)."""
-        return shown(report.figures(self.record, self.counters, only=name)[name])
+        """One of notebook 06's figures of the record (``report.figure``)."""
+        return shown(report.figure(self.record, self.counters, name))
 
     def xcopy(self, *names: str, title: str | None = None):
         """These entries' time over copy_'s, median and p10-p90: a step notebook's one figure."""
