@@ -1,6 +1,6 @@
 """The step notebooks' helpers, without a GPU: each launch as the kernels run it (checked against the grids
 Nsight Compute recorded), what the threads touch, the diagrams drawn from it, the kernel excerpts and diffs,
-the graded predictions, and step 6's record-built prose."""
+the graded predictions, and step 6's verdict tables."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from elu_study.core import record
 from elu_study.jobs.beyond import analysis as beyond
 from elu_study.jobs.sixteen import analysis as sixteen
-from elu_study.jobs.study import diagrams, notebook, predictions, step6
+from elu_study.jobs.study import diagrams, notebook, predictions
 from elu_study.core.ncu import issue_ms
 from elu_study.jobs.study.launches import (Launch, block_pass_map, kernel_knobs, launch,
                                            lines_per_instruction, persistent_runs, schedule, thread_accesses,
@@ -143,18 +143,17 @@ def test_each_diagram_draws_from_the_launch(main_record, beyond_record):
     fig = diagrams.access_figure([naive, float4])
     assert len(fig.axes) == 2 and "4 lines of 128 B" in fig.axes[1].get_title()
     seed = at_size("3_grid_stride", main_record)
-    fig = diagrams.grid_stride_figure(seed, [at_size("3_grid_stride_2_waves", main_record)])
+    fig = diagrams.grid_stride_figure(seed)
     ncu = next(r for r in record.load(job="ncu")["rows"] if r["name"] == "3_grid_stride")  # the grid ncu saw
     passes = main_record["problem"]["numel"] / 4 / (ncu["grid_size"] * ncu["block_size"])
-    assert len(fig.axes) == 2 and f"every block walks all {passes:.1f} passes" in fig.axes[0].get_title()
+    assert f"{ncu['waves_per_sm']:.2f} waves; every block walks all {passes:.1f} passes" in fig.axes[0].get_title()
     names = ("6_base", "6_reversed", "6_two_streams", "6_persistent_16", "6_persistent_4")
     fig = diagrams.tile_order_figure([at_size(n, beyond_record) for n in names])
     assert [ax.get_title().split(":")[0] for ax in fig.axes] == list(names)
     fig = diagrams.issue_figure([("a", 1.0, 3.0), ("b", 2.0, 3.0)])
     assert "(33 %)" in [t.get_text().split(" ms ")[-1] for t in fig.axes[0].texts][0]
-    steps = ("1_naive", "2_float4")
-    fig = diagrams.in_flight_figure([naive, float4], {n: (1.0, 0.99, 1.01) for n in steps})
-    assert len(fig.axes) == 2
+    fig = diagrams.in_flight_figure([naive, float4])  # 4 B and 16 B per thread, the SM full of threads
+    assert [t.get_text().split(" x ")[1].split(";")[0] for t in fig.axes[0].texts] == ["4 B", "16 B"]
 
 
 # -- kernels: excerpts and diffs ----------------------------------------------------------------------
@@ -203,7 +202,7 @@ def test_a_diff_leaves_comments_out_and_keeps_build_directives(study):
 
 
 def test_grading_one_prediction_and_the_appendix(study, main_record, beyond_record):
-    x = study.x("2_float4")
+    x = record.row(study.record, "2_float4")["x_copy"]
     records = {"study": main_record, "beyond": beyond_record}
     p = predictions.Prediction("02", "t", "2_float4", (x - 0.1, x + 0.1))
     df = predictions.frame(records, p, predictions.Prediction("02", "t", "2_float4", (x + 0.1, x + 0.2)),
@@ -248,23 +247,10 @@ def slower_study(study: Study, name: str, factor: float = 1.5) -> Study:
 
 def test_the_step_notebooks_grades_follow_the_record(study, capsys):
     study.grade(predictions.of(study.record, "02"))  # 2_float4 within 1.00-1.05x copy_
-    x = study.x("2_float4")
+    x = record.row(study.record, "2_float4")["x_copy"]
     assert capsys.readouterr().out.strip() == f"Prediction for `2_float4`: 1-1.05x copy_; measured {x:.3f}x: HELD"
     slower_study(study, "2_float4").grade(predictions.of(study.record, "02"))
     assert capsys.readouterr().out.strip().endswith(f"measured {1.5 * x:.3f}x: MISSED (slower)")
-
-
-def test_compare_prints_the_change_against_the_noise(study, capsys):
-    def line(s):
-        s.compare("1_naive", "2_float4")
-        return capsys.readouterr().out.strip()
-
-    a, b = (record.row(study.record, n)["timing"] for n in ("1_naive", "2_float4"))
-    noise = max(max(t["round_medians_ms"]) - min(t["round_medians_ms"]) for t in (a, b))
-    assert line(study) == (f"`2_float4` against `1_naive`: {100 * (b['median_ms'] / a['median_ms'] - 1):+.1f} % time, "
-                           f"faster (noise {100 * noise / a['median_ms']:.2f} %).")
-    moved = line(slower_study(study, "2_float4", 2.0))
-    assert f"{100 * (2 * b['median_ms'] / a['median_ms'] - 1):+.1f} % time, slower" in moved
 
 
 def test_a_step_notebooks_table_is_the_record(study, monkeypatch):
@@ -276,8 +262,8 @@ def test_a_step_notebooks_table_is_the_record(study, monkeypatch):
     roof = record.row(study.record, "copy_")["timing"]["median_ms"]
     for factor, out in zip((1, 1.5), shown):
         cells = next(line for line in out.splitlines() if line.startswith("| 1_naive"))
-        assert [c.strip() for c in cells.split("|")[2:4]] == [f"{factor * t['median_ms']:.3f}",
-                                                             f"{factor * t['median_ms'] / roof:.3f}"]
+        assert [c.strip() for c in cells.split("|")[2:5]] == [f"{factor * t['median_ms']:.3f}",
+                                                             f"{factor * t['median_ms'] / roof:.3f}", "yes"]
 
 
 def test_relative_predictions_follow_the_record_they_are_graded_against(main_record):
@@ -289,86 +275,28 @@ def test_relative_predictions_follow_the_record_they_are_graded_against(main_rec
     assert predictions.of(slow, "03").bounds == pytest.approx((1.5 * f, 1.5 * f * 1.05))
 
 
-# -- step 6's prose ---------------------------------------------------------------------------------
+# -- step 6's verdict --------------------------------------------------------------------------------
 
 
-def test_the_attempts_that_beat_step_6_come_from_the_record(beyond_record):
-    faster = [r["name"] for r in step6.faster_than_step6(beyond_record)]
-    x6 = record.row(beyond_record, "6_beyond_copy")["x_copy"]
-    attempts = [r for r in beyond_record["rows"] if r["kind"] == "attempt" and not r["mode"]
-                and r.get("base") in ("6_base", "6_load_evict_last")]
-    beat = [r["name"] for r in attempts if x6 - r["x_copy"] > record.noise(beyond_record, r["name"], "6_beyond_copy")]
-    assert sorted(faster) == sorted(beat)
-    text = step6.beat_defaults(beyond_record)
-    if faster:
-        assert faster[0] == min(attempts, key=lambda r: r["x_copy"])["name"]
-        assert all(f"`{n}`" in text for n in faster)
-    else:
-        assert text.startswith("No attempt beat")
-    assert step6.one_change(beyond_record, "6_reversed") == "-DELU6_ORDER=1"
+def test_step_6s_fresh_processes_table_is_the_records(beyond_record):
+    df = beyond.processes_frame(beyond_record)
+    assert list(df.index) == list(range(1, len(beyond_record["processes"]) + 1))
+    for k, p in enumerate(beyond_record["processes"], 1):
+        assert df.loc[k, "copy_ ms"] == p["copy_"]["median_ms"]
+        assert df.loc[k, "6_beyond_copy x copy_"] == p["6_beyond_copy"]["x_copy"]
+    verdict = beyond.verdict_frame(beyond_record).iloc[0]
+    z = record.noise(beyond_record, "6_beyond_copy", "copy_")
+    assert verdict["noise %"] == pytest.approx(100 * z)
+    slower = copy.deepcopy(beyond_record)  # step 6 within its noise of copy_: the must is not met
+    record.row(slower, "6_beyond_copy")["x_copy"] = 1 - z / 2
+    assert beyond.verdict_frame(slower).iloc[0][f"must {beyond.MUST:.2f}x"] == "not met"
 
 
-def test_a_slower_default_is_beaten_by_the_attempts(beyond_record):
-    moved = copy.deepcopy(beyond_record)
-    six = record.row(moved, "6_beyond_copy")
-    six["x_copy"] *= 1.5
-    text = step6.beat_defaults(moved)
-    faster = step6.faster_than_step6(moved)
-    assert len(faster) > 1 and text.startswith(f"{len(faster)} attempts beat step 6's defaults ({six['x_copy']:.3f}x)")
-    own = set(record.row(moved, step6.STEP6_AS_FLAGS)["flags"])  # step 6's defaults, as flags
-    for r in faster:
-        change = " ".join(f for f in r["flags"] if f not in own)
-        assert f"`{r['name']}` ({r['x_copy']:.3f}x, `{change}`)" in text
-    assert "each with the flags by which it differs from step 6:" in text
-    cancelling = [r["name"] for r in faster if "-DELU6_OP=Expf" in r["flags"]]
-    assert cancelling
-    if len(cancelling) == len(faster):
-        assert "All compute `expf(x) - 1`" in text
-    else:
-        assert all(f"`{n}`" in text.split("Of these, ")[1].split(" compute")[0] for n in cancelling)
-
-
-def test_the_attempts_that_cancel_are_named_unless_all_do(beyond_record):
-    moved = copy.deepcopy(beyond_record)
-    record.row(moved, "6_beyond_copy")["x_copy"] *= 1.5
-    faster = step6.faster_than_step6(moved)
-    for r in faster:  # every one computing expf - 1: one sentence for all
-        r_flags = record.row(moved, r["name"])["flags"]
-        if "-DELU6_OP=Expf" not in r_flags:
-            r_flags.append("-DELU6_OP=Expf")
-    assert "All compute `expf(x) - 1`" in step6.beat_defaults(moved)
-    keep = faster[0]["name"]  # one that does not: the others named
-    record.row(moved, keep)["flags"][:] = [f for f in record.row(moved, keep)["flags"] if f != "-DELU6_OP=Expf"]
-    text = step6.beat_defaults(moved)
-    named = text.split("Of these, ")[1].split(" compute")[0]
-    assert f"`{keep}`" not in named and all(f"`{r['name']}`" in named for r in faster[1:])
-
-
-def test_step_6s_verdict_and_counters_follow_the_record(beyond_record):
-    said = str(beyond.show("conclusion", beyond_record))
-    runs = [record.row(beyond_record, "6_beyond_copy")["x_copy"]] + [
-        p["6_beyond_copy"]["x_copy"] for p in beyond_record["processes"]]
-    k = sum(v <= beyond.AIM for v in runs)
-    assert f"reached in {k} of {len(runs)} runs" in said
-    moved = copy.deepcopy(beyond_record)
-    moved["processes"][0]["6_beyond_copy"]["x_copy"] = 1.01  # one process over the must, and over the aim
-    said = str(beyond.show("conclusion", moved))
-    assert "must **not met**" in said and f"reached in {k - (runs[1] <= beyond.AIM)} of {len(runs)} runs" in said
-    table = str(beyond.show("counters", beyond_record))
-    assert len([ln for ln in table.splitlines() if ln.startswith("| `")]) == 4  # 6_base and the three hardest
-    c = next(r for r in moved["counters"]["rows"] if r["name"] == "6_reversed")
-    c["dram_pct_of_peak"] = 99.0  # now the hardest-driven: first after 6_base
-    assert str(beyond.show("counters", moved)).split("| `")[2].startswith("6_reversed` | 99.0")
-
-
-def test_one_issue_bound_rule_in_08_and_12():
+def test_one_issue_bound_rule_in_12():
     from elu_study.core import hardware
 
     assert hardware.issue_bound(89.6) and not hardware.issue_bound(89.4) and hardware.issue_bound(None) is None
-    # both notebooks judge with core's one rule, not a copy (12 shows the rule beside its table)
-    assert beyond.issue_bound is hardware.issue_bound and beyond.ISSUE_BOUND_RULE is hardware.ISSUE_BOUND_RULE
-    assert sixteen.issue_bound is hardware.issue_bound
-
+    assert sixteen.issue_bound is hardware.issue_bound  # notebook 12 judges with core's one rule, not a copy
 
 
 # -- the notebooks ----------------------------------------------------------------------------------
@@ -405,6 +333,6 @@ def test_outputs_stay_short(stem):
 
 
 def test_a_range_narrower_than_the_shown_digits_keeps_its_two_ends_apart():
-    """Notebook 04's 'within step 2's noise' spans less than 0.001x copy_: its ends are shown to 4 decimals."""
+    """Notebook 04's 'within step 2's noise' spans less than 0.001x copy_: its ends stay apart."""
     assert [predictions.span(*b) for b in ((1.00262, 1.00308), (1.0, 1.05), (84, 88))] == [
         "1.0026-1.0031", "1-1.05", "84-88"]

@@ -1,7 +1,6 @@
 """``python -m elu_study`` on the command line: its opening line, its progress bar, its tables' width, its --jobs
 default and the SASS of every kernel file."""
 
-import math
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,22 +14,19 @@ from elu_study.jobs import study
 from elu_study.jobs.study.report import WIDTH, frame, printed_tables
 
 
-def test_the_opening_line_says_whether_a_gpu_was_found_what_runs_and_how_long(monkeypatch):
+def test_the_opening_line_says_whether_a_gpu_was_found_and_what_runs(monkeypatch):
     monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # configure_toolchain's sm_90
-    compile_s = study.BINDING_S + math.ceil(8 / 3) * study.BUILD_S
     line = re.sub(r"\s+", " ", study.plan(None, 8, 3, 3, 5, 0, True))
     assert line.startswith("No CUDA GPU found") and "nothing will be checked or timed" in line
-    assert f"the 8 builds of the steps for sm_90 in 3 processes (about {compile_s} s" in line
+    assert "the 8 builds of the steps for sm_90 in 3 processes" in line
     assert str(record.record_path()) in line
     line = re.sub(r"\s+", " ", study.plan("NVIDIA H200", 95, 16, 3, 5, 26, True))
     entries = len(study.study_entries())
-    minutes = (study.BINDING_S + 6 * study.BUILD_S + entries * (3 * study.CHECK_S + 5 * study.ROUND_S)
-               + 26 * study.SUSTAINED_S) / 60
     assert line.startswith("GPU: NVIDIA H200. Compiling 95 builds in 16 processes")
     assert (f"checking and timing {entries} entries (3 full-size check trials and 5 interleaved timing rounds each, "
             "then 26 of them under sustained load)") in line
-    assert f"about {minutes:.0f} min in all" in line and "README's results block" in line
+    assert "README's results block" in line
     assert "sustained" not in study.plan("NVIDIA H200", 95, 16, 3, 5, 0, True)
     assert "README" not in study.plan("NVIDIA H200", 95, 16, 3, 5, 0, False)
 

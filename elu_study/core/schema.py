@@ -296,39 +296,22 @@ class Ncu(Record, kw_only=True):
 
 
 # -- beyond (step 6) --------------------------------------------------------------------------------------------------
-class BeyondMethod(Method, kw_only=True):
-    processes: int
-
-
 class AlphaBits(Struct):
     mismatches: int
     max_ulp: UlpCount
     untouched: int
 
 
-class Bits16(Struct):  # a 16-bit dtype through the float32 build, against F.elu
+class Bits16(Struct):  # records before the harness checked each 16-bit row on every bit pattern (now unwritten)
     dtype: str
     inputs: int
     alphas: dict[str, AlphaBits]
-    random_aligned_mismatches: int
-    random_misaligned_mismatches: int
-    random_length: int
-    bit_identical: bool
-    passed: bool
-
-
-class Confirmation(Struct):
-    names: list[str]
-    provenance: Provenance
-    processes: list[dict[str, Process]]
 
 
 class Beyond(Rows, kw_only=True):
-    method: BeyondMethod
-    accuracy16: dict[str, dict[str, Bits16]]  # build -> dtype
     counters: CounterRows
     processes: list[dict[str, Process]]
-    confirmation: Confirmation | Unset = UNSET  # beyond --confirm
+    accuracy16: dict[str, dict[str, Bits16]] | Unset = UNSET  # build -> dtype (older records)
 
 
 # -- sixteen (step 7) -------------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Step 6's experiments: can a kernel beat copy_, and the sure way past it (fewer bytes).
 
 ``python -m elu_study beyond`` (GPU, ncu): each attempt (one knob of kernels/6_beyond_copy.cu from 6_base) timed
-with copy_ and measure.COMPARED, its DRAM counters, the 16-bit path on every bit pattern and step 6 in fresh
-processes; ``--confirm ATTEMPT ...`` times only these again, into the record. Output: results/<gpu>-beyond.json.
+with copy_ and measure.COMPARED, each 16-bit row checked on every bit pattern, their DRAM counters, and step 6 in
+fresh processes. Output: results/<gpu>-beyond.json.
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from elu_study.jobs.beyond import analysis, figures, measure
 
 
 def write_report(gpu: str = REFERENCE_GPU, readme: bool = True) -> list[Path]:
-    """Step 6's figures and (unless ``readme`` is False) the README's beyond block again from ``gpu``'s record
+    """Step 6's figure and (unless ``readme`` is False) the README's beyond block again from ``gpu``'s record
     (no GPU needed); nothing where that GPU has no beyond record."""
     if (record := load(gpu, "beyond", required=False)) is None:
         return []
-    paths = [save_figure(figures.times_figure(record), figure_path(gpu, "beyond")),
-             save_figure(figures.dram_figure(record), figure_path(gpu, "beyond-dram"))]
+    paths = [save_figure(figures.times_figure(record), figure_path(gpu, "beyond"))]
     return paths + ([write_block("beyond", analysis.readme_block(record))] if readme else [])
 
 
@@ -33,22 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=3, help="fresh processes timing step 6")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-counters", action="store_true", help="skip Nsight Compute")
-    parser.add_argument("--confirm", nargs="+", metavar="ATTEMPT", help="time these again (see above)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("No GPU: the recorded run:\n\n" + markdown(analysis.summary_frame(load(REFERENCE_GPU, "beyond"))))
         return 0
-    if args.confirm:
-        record = measure.confirm(args.confirm, args.processes)
-        written = [save(record, "beyond"), write_block("beyond", analysis.readme_block(record))]
-    else:
-        record = measure.run(processes=args.processes, rounds=args.rounds, profile_counters=not args.no_counters)
-        written = [save(record, "beyond"), *write_report(record["provenance"]["gpu"])]
-        print(markdown(analysis.summary_frame(record)), analysis.show("accuracy16", record), sep="\n\n")
-    print(analysis.show("processes", record, which="confirmation" if args.confirm else "processes"))
+    record = measure.run(processes=args.processes, rounds=args.rounds, profile_counters=not args.no_counters)
+    written = [save(record, "beyond"), *write_report(record["provenance"]["gpu"])]
+    print(markdown(analysis.summary_frame(record)), markdown(analysis.verdict_frame(record)), sep="\n\n")
     print(f"\nwrote {', '.join(map(str, written))}")
-    bad = [r["name"] for r in record["rows"] if r["check"] and not r["check"]["passed"]]
-    bad += [f"{n} {d}" for n, a in record["accuracy16"].items() for d, c in a.items() if not c["passed"]]
-    if bad:
+    if bad := measure.failed(record):
         print(f"FAILED: {bad}", file=sys.stderr)
     return 1 if bad else 0

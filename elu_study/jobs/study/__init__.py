@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 
@@ -14,29 +13,22 @@ from elu_study.core.build import build_all, compile_variant, configure_toolchain
 from elu_study.core.entries import DTYPES16, ENTRIES, PEERS, STEPS, builds, study_entries, sustained_entries
 from elu_study.core.harness import measure
 from elu_study.core.sass import inspect_variant
-from elu_study.core.timing import Sustained
 from elu_study.jobs.study.report import fit, own_roof_rows, summary, write_report
 
 __all__ = ["main", "write_report"]
 
 # Each kernel file's SASS, shown by every run: the steps, and step 7's build (its float32 kernel).
 SASS_SHOWN = (*STEPS, ENTRIES[f"7_sixteen_bits {DTYPES16[0]}"])
-# Rough costs (s) for the opening line's estimate: nvcc on one core, once for the shared binding and per build;
-# per entry, a full-size check trial and a timing round (do_bench's 50 ms warm-up and 200 ms of runs, set-up); per
-# sustained row, the protocol's mean settling and its timed seconds.
-BINDING_S, BUILD_S, CHECK_S, ROUND_S = 40, 3, 1.0, 0.4
-SUSTAINED_S = (Sustained().settle_min_s + Sustained().settle_max_s) / 2 + Sustained().timed_s
 
 
 def plan(gpu: str | None, builds: int, workers: int, trials: int, rounds: int, sustained: int, readme: bool) -> str:
-    """The opening lines: whether a GPU was found (its name, or None), what will run, and roughly how long."""
+    """The opening lines: whether a GPU was found (its name, or None) and what will run (how long each stage last
+    ran: ``python -m elu_study records --plan``)."""
     configure_toolchain()
-    compile_s = BINDING_S + math.ceil(builds / workers) * BUILD_S
-    entries, arch = len(study_entries()), os.environ.get("TORCH_CUDA_ARCH_LIST", "")
-    measure_s = entries * (trials * CHECK_S + rounds * ROUND_S) + sustained * SUSTAINED_S
-    return fit(text.render("study/plan.md.j2", gpu=gpu, builds=builds, workers=workers, compile_s=compile_s,
-                           entries=entries, trials=trials, rounds=rounds, sustained=sustained, readme=readme,
-                           minutes=(compile_s + measure_s) / 60, path=record.record_path(gpu or record.REFERENCE_GPU),
+    arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+    return fit(text.render("study/plan.md.j2", gpu=gpu, builds=builds, workers=workers, entries=len(study_entries()),
+                           trials=trials, rounds=rounds, sustained=sustained, readme=readme,
+                           path=record.record_path(gpu or record.REFERENCE_GPU),
                            arch="/".join(f"sm_{a.replace('.', '')}" for a in arch.replace(";", " ").split())))
 
 

@@ -55,33 +55,21 @@ def access_figure(launches: list[Launch], count: int = WARP, title: str | None =
     return done(fig)
 
 
-def grid_stride_figure(seed: Launch, others: list[Launch]):
-    """(a) The seed's blocks x passes, coloured by wave; (b) blocks per wave for the seed and other launches."""
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.25, 1]})
+def grid_stride_figure(seed: Launch):
+    """The seed's blocks x passes, coloured by wave: a block of the last wave starts when one of the first is done."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
     grid, sizes = block_pass_map(seed), wave_sizes(seed)
     cmap = ListedColormap([wave_color(n, seed.wave_blocks, w) for w, n in enumerate(sizes)])
     ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0.5, vmax=len(sizes) + 0.5)
     ax.set(xlabel=label("block_axis", last=seed.blocks - 1, threads=seed.threads),
            ylabel=label("pass_axis", last=grid.shape[0] - 1))
-    ax.set_title(label("walks", entry=seed.name, passes=seed.passes), fontsize=9)
+    ax.set_title(label("walks", entry=seed.name, passes=seed.passes, waves=seed.waves), fontsize=9)
     ax.text(0.5, 0.5, label("column"), transform=ax.transAxes, ha="center", va="center", fontsize=7,
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "gray"})
     waves = [Patch(color=wave_color(n, seed.wave_blocks, w), label=f"wave {w + 1}: {n} blocks")
              for w, n in enumerate(sizes)]
     ax.legend(handles=[*waves, Patch(facecolor="white", edgecolor="gray", label=label("empty_pass"))],
               fontsize=7, loc="lower left", framealpha=0.9)
-    launches = [seed, *others]
-    for i, lau in enumerate(launches):
-        left = 0.0
-        for w, n in enumerate(wave_sizes(lau)):
-            bx.barh(i, n / lau.wave_blocks, left=left, color=wave_color(n, lau.wave_blocks, w), edgecolor="white")
-            left += n / lau.wave_blocks
-        bx.text(left, i, f"  {lau.waves:.2f} waves", va="center", fontsize=8)
-    bx.set_yticks(range(len(launches)), [f"{lau.name}\n{lau.blocks} blocks" for lau in launches], fontsize=8)
-    bx.invert_yaxis()
-    bx.set(xlim=(0, max(lau.waves for lau in launches) * 1.35),
-           xlabel=label("waves_axis", sms=seed.sm_count, per_sm=seed.per_sm, blocks=seed.wave_blocks))
-    bx.set_title(label("per_wave"), fontsize=9)
     return done(fig)
 
 
@@ -130,10 +118,9 @@ def issue_figure(rows: list[tuple[str, float, float]]):
     return done(fig)
 
 
-def in_flight_figure(launches: list[Launch], x_copy: dict[str, tuple[float, float, float]]):
-    """Per launch: loads in flight per SM (left), time over copy_'s, ``x_copy[name] = (median, p10, p90)`` (right)."""
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 0.45 * len(launches) + 1.6), sharey=True,
-                                 gridspec_kw={"width_ratios": [1.2, 1]})
+def in_flight_figure(launches: list[Launch]):
+    """Per launch: the loads in flight per SM when every resident thread has issued its loads."""
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(launches) + 1.4))
     y, kib = np.arange(len(launches)), np.array([lau.bytes_in_flight_per_sm / 1024 for lau in launches])
     ax.barh(y, kib, color="tab:blue")
     for yi, lau, k in zip(y, launches, kib):
@@ -142,13 +129,5 @@ def in_flight_figure(launches: list[Launch], x_copy: dict[str, tuple[float, floa
     ax.set_yticks(y, [lau.name for lau in launches])
     ax.invert_yaxis()
     ax.set(xlim=(0, kib.max() * 1.9), xlabel=label("in_flight_x"))
-    med, p10, p90 = (np.array([x_copy[lau.name][k] for lau in launches]) for k in range(3))
-    bx.errorbar(med, y, xerr=[(med - p10).clip(0), (p90 - med).clip(0)], fmt="o", color="tab:blue", capsize=2)
-    for yi, m in zip(y, med):
-        bx.text(m, yi - 0.3, f"{m:.3f}", ha="center", fontsize=7)
-    bx.axvline(1.0, color="tab:green", ls="--", label="copy_ = 1")
-    bx.set_xlabel("time over copy_'s (median, p10-p90)")
-    bx.legend(fontsize=8, loc="lower right")
-    bx.grid(axis="x", alpha=0.3)
-    fig.suptitle(label("in_flight_title"), fontsize=10)
+    ax.set_title(label("in_flight_title"), fontsize=10)
     return done(fig)

@@ -7,7 +7,6 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from elu_study.core import text
-from elu_study.jobs.study.launches import launch
 
 COLORS = {"step": "tab:blue", "baseline": "tab:gray", "peer": "tab:purple", "ablation": "tab:olive"}
 KIND_LABELS = {"step": "step", "baseline": "baseline (PyTorch, copies, streams)", "peer": "peer (Triton, CUB)",
@@ -137,39 +136,6 @@ def distribution_figure(record: dict, names):
     ax.set(xlabel=label("samples_x"), title=label("samples_title"))
     return _done(ax, rows, [Patch(facecolor="white", edgecolor="k", label="box p25-p75, whiskers p5-p95"),
                             plt.Line2D([], [], color="k", marker=".", lw=0, label="one timed call")])
-
-
-def waves(record: dict, blocks: dict[str, float]) -> dict[str, float]:
-    """Each entry's grid in waves: its blocks over the blocks all SMs hold at once (``launches.launch``)."""
-    sms, numel = record["provenance"]["sm_count"], record["problem"]["numel"]
-    return {n: b / launch(n, sms, numel).wave_blocks for n, b in blocks.items()}
-
-
-def wave_sweep_figure(record: dict, names, blocks: dict[str, float]):
-    """Time over copy_'s against the grid in waves (log x), whiskers p10-p90: the grid-stride loops of whole waves
-    joined by a line; apart from them, the seed's launch, the one-shot build (no loop: not a point of the sweep) and
-    step 2."""
-    by_name, grid = {r["name"]: r for r in record["rows"]}, waves(record, blocks)
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-
-    def points(sweep, fmt, color, text):
-        med, p10, p90 = _times([by_name[n] for n in sweep], record["roof_ms"])
-        ax.errorbar([grid[n] for n in sweep], med, yerr=[med - p10, p90 - med], fmt=fmt, color=color, capsize=3,
-                    label=text)
-
-    points([n for n in names if not n.endswith("one_shot")], "o-", COLORS["ablation"], label("sweep"))
-    for n in (n for n in names if n.endswith("one_shot")):
-        points([n], "D", "tab:red", label("one_shot", entry=n, blocks=blocks[n], waves=grid[n]))
-    ax.axhline(by_name["2_float4"]["x_copy"], color=COLORS["step"], ls="-.", label=label("reference", entry="2_float4"))
-    ax.axhline(1.0, **ROOF_STYLE, label="copy_ = 1")
-    if "3_grid_stride" in by_name and "3_grid_stride" in blocks:
-        ax.plot(grid["3_grid_stride"], by_name["3_grid_stride"]["x_copy"], "s", color=COLORS["step"],
-                label=label("seed", blocks=blocks["3_grid_stride"], waves=grid["3_grid_stride"]))
-    per_wave = "/".join(sorted({f"{blocks[n] / grid[n]:.0f}" for n in names}))
-    ax.set(xscale="log", xlabel=label("grid_x", per_wave=per_wave), ylabel="time over copy_'s",
-           title=label("waves_title"))
-    ax.grid(alpha=0.3)
-    return _finish(ax, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
 
 
 COUNTER_BARS = (("dram_pct_of_peak", "DRAM throughput, % of peak"),

@@ -15,12 +15,10 @@ from IPython.display import display
 
 from elu_study.core import record, text
 from elu_study.core.build import build_spec, compile_variant, configure_toolchain
-from elu_study.core.check import ATOL, INPUT_SCALE
-from elu_study.core.entries import ENTRIES, KINDS, NOT_MEASURED
+from elu_study.core.entries import ENTRIES, KINDS
 from elu_study.core.ncu import counter_frame
 from elu_study.core.sass import KernelReport, inspect_variant
-from elu_study.core.timing import noise_ms
-from elu_study.jobs.study import findings, launches, report
+from elu_study.jobs.study import launches, report
 from elu_study.jobs.study import figures as plots
 from elu_study.jobs.study.predictions import Prediction
 from elu_study.jobs.study.predictions import frame as graded_frame
@@ -32,8 +30,8 @@ def toolkit_available() -> bool:
     return Path(home, "bin", "nvcc").is_file() if home else shutil.which("nvcc") is not None
 
 
-# The columns a step notebook's tables show (``full=True``: every column); the counters likewise.
-TABLE_COLUMNS = ("ms", "x copy_")
+# The columns a step notebook's tables show (``columns=None``: every column); the counters likewise.
+TABLE_COLUMNS = ("ms", "x copy_", "correct", "max abs err vs fp64")
 COUNTER_COLUMNS = ("DRAM % of peak", "occupancy %", "inst/elem", "top stalls (warps per issue)")
 COUNTER_FORMATS = {"regs": "{:.0f}", "DRAM read GB": "{:.1f}", "DRAM write GB": "{:.1f}", "DRAM % of peak": "{:.0f}",
                    "L2 hit %": "{:.0f}", "occupancy %": "{:.0f}", "inst/elem": "{:.0f}"}
@@ -92,9 +90,6 @@ class Study:
         rows = {r["name"] for r in self.record["rows"]}
         return [n for n in (getattr(e, "name", e) for e in entries) if n in rows]
 
-    def x(self, name: str) -> float:  # time over copy_'s
-        return self.row(name)["x_copy"]
-
     def counter_row(self, name: str) -> dict:  # a kernel's Nsight Compute counters
         if not self.counters:
             raise LookupError("no counter record (results/<gpu>-ncu.json) for this GPU")
@@ -138,38 +133,18 @@ class Study:
         print(found.summary())
         return found
 
-    def table(self, *names: str, full: bool = False, sort: bool = False, columns=TABLE_COLUMNS) -> None:
-        """These entries' times: the step notebook's columns (``full``: all), as given or (``sort``) fastest first."""
+    def table(self, *names: str, sort: bool = False, columns=TABLE_COLUMNS) -> None:
+        """These entries' times and checks, as given or (``sort``) fastest first."""
         df = report.frame(self.record, (*KINDS, "attempt"), names)
         df = df.sort_values("x copy_") if sort else df
-        unmeasured = ["correct"] if "correct" not in columns and (df["correct"] == NOT_MEASURED).any() else []
-        display(text.Text(text.table(df if full else df[[*columns, *unmeasured]], padded=True)))
-
-    def verdicts(self, *names: str) -> None:
-        """The checked entries' correctness in one line: how checked, which failed, the worst error."""
-        held = {r["name"]: r for r in self.record["rows"]}  # an entry newer than the record: not measured yet
-        checks = {n: held[n]["check"] for n in names if n in held and held[n]["check"] is not None}
-        if checks:
-            print(text.render("study/notebook/verdicts.md.j2", trials=sorted({c["trials"] for c in checks.values()}),
-                              scale=INPUT_SCALE, atol=ATOL, checked=len(checks),
-                              failed=[n for n, c in checks.items() if not c["passed"]],
-                              worst=max(c["max_abs_err_vs_fp64"] for c in checks.values()),
-                              unwritten=sum(c["unwritten"] for c in checks.values())))
-
-    def compare(self, before: str, after: str) -> None:
-        """How much one change moved the time, against the run-to-run noise of the two."""
-        tb, ta = (self.row(n)["timing"]["median_ms"] for n in (before, after))
-        noise = max(noise_ms(self.row(n)["timing"]) for n in (before, after))
-        moved = "within the noise" if abs(ta - tb) <= noise else ("slower" if ta > tb else "faster")
-        print(text.render("study/notebook/compare.md.j2", before=before, after=after, tb=tb, ta=ta,
-                          change=(ta - tb) / tb, verdict=moved, noise=noise, x=self.x(after)))
+        self.show(df if columns is None else df[list(columns)])
 
     def grade(self, *predictions: Prediction) -> None:
         """One prediction graded in a line; several (notebook 06's appendix) in one table."""
         records = {job: self.record if job == self.job else self.other(job) for job in {p.job for p in predictions}}
         df = graded_frame(records, *predictions)
         if len(df) > 1:
-            display(text.Text(text.table(df, padded=True)))
+            self.show(df)
         else:
             r = df.iloc[0]
             print(f"Prediction for {r['entry']}: {r['predicted']}; measured {r['measured']}: {r['verdict']}")
@@ -180,26 +155,21 @@ class Study:
             print(text.render("study/notebook/no_counters.md.j2"))
             return
         df = counter_frame(self.counters, list(names))
-        display(text.Text(text.table(df if columns is None else df[list(columns)], COUNTER_FORMATS, padded=True)))
+        self.show(df if columns is None else df[list(columns)], COUNTER_FORMATS)
 
     @staticmethod
-    def show_frame(df: pd.DataFrame, rows: int = 10, full: str = "", formats: dict | None = None) -> None:
-        """A long table's first ``rows`` rows; ``full`` names the call that shows all of it."""
-        display(text.show("study/notebook/head.md.j2", table=text.table(df.head(rows), formats, padded=True),
-                          more=len(df) > rows and full, shown=rows, rows=len(df), full=full))
+    def show(df: pd.DataFrame, formats: dict | None = None) -> None:
+        """A table, shown as markdown."""
+        display(text.Text(text.table(df, formats, padded=True)))
 
     @staticmethod
     def md(markdown: str) -> text.Text:
-        """Prose that quotes the record, built from it, never typed: shown as markdown, compared as text."""
+        """Prose or code built from the sources, shown as markdown, compared as text."""
         return text.Text(markdown)
 
-    def finding(self, name: str) -> text.Text:
-        """One of the study's findings (``findings.py``), as the README and summary print it."""
-        return text.Text(getattr(findings, name)(self.record, self.counters))
-
     def figure(self, name: str):
-        """A figure of the record, as the README shows it (``report.figure_names``)."""
-        return shown(report.figures(self.record, self.counters, only=name)[name])
+        """One of notebook 06's figures of the record (``report.figure``)."""
+        return shown(report.figure(self.record, self.counters, name))
 
     def xcopy(self, *names: str, title: str | None = None):
         """These entries' time over copy_'s, median and p10-p90: a step notebook's one figure."""

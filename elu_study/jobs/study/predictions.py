@@ -65,14 +65,9 @@ def verdict(value: float, bounds: tuple[float, float], tie: float = 0.0) -> str:
         f"MISSED ({'faster' if value < lo else 'slower'})"
 
 
-def number(v: float) -> str:
-    return f"{v:.3f}".rstrip("0").rstrip(".")
-
-
 def span(lo: float, hi: float) -> str:
-    """A range to 3 decimals, trailing zeros dropped; to 4 where 3 would print its ends alike."""
-    a, b = number(lo), number(hi)
-    return f"{a}-{b}" if a != b else f"{lo:.4f}-{hi:.4f}"
+    """A range to five significant digits (trailing zeros dropped): its two ends apart however close."""
+    return f"{lo:.5g}-{hi:.5g}"
 
 
 def graded(record: dict, p: Prediction) -> dict:

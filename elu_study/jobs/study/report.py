@@ -9,7 +9,7 @@ import pandas as pd
 
 from elu_study.core import record, text
 from elu_study.core.check import ATOL
-from elu_study.core.entries import DTYPES16, ENTRIES, KINDS, NOT_MEASURED, PEERS, STEPS, grid_stride_blocks, group
+from elu_study.core.entries import DTYPES16, ENTRIES, KINDS, NOT_MEASURED, PEERS, STEPS, group
 from elu_study.core.tables import FORMATS, markdown
 from elu_study.core.timing import POWER_CAP
 from elu_study.jobs.study import figures as plots
@@ -127,47 +127,29 @@ def checked_line(rec: dict) -> str:
                        exhaustive={r["name"]: r["exhaustive"] for r in rec["rows"] if r.get("exhaustive")})
 
 
-def figure_names(rec: dict, counters: dict | None) -> list[str]:
-    """The figures ``figures`` draws; "times" is saved as results/<gpu>.png, the others as <gpu>-<name>.png."""
-    return ["times", "xcopy", "distributions", "waves", "ablations", *(["roofs"] if own_roof_rows(rec) else []),
-            *(["counters"] if counters else [])]
-
-
-def figures(rec: dict, counters: dict | None, only: str | None = None) -> dict[str, object]:
-    """name -> matplotlib figure, for every figure the README and notebooks show (or just ``only``)."""
-    gpu, x = rec["provenance"]["gpu"], {r["name"]: r["x_copy"] for r in rec["rows"]}
-    blocks = {n: grid_stride_blocks(n, rec["provenance"]["sm_count"], rec["problem"]["numel"])
-              for n in (*WAVE_SWEEP, "3_grid_stride")}
+def figure(rec: dict, counters: dict | None, name: str):
+    """One of the figures notebook 06 shows, by name (notebooks 01-05 draw theirs with ``figures.xcopy_figure``)."""
+    x = {r["name"]: r["x_copy"] for r in rec["rows"]}
     makers = {
-        "times": lambda: plots.times_figure(rec),
         "xcopy": lambda: plots.xcopy_figure(rec, names=sorted((n for n in ZOOM if n in x), key=x.get),
-                                            title=plots.label("fastest", gpu=gpu)),
+                                            title=plots.label("fastest", gpu=rec["provenance"]["gpu"])),
         "distributions": lambda: plots.distribution_figure(rec, names=[n for n in ZOOM if n in x]),
-        "waves": lambda: plots.wave_sweep_figure(rec, list(WAVE_SWEEP), blocks),
-        "ablations": lambda: plots.xcopy_figure(rec, names=list(STEP5_ABLATIONS), title=plots.label("ablations")),
         "roofs": lambda: plots.roofs_figure(rec, roof_panels(rec)),
         "counters": lambda: plots.counters_figure(counters, [r["name"] for r in counters["rows"]]),
     }
-    return {name: makers[name]() for name in ([only] if only else figure_names(rec, counters))}
+    return makers[name]()
 
 
-def saved_as(gpu: str, name: str) -> Path:
-    return record.figure_path(gpu, "" if name == "times" else name)
-
-
-def readme_block(rec: dict, counters: dict | None, figure_paths: list[Path] | None = None) -> str:
-    """The README's results block: the run's caption and checks, and the figures (notebook 06 tabulates every
-    entry)."""
-    paths = figure_paths or [saved_as(rec["provenance"]["gpu"], n) for n in figure_names(rec, counters)]
-    return text.render("study/readme.md.j2", caption=caption(rec), checked=checked_line(rec),
-                       figures=[(Path(p).stem, record.readme_link(p)) for p in paths])
+def readme_block(rec: dict, counters: dict | None = None) -> str:
+    """The README's results block: the run's caption and checks, and its times (notebook 06 tabulates every entry and
+    draws the other figures; ``counters`` are not needed)."""
+    path = record.figure_path(rec["provenance"]["gpu"], "")
+    return text.render("study/readme.md.j2", caption=caption(rec), checked=checked_line(rec), figure=path.stem,
+                       link=record.readme_link(path))
 
 
 def write_report(gpu: str, readme: bool = True) -> list[Path]:
-    """Save every figure of a GPU's study record under results/ and, with ``readme``, the README block."""
-    rec, counters = record.load(gpu), record.load(gpu, "ncu", required=False)
-    paths = [record.save_figure(fig, saved_as(rec["provenance"]["gpu"], name))
-             for name, fig in figures(rec, counters).items()]
-    if readme:
-        paths.append(record.write_block(README_BLOCK, readme_block(rec, counters, paths)))
-    return paths
+    """Draw the times of a GPU's study record into results/<gpu>.png and, with ``readme``, write the README block."""
+    rec = record.load(gpu)
+    paths = [record.save_figure(plots.times_figure(rec), record.figure_path(rec["provenance"]["gpu"], ""))]
+    return paths + ([record.write_block(README_BLOCK, readme_block(rec))] if readme else [])
