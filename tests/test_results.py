@@ -194,10 +194,10 @@ def test_the_table_prints_every_measurement_from_the_timings():
     assert naive[6] == "yes"
 
 
-def test_the_readme_block_is_the_caption_and_checks_of_the_record(study_record, counters):
+def test_the_readme_block_is_the_caption_and_checks_of_the_record(study_record):
     """The entries' table and the other figures are notebook 06's (the first screen tabulates the steps): the block
     holds no table and one figure, the record's times."""
-    block = study_report.readme_block(study_record, counters)
+    block = study_report.readme_block(study_record)
     assert not table_rows(block)
     assert re.findall(r"!\[[^]]*\]\(([^)]+)\)", block) == [record.readme_link(record.figure_path(record.REFERENCE_GPU, ""))]
     begin, end = record.block_markers(README_BLOCK)
@@ -208,15 +208,15 @@ def test_the_readme_block_is_the_caption_and_checks_of_the_record(study_record, 
     assert f"All {checked} ELU-computing steps, baselines and peers (float32) pass" in block
 
 
-def test_a_slower_record_moves_every_number_of_the_readme_block(study_record, counters):
+def test_a_slower_record_moves_every_number_of_the_readme_block(study_record):
     """The block's caption quotes the run: its measured stream floor (read_only + write_only) follows the record."""
     floor = study_record["stream_floor_ms"]
-    assert f"measured stream floor {floor:.2f} ms" in study_report.readme_block(study_record, counters)
-    moved = study_report.readme_block(slower(study_record), counters)
+    assert f"measured stream floor {floor:.2f} ms" in study_report.readme_block(study_record)
+    moved = study_report.readme_block(slower(study_record))
     assert f"measured stream floor {1.5 * floor:.2f} ms" in moved and f"{floor:.2f} ms (read_only" not in moved
     failed = copy.deepcopy(study_record)
     record.row(failed, "2_float4")["check"]["passed"] = False
-    assert "Correctness checks FAILED for `2_float4`." in study_report.readme_block(failed, counters)
+    assert "Correctness checks FAILED for `2_float4`." in study_report.readme_block(failed)
 
 
 # -- the README as a read: first screen, length, sentences, and every block regenerated from the records ---------

@@ -66,7 +66,6 @@ _CATALOG = tomllib.loads((Path(__file__).with_name("catalog.toml")).read_text())
 KERNELS = {name: Kernel(name, k["formula"], k["sass"], Launch(**k["launch"]) if "launch" in k else None)
            for name, k in _CATALOG["kernels"].items()}
 GROUPS: dict[str, str] = _CATALOG["groups"]
-STEP6_DEFAULT: str = _CATALOG["step6_default"]  # the attempt whose knobs became step 6's defaults
 _ALL = tuple(Entry(**{**e, "flags": tuple(e.get("flags", ()))}) for e in _CATALOG["entry"])
 ENTRIES = {e.name: e for e in _ALL}
 if len(ENTRIES) != len(_ALL):

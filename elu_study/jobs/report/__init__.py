@@ -30,10 +30,10 @@ def write(gpu: str, readme: bool = True) -> list[Path]:
 
 def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
     """Every README block's text as ``write`` writes it, without drawing a figure: {block name: text}."""
-    recs = {job: record.load(gpu, job, required=False) for job in ("study", "ncu", "sizes", "beyond")}
+    recs = {job: record.load(gpu, job, required=False) for job in ("study", "sizes", "beyond")}
     out = front.blocks(gpu)
     if recs["study"]:
-        out[study_report.README_BLOCK] = study_report.readme_block(recs["study"], recs["ncu"])
+        out[study_report.README_BLOCK] = study_report.readme_block(recs["study"])
     for job, make in (("sizes", sizes_readme.block), ("beyond", beyond_analysis.readme_block)):
         if recs[job]:
             out[job] = make(recs[job])

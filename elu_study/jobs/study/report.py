@@ -140,9 +140,9 @@ def figure(rec: dict, counters: dict | None, name: str):
     return makers[name]()
 
 
-def readme_block(rec: dict, counters: dict | None = None) -> str:
+def readme_block(rec: dict) -> str:
     """The README's results block: the run's caption and checks, and its times (notebook 06 tabulates every entry and
-    draws the other figures; ``counters`` are not needed)."""
+    draws the other figures)."""
     path = record.figure_path(rec["provenance"]["gpu"], "")
     return text.render("study/readme.md.j2", caption=caption(rec), checked=checked_line(rec), figure=path.stem,
                        link=record.readme_link(path))
