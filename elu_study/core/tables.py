@@ -43,3 +43,28 @@ def regimes(record: dict, names=None) -> pd.DataFrame | None:
                         "MHz": t.get("sm_clock_mhz"), "MHz sustained": s["sm_clock_mhz"], "W sustained": s["power_w"],
                         "J per pass": s["energy_j"], "at the limit": s["capped_fraction"]})
     return pd.DataFrame(out).set_index("entry") if out else None
+
+
+def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]]) -> pd.DataFrame | None:
+    """A prediction for the sustained protocol graded on a record: for each "entry", its time over its own roof's
+    (both sustained); for "entry J", its energy per pass over its roof's. Beside each: the short protocol's ratio,
+    the SM clock, the energy per pass and the share of samples at the power limit. None where the record has no
+    sustained timings (measured before the protocol)."""
+    everyone = {r["name"]: r for r in record["rows"]}
+    rows = {n: r for n, r in everyone.items() if r.get("x_roof_sustained") is not None}
+    if not rows:
+        return None
+    out = []
+    for key, (lo, hi) in prediction.items():
+        name, energy = key.removesuffix(" J"), key.endswith(" J")
+        if name not in rows:
+            continue
+        r, roof = rows[name], everyone[rows[name]["roof"]]
+        s, j = r["timing"]["sustained"], (r["timing"]["sustained"]["energy_j"], roof["timing"]["sustained"]["energy_j"])
+        value = (j[0] / j[1] if None not in j else None) if energy else r["x_roof_sustained"]
+        out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {r['roof']}'s",
+                    "range": f"{lo:.3f}-{hi:.3f}", "measured": value, "short": None if energy else r["x_roof"],
+                    "MHz": s["sm_clock_mhz"], "J per pass": s["energy_j"], "at the limit": s["capped_fraction"],
+                    "grade": "no reading" if value is None else "HELD" if lo <= value <= hi else
+                    f"MISSED ({'lower' if value < lo else 'higher'})"})
+    return pd.DataFrame(out).set_index("prediction") if out else None

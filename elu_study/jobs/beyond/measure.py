@@ -8,7 +8,7 @@ import re
 import torch
 
 from elu_study.core.build import build_all, resolve_variant
-from elu_study.core.entries import ATTEMPTS, ENTRIES, builds
+from elu_study.core.entries import ATTEMPTS, ENTRIES, builds, sustained_entries
 from elu_study.core.harness import measure
 from elu_study.core.ncu import profile
 from elu_study.core.processes import fresh_processes
@@ -36,11 +36,12 @@ def failed(record: dict) -> list[str]:
 
 
 def run(processes: int = 3, rounds: int = 5, profile_counters: bool = True) -> dict:
-    """The record of ``python -m elu_study beyond``: the attempts beside COMPARED, the counters and ``processes``
-    fresh processes."""
+    """The record of ``python -m elu_study beyond``: the attempts beside COMPARED (the roofs, the steps and the
+    attempts the catalogue marks ``sustained`` timed under sustained load too), the counters and ``processes`` fresh
+    processes."""
     todo = [ENTRIES[n] for n in COMPARED] + list(ATTEMPTS)
     build_all(builds(todo))
-    record = measure(todo, trials=2, rounds=rounds, progress=True)
+    record = measure(todo, trials=2, rounds=rounds, progress=True, sustained=sustained_entries(todo))
     torch.cuda.empty_cache()
     if profile_counters:  # copy_ of either dtype is a driver copy, not a kernel ncu can see
         counters = profile([e.name for e in todo if not e.name.startswith("copy_")])

@@ -26,6 +26,13 @@ FORMATS = {"difference": "{:+.3f}", "inst/elem": "{:.1f}", "SM MHz": "{:.0f}", "
            "DRAM %": "{:.1f}", "budget inst/elem": "{:.1f}", "grads": "{:.0f}"}  # other floats: 3 decimals
 
 
+# Issue 46's prediction for step 7 under sustained load, written on 2026-12-05 before the run (notebook 12): the
+# table's gain is paid in instructions (its fill, a shared-memory load and a clamp per element), so it shrinks when
+# the SM clock falls at the power limit (``tables.sustained_graded``).
+SUSTAINED_PREDICTION = {f"{name} {dtype}": bounds for dtype in DTYPES
+                        for name, bounds in (("7_sixteen_bits", (1.0, 1.06)), ("7_exact", (1.05, 1.2)))}
+
+
 def rows_of(record: dict, dtype: str) -> list[dict]:
     return [r for r in record["rows"] if r.get("mode") == dtype]
 

@@ -1,0 +1,73 @@
+"""Issue 46's presentation of the sustained protocol, on the committed step-6 record with sustained timings added as a
+GPU run would write them: the derived ratio, the side-by-side table and the graded prediction."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from elu_study.core import derived, record, tables
+from elu_study.jobs.beyond import analysis
+
+
+def sustained(ms: float, mhz: float = 1500.0, joules: float | None = 2.0, capped: float = 1.0) -> dict:
+    return {"median_ms": ms, "p10_ms": ms, "p90_ms": ms, "runs": 400, "settle_s": 3.0, "settled": True,
+            "sm_clock_mhz": mhz, "power_w": 699.0, "energy_j": joules, "capped_fraction": capped}
+
+
+@pytest.fixture()
+def beyond():
+    rec = copy.deepcopy(record.load(job="beyond"))
+    times = {"copy_": 3.000, "6_base": 3.006, "6_256_threads": 3.000, "6_load_evict_last": 2.940,
+             "6_evict_last_expm1poly": 2.985, "6_beyond_copy": 2.985, "6_expm1f": 3.150}
+    for name, ms in times.items():
+        record.row(rec, name)["timing"]["sustained"] = sustained(ms, joules=1.9 if name == "6_beyond_copy" else 2.0)
+    return derived.annotate(rec)
+
+
+def test_the_sustained_ratio_is_derived_from_both_sustained_medians_and_only_where_both_exist(beyond):
+    assert record.row(beyond, "6_load_evict_last")["x_roof_sustained"] == pytest.approx(2.940 / 3.000)
+    assert record.row(beyond, "2_float4")["x_roof_sustained"] is None  # not timed so: no ratio, not a guess
+    saved = derived.strip(beyond)
+    assert all("x_roof_sustained" not in r for r in saved["rows"])  # derived, never stored
+
+
+def test_the_prediction_is_graded_on_each_rows_sustained_ratio_and_the_defaults_energy(beyond):
+    graded = tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION)
+    time, energy = "{}, time over copy_'s", "{}, J per pass over copy_'s"
+    assert graded.loc[time.format("6_load_evict_last"), "measured"] == pytest.approx(0.98)
+    assert graded.loc[time.format("6_load_evict_last"), "grade"] == "HELD"
+    assert graded.loc[time.format("6_base"), "grade"] == "HELD"
+    assert graded.loc[time.format("6_expm1f"), "grade"] == "HELD"  # 1.05
+    assert graded.loc[energy.format("6_beyond_copy"), "measured"] == pytest.approx(0.95)
+    slower = copy.deepcopy(beyond)
+    record.row(slower, "6_load_evict_last")["timing"]["sustained"]["median_ms"] = 3.0
+    graded = tables.sustained_graded(derived.annotate(slower), analysis.SUSTAINED_PREDICTION)
+    assert graded.loc[time.format("6_load_evict_last"), "grade"] == "MISSED (higher)"
+    record.row(slower, "copy_")["timing"]["sustained"]["energy_j"] = None  # NVML gave no energy reading
+    graded = tables.sustained_graded(derived.annotate(slower), analysis.SUSTAINED_PREDICTION)
+    assert graded.loc[energy.format("6_beyond_copy"), "grade"] == "no reading"
+    assert tables.sustained_graded(record.load(job="beyond"), analysis.SUSTAINED_PREDICTION) is None
+
+
+def test_both_regimes_side_by_side_name_only_the_rows_timed_both_ways(beyond):
+    both = tables.regimes(beyond)
+    assert set(both.index) == {"copy_", "6_base", "6_256_threads", "6_load_evict_last", "6_evict_last_expm1poly",
+                               "6_beyond_copy", "6_expm1f"}
+    assert both.loc["6_expm1f", "sustained"] == pytest.approx(3.150 / 3.000)
+    assert both.loc["6_expm1f", "x own roof"] == record.row(beyond, "6_expm1f")["x_roof"]
+
+
+def test_step_7s_prediction_is_graded_per_dtype_against_its_own_copy():
+    from elu_study.jobs.sixteen import analysis as sixteen
+
+    rec = copy.deepcopy(record.load(job="sixteen"))
+    for dtype, (roof, table, exact) in {"bfloat16": (1.5, 1.53, 1.62), "float16": (1.5, 1.47, 1.85)}.items():
+        for name, ms in ((f"copy_ {dtype}", roof), (f"7_sixteen_bits {dtype}", table), (f"7_exact {dtype}", exact)):
+            record.row(rec, name)["timing"]["sustained"] = sustained(ms)
+    graded = tables.sustained_graded(derived.annotate(rec), sixteen.SUSTAINED_PREDICTION)["grade"].to_dict()
+    assert graded == {"7_sixteen_bits bfloat16, time over copy_ bfloat16's": "HELD",  # 1.02
+                      "7_exact bfloat16, time over copy_ bfloat16's": "HELD",  # 1.08
+                      "7_sixteen_bits float16, time over copy_ float16's": "MISSED (lower)",  # 0.98: kept its gain
+                      "7_exact float16, time over copy_ float16's": "MISSED (higher)"}  # 1.23
