@@ -4,7 +4,6 @@ Expected numbers are computed here from the record's raw points, not with the jo
 shown to follow the record: a number changed in memory (a deep copy) changes the printed text."""
 
 import copy
-import re
 import statistics
 
 import pytest
