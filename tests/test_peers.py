@@ -59,15 +59,12 @@ def test_figures_draw_the_stream_floor_beside_the_datasheet_floor_and_the_roof()
     from elu_study.jobs.study.report import caption, frame
 
     rec = _record()
-    times = plots.times_figure(rec)
-    xcopy = plots.xcopy_figure(rec, names=["copy_", "F.elu", "2_float4", "triton", "cub_transform"])
-    for fig in (times, xcopy):
-        labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-        assert any(lbl.startswith("measured floor") for lbl in labels), labels
-        assert any("copy_" in lbl for lbl in labels) and "peer (Triton, CUB)" in labels
-        if fig is times:  # the zoomed view shows the datasheet floor only when it is near the entries
-            assert any("datasheet" in lbl for lbl in labels)
-        plt.close(fig)
+    fig = plots.xcopy_figure(rec, names=["copy_", "F.elu", "2_float4", "triton", "cub_transform"])
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(lbl.startswith("measured floor") for lbl in labels), labels
+    assert any("copy_" in lbl for lbl in labels) and "peer (Triton, CUB)" in labels
+    assert any("datasheet" in lbl for lbl in labels)
+    plt.close(fig)
     table = frame(rec)
     assert {"triton", "cub_transform", "read_only"} <= set(table.index)
     assert "measured stream floor 2.88 ms" in caption({**rec, "floor_ms": 1.0, "peak_source": "x", "method": {},

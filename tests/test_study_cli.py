@@ -11,7 +11,7 @@ from elu_study.core import build, record
 from elu_study.core.entries import KINDS, builds
 from elu_study.core.sass import KernelReport
 from elu_study.jobs import study
-from elu_study.jobs.study.report import WIDTH, frame, printed_tables
+from elu_study.jobs.study.report import WIDTH, frame, roofs_frame, summary
 
 
 def test_the_opening_line_says_whether_a_gpu_was_found_and_what_runs(monkeypatch):
@@ -57,20 +57,22 @@ def test_the_progress_bar_names_each_build(monkeypatch, capsys):
     assert max(len(part) for part in bar.split("\r")) <= WIDTH  # a long build's name is shortened
 
 
-def test_the_printed_tables_fit_and_hold_the_record_s_numbers():
+def test_the_printed_summary_fits_and_holds_the_record_s_numbers():
     rec = record.load()
-    tables = printed_tables(rec)
-    assert max(len(line) for text in tables.values() for line in text.splitlines()) <= WIDTH
-    rows = [line.split("|")[1:-1] for line in tables["table"].splitlines()[2:]]
-    shown = {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows}
+    out = summary(rec, live=False)
+    assert max(len(line) for line in out.splitlines()) <= WIDTH
+    main, roofs = (table.splitlines()[2:] for table in out.split("\n\n")[1:3])
+    shown = {line.split()[0]: line.split()[1:] for line in main}
     assert list(shown) == list(frame(rec, kinds=KINDS).index)
     for r in rec["rows"]:
         if r["kind"] in KINDS:
             assert shown[r["name"]][:4] == [f"{r['timing']['median_ms']:.3f}", f"{r['tbps']:.2f}",
                                             f"{r['pct_of_peak']:.1f}", f"{r['x_copy']:.3f}"]
-            assert re.search(rf"^{re.escape(r['name'])} +{re.escape(r['what'][:20])}", tables["legend"], re.MULTILINE)
-    roofs = tables["roofs"].splitlines()
-    assert len(roofs) == 2 + len(study.own_roof_rows(rec)) and "x roof" in roofs[0]
+    own = roofs_frame(rec)
+    assert len(roofs) == len(study.own_roof_rows(rec)) == len(own)
+    for line, (name, x) in zip(roofs, own["x own roof"].items()):
+        assert line.startswith(name + " ") and f" {x:.3f} " in line
+    assert "Regime: short" in out
 
 
 def test_without_a_gpu_it_opens_with_its_plan_and_shows_every_kernel_file_s_sass(monkeypatch, capsys):

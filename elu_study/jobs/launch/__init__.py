@@ -2,8 +2,8 @@
 
 Step 2's kernel in every launch shape (one-shot grids: threads x float4s x hints; grid-stride loops: blocks per SM x
 threads), one build of ``kernels/sweeps/launch_shapes.cu``. A GPU checks and times every cell with ``copy_`` and
-``2_float4`` in interleaved rounds (``results/<gpu>-launch.json``, heatmaps); without one, the recorded run is printed
-(``python -m elu_study report`` redraws its figures). Modules: analysis (the plan, the record's numbers), measure,
+``2_float4`` in interleaved rounds (``results/<gpu>-launch.json``, heatmaps; notebook 10 shows them, ``python -m
+elu_study report`` redraws the figures). Modules: analysis (the plan, the record's numbers), measure,
 figures, notebook (tables).
 """
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import torch
 
-from elu_study.core.record import REFERENCE_GPU, RecordError, load, save
+from elu_study.core.record import REFERENCE_GPU, load, save
 from elu_study.jobs.launch import measure  # the module: a function of the same name would shadow it here
 from elu_study.jobs.launch.analysis import plan
 from elu_study.jobs.launch.figures import write_figures
-from elu_study.jobs.launch.notebook import cells, run
+from elu_study.jobs.launch.notebook import cells
 
 
 def write_report(gpu: str = REFERENCE_GPU, readme: bool = True) -> list[Path]:
@@ -34,17 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rep-ms", type=float, default=100.0, help="do_bench time per call, round")
     parser.add_argument("--check-trials", type=int, default=1, help="full-size check_elu trials per cell")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():  # the recorded sweep
-        try:
-            record = load(job="launch")
-        except RecordError as err:
-            print(f"NO GPU HERE, and {err}", file=sys.stderr)
-            return 1
-        print(f"NO GPU HERE; the recorded sweep:\n\n{run(record)}\n\n{cells(record)}")
-        return 0
+    if not torch.cuda.is_available():
+        parser.exit(2, "elu-study launch: needs a CUDA GPU (notebook 10 shows the record)\n")
     record = measure.measure(plan(), rounds=args.rounds, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
                              check_trials=args.check_trials)
-    print(f"\n{run(record)}\n\n{cells(record)}")
+    print(f"\n{cells(record)}")
     for path in [save(record, "launch"), *write_figures(record)]:
         print(f"wrote {path}")
     bad = [c["name"] for c in record["cells"] if not c["correct"]]

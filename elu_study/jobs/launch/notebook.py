@@ -30,32 +30,28 @@ def achieved_occupancy(beyond: dict | None) -> dict[str, str]:
 
 
 def cells(record: dict, achieved: dict | None = None, only=None) -> Text:
-    """The cells (or those named in ``only``), fastest first. Threads per SM and KiB in flight are *theoretical*
-    (registers and the occupancy rules); ``achieved`` (achieved_occupancy) adds ncu's where a profiled build has the
-    shape."""
+    """The cells (or those named in ``only``) and step 2's own build, fastest first. Threads per SM and KiB in flight
+    are *theoretical* (registers and the occupancy rules); ``achieved`` (achieved_occupancy) adds ncu's where a
+    profiled build has the shape."""
+    ref = record["references"]["2_float4"]
+    own = {"cell": "2_float4 (its own build)", "x copy_": ref["x_copy"], "KiB in flight/SM (theor.)": None,
+           **dict.fromkeys(("regs", "threads/SM (theor.)", "achieved occ. % (ncu)"), ""), "correct": ref["check"]}
     return shown(pd.DataFrame([
         {"cell": c["name"], "x copy_": c["x_copy"], "noise (% of copy_)": 100 * c["noise_ms"] / record["roof_ms"],
          "regs": str(c["occupancy"]["registers"]), "threads/SM (theor.)": str(c["occupancy"]["resident_threads_per_sm"]),
          "achieved occ. % (ncu)": (achieved or {}).get(c["name"], ""),
-         "KiB in flight/SM (theor.)": c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024,
-         "correct": "yes" if c["correct"] else "NO"}
-        for c in sorted(record["cells"], key=lambda c: c["x_copy"]) if only is None or c["name"] in only]).set_index("cell"))
+         "KiB in flight/SM (theor.)": c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024, "correct": c}
+        for c in record["cells"] if only is None or c["name"] in only] + [own]).assign(
+        correct=lambda df: ["yes" if c.get("correct", c.get("passed")) else "NO" for c in df["correct"]],
+        **{"noise (% of copy_)": lambda df: df["noise (% of copy_)"].fillna(100 * ref["noise_ms"] / record["roof_ms"])}
+    ).sort_values("x copy_").set_index("cell"))
 
 
 def counter(record: dict, achieved: dict) -> Text:
     """The cells the argument needs: one-shot with one float4 and no hints (block size alone), those ncu profiled,
-    and every grid-stride cell (the knee)."""
-    return cells(record, achieved, {c["name"] for c in record["cells"]
-                                    if c["grid_stride"] or c["vectors"] == 1 and not c["hints"]} | set(achieved))
-
-
-def run(record: dict) -> Text:
-    """The run in one row: copy_'s time, step 2's build over it, the best cell and those tied with it, the checks."""
-    best, cells_ = record["best"], record["cells"]
-    return shown(pd.DataFrame([{
-        "best cell": best["name"], "tied with it (noise)": ", ".join(best["tied"][1:]) or "none",
-        "copy_ ms": record["roof_ms"], "2_float4 x copy_": record["references"]["2_float4"]["x_copy"],
-        "cells correct": f"{sum(c['correct'] for c in cells_)} of {len(cells_)}"}]).set_index("best cell"))
+    every grid-stride cell (the knee), and any cell that failed its check."""
+    return cells(record, achieved, {c["name"] for c in record["cells"] if c["grid_stride"] or not c["correct"]
+                                    or c["vectors"] == 1 and not c["hints"]} | set(achieved))
 
 
 def knee(record: dict, flat_within: float = 0.02) -> tuple[float | None, float | None]:

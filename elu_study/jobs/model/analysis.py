@@ -57,10 +57,10 @@ def end_to_end(record: dict) -> pd.DataFrame:
     """One row per configuration: both times (medians), the drop-in's ratio (the median of the paired steps'
     ratios) with its 95 % confidence interval (``median_ci``), the noise (half the p10-p90 spread of those ratios),
     ELU's share of the eager nn.ELU step, the saving that ELU's kernels alone give (their device time per step,
-    nn.ELU's minus the drop-in's, over the nn.ELU step), the device share (the nn.ELU step's profiled device time
-    over its time), whether the drop-in is faster (ratio under 1) and faster beyond doubt (the interval under 1)."""
+    nn.ELU's minus the drop-in's, over the nn.ELU step), whether the drop-in is faster (ratio under 1) and faster
+    beyond doubt (the interval under 1)."""
     wide = pd.DataFrame(record["end_to_end"]).pivot_table(index=CONFIG, columns="elu", aggfunc="first",
-                                                          values=["ms", "elu_ms", "ms_runs", "device_ms"])
+                                                          values=["ms", "elu_ms", "ms_runs"])
     ratios = [paired(d, n) for d, n in zip(wide[("ms_runs", "drop-in")], wide[("ms_runs", "nn.ELU")])]
     out = pd.DataFrame({"nn.ELU ms": wide[("ms", "nn.ELU")], "drop-in ms": wide[("ms", "drop-in")]})
     out["ratio"] = [r.median() for r in ratios]
@@ -72,7 +72,6 @@ def end_to_end(record: dict) -> pd.DataFrame:
     out = out.reset_index()
     out["ELU share"] = [share[(m, d, mode)] for m, d, mode in zip(out["model"], out["dtype"], out["mode"])]
     out["ELU saving"] = (wide[("elu_ms", "nn.ELU")] - wide[("elu_ms", "drop-in")]).to_numpy() / out["nn.ELU ms"]
-    out["device share"] = wide[("device_ms", "nn.ELU")].to_numpy() / out["nn.ELU ms"]
     out["faster"] = out["ratio"] < 1
     out["faster beyond doubt"] = out["CI high"] < 1
     return out
@@ -129,7 +128,7 @@ def graded(record: dict) -> text.Text:
 
 
 ROUTE_STYLE = {"nn.ELU": ("tab:gray", "o"), "F.elu": ("tab:brown", "s"), "binding": ("tab:green", "^"),
-               "torch.ops": ("tab:red", "v"), "elu_study.ELU": ("tab:blue", "D")}
+               "elu_study.ELU": ("tab:blue", "D")}
 
 
 def host_figure(record: dict):

@@ -14,7 +14,6 @@ from torch import nn
 from elu_study.pytorch import ops
 from elu_study.pytorch.nn import ELU
 
-ROUTES = ("nn.ELU", "F.elu", "binding", "torch.ops", "elu_study.ELU")
 SIZES = (2**10, 2**16, 2**20)
 CALLS, REPEATS, WARMUP = 2000, 15, 300
 
@@ -22,8 +21,7 @@ CALLS, REPEATS, WARMUP = 2000, 15, 300
 def routes(dtype: torch.dtype) -> dict:
     """route -> a one-tensor call, for tensors of ``dtype`` (the binding: the DEFAULTS build of that dtype)."""
     binding = ops.module_for(None) if dtype is torch.float32 else ops.sixteen_bit_module()
-    return {"nn.ELU": nn.ELU(), "F.elu": F.elu, "binding": lambda x: binding.elu(x, 1.0),
-            "torch.ops": torch.ops.elu_study.elu, "elu_study.ELU": ELU()}
+    return {"nn.ELU": nn.ELU(), "F.elu": F.elu, "binding": lambda x: binding.elu(x, 1.0), "elu_study.ELU": ELU()}
 
 
 def group_input(numel: int, requires_grad: bool, autocast: bool) -> torch.Tensor:

@@ -1,8 +1,8 @@
 """The size sweep: every step and peer from 2^10 to 2^31 elements, cold, warm and on the host.
 
 ``python -m elu_study sizes`` checks and times each entry (every step, the peers and the PyTorch baselines; not the
-ablations) at every length of ``plan()`` (how: ``measure``), then writes results/<gpu>-sizes.json, its two figures
-and the README's sizes block; without a GPU it prints the recorded run.
+ablations) at every length of ``plan()`` (how: ``measure``) on a GPU, then writes results/<gpu>-sizes.json, its two
+figures and the README's sizes block (notebook 09 shows the record).
 
 Modules: ``plan``, ``measure`` (the GPU part), ``analysis`` (the record read back), ``figures``, ``readme`` (the
 README block), ``notebook`` (notebook 09's view); words: templates/sizes/*.md.j2.
@@ -21,7 +21,7 @@ from elu_study.core import text
 from elu_study.core.build import build_all
 from elu_study.core.entries import builds
 from elu_study.core.paths import RESULTS_DIR
-from elu_study.core.record import REFERENCE_GPU, load, record_path, save, slug, write_block
+from elu_study.core.record import REFERENCE_GPU, load, save, slug, write_block
 from elu_study.jobs.sizes import measure, plan
 from elu_study.jobs.sizes.figures import write_figures
 from elu_study.jobs.sizes.notebook import entry_table
@@ -42,23 +42,14 @@ def write_report(gpu: str = REFERENCE_GPU, readme: bool = True, results_dir: Pat
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elu_study sizes", description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-exp", type=int, default=plan.MAX_EXP, help="largest length 2^k (default 31)")
-    parser.add_argument("--min-exp", type=int, default=plan.MIN_EXP, help="smallest length 2^k (default 10)")
-    parser.add_argument("--no-extra", action="store_true", help="powers of two only")
     parser.add_argument("--entries", default=None, help="entry names, comma-separated (default: all)")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="record and figures go here")
     parser.add_argument("--no-readme", action="store_true", help="leave README.md alone")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():  # the reference GPU's recorded sweep, printed (2 if there is none)
-        record = load(REFERENCE_GPU, "sizes", args.results_dir, required=False)
-        path = record_path(REFERENCE_GPU, "sizes", args.results_dir)
-        print(text.render("sizes/cli.md.j2", part="recorded" if record else "no_record", path=path),
-              file=sys.stdout if record else sys.stderr)
-        if record:
-            print(entry_table(record))
-        return 0 if record else 2
-
+    if not torch.cuda.is_available():
+        parser.exit(2, "elu-study sizes: needs a CUDA GPU (notebook 09 shows the record)\n")
     entries = plan.sweep_entries(args.entries.split(",") if args.entries else None)
-    sizes = plan.plan(args.max_exp, args.min_exp, extra=not args.no_extra)
+    sizes = plan.plan(args.max_exp)
     print(text.render("sizes/cli.md.j2", part="plan", entries=[e.name for e in entries], sizes=sizes,
                       repeats=plan.HOST_REPEATS, small=plan.runs(sizes[0]), big=plan.runs(sizes[-1])))
     jobs = builds(entries)

@@ -30,12 +30,10 @@ MODEL_TBPS, MODEL_LAUNCH_MS = 3.5, 0.003  # for run counts only: the time a call
 CHECK_CHUNK = 1 << 27
 
 
-def plan(max_exp: int = MAX_EXP, min_exp: int = MIN_EXP, extra: bool = True) -> list[int]:
-    """Every power of two from 2^min_exp to 2^max_exp, plus the odd and decimal lengths in that range."""
-    sizes = {2**k for k in range(min_exp, max_exp + 1)}
-    if extra:
-        sizes |= {n for n in (*ODD, *DECIMAL) if 2**min_exp <= n <= 2**max_exp}
-    return sorted(sizes)
+def plan(max_exp: int = MAX_EXP) -> list[int]:
+    """Every power of two from 2^MIN_EXP to 2^max_exp, plus the odd and decimal lengths in that range."""
+    extra = {n for n in (*ODD, *DECIMAL) if 2**MIN_EXP <= n <= 2**max_exp}
+    return sorted({2**k for k in range(MIN_EXP, max_exp + 1)} | extra)
 
 
 def sweep_entries(names=None) -> list:

@@ -8,7 +8,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import ListedColormap, to_rgba
 from matplotlib.patches import Patch
 
-from elu_study.jobs.study.figures import label
+from elu_study.jobs.study.figures import bars, label
 from elu_study.jobs.study.launches import (LINE_BYTES, ORDERS, WARP, Launch, block_pass_map, lines_per_instruction,
                                            persistent_runs, schedule, thread_accesses, wave_sizes)
 
@@ -104,14 +104,10 @@ def tile_order_figure(launches: list[Launch], runs_shown: int = 24):
 def issue_figure(rows: list[tuple[str, float, float]]):
     """Per kernel: the time its SMs need just to issue its instructions, against its measured time (ncu)."""
     fig, ax = plt.subplots(figsize=(8, 0.6 * len(rows) + 1.6))
-    y, issue, total = np.arange(len(rows)), np.array([r[1] for r in rows]), np.array([r[2] for r in rows])
-    ax.barh(y + 0.2, total, height=0.4, color="tab:gray", label="kernel time (ncu)")
-    ax.barh(y - 0.2, issue, height=0.4, color="tab:orange", label=label("issue_bar"))
-    for yi, i, t in zip(y, issue, total):
-        ax.text(i, yi - 0.2, f" {i:.2f} ms ({100 * i / t:.0f} %)", va="center", fontsize=8)
-        ax.text(t, yi + 0.2, f" {t:.2f} ms", va="center", fontsize=8)
-    ax.set_yticks(y, [r[0] for r in rows])
-    ax.invert_yaxis()
+    issue, total = np.array([r[1] for r in rows]), np.array([r[2] for r in rows])
+    bars(ax, [r[0] for r in rows], {
+        label("issue_bar"): (issue, [f"{i:.2f} ms ({100 * i / t:.0f} %)" for i, t in zip(issue, total)], "tab:orange"),
+        "kernel time (ncu)": (total, [f"{t:.2f} ms" for t in total], "tab:gray")})
     ax.set(xlim=(0, total.max() * 1.3), xlabel="ms, one full-size launch")
     ax.set_title(label("issue_title"), fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.22), ncol=2, frameon=False)
@@ -121,13 +117,10 @@ def issue_figure(rows: list[tuple[str, float, float]]):
 def in_flight_figure(launches: list[Launch]):
     """Per launch: the loads in flight per SM when every resident thread has issued its loads."""
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(launches) + 1.4))
-    y, kib = np.arange(len(launches)), np.array([lau.bytes_in_flight_per_sm / 1024 for lau in launches])
-    ax.barh(y, kib, color="tab:blue")
-    for yi, lau, k in zip(y, launches, kib):
-        ax.text(k, yi, " " + label("in_flight_bar", threads=lau.resident_threads_per_sm, bytes=lau.bytes_per_thread,
-                                   waves=lau.waves), va="center", fontsize=7)
-    ax.set_yticks(y, [lau.name for lau in launches])
-    ax.invert_yaxis()
+    kib = np.array([lau.bytes_in_flight_per_sm / 1024 for lau in launches])
+    bars(ax, [lau.name for lau in launches], {"": (kib, [label(
+        "in_flight_bar", threads=lau.resident_threads_per_sm, bytes=lau.bytes_per_thread, waves=lau.waves)
+        for lau in launches], "tab:blue")}, 7)
     ax.set(xlim=(0, kib.max() * 1.9), xlabel=label("in_flight_x"))
     ax.set_title(label("in_flight_title"), fontsize=10)
     return done(fig)

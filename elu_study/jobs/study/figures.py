@@ -11,7 +11,6 @@ from elu_study.core import text
 COLORS = {"step": "tab:blue", "baseline": "tab:gray", "peer": "tab:purple", "ablation": "tab:olive"}
 KIND_LABELS = {"step": "step", "baseline": "baseline (PyTorch, copies, streams)", "peer": "peer (Triton, CUB)",
                "ablation": "ablation (one change)"}
-MAIN_KINDS = ("step", "baseline", "peer")
 # The datasheet floor, the measured two-stream floor (read_only + write_only) and copy_ (the practical roof).
 FLOOR_STYLE = {"color": "tab:red", "ls": ":"}
 STREAM_STYLE = {"color": "tab:orange", "ls": "-."}
@@ -83,21 +82,6 @@ def _done(ax, rows, extra=(), loc="lower right", **where):
     return _finish(ax, handles=handles + list(extra), loc=loc, framealpha=0.9, **where)
 
 
-def times_figure(record: dict):
-    """Median time per main entry with p10-p90 whiskers, zoomed to the entries near copy_ (the others are arrows
-    at the edge), with the datasheet floor, the measured floor and the copy_ roof."""
-    rows = [r for r in record["rows"] if r["kind"] in MAIN_KINDS][::-1]
-    fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 2.4))
-    refs = [(record[key], style, key) for key, style in
-            (("roof_ms", ROOF_STYLE), ("floor_ms", FLOOR_STYLE), ("stream_floor_ms", STREAM_STYLE)) if record.get(key)]
-    extra = [ax.axvline(ms, **style, label=label(key, ms=ms)) for ms, style, key in refs]
-    _spread(ax, rows, *_times(rows), _inside(rows), [ms for ms, *_ in refs], unit=" ms")
-    ax.set(xlabel=label("times_x"),
-           title=f"ELU on {tuple(record['problem']['shape'])} float32, {record['provenance']['gpu']}")
-    return _done(ax, rows, [*extra, plt.Line2D([], [], **SPREAD)], loc="upper center", bbox_to_anchor=(0.5, -0.1),
-                 ncol=2)
-
-
 def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = NEAR[1]):
     """Time over copy_'s, median and p10-p90, with the datasheet and measured floors; an entry slower than ``max_x``
     (or faster than NEAR's low end) is an arrow at the edge."""
@@ -142,18 +126,26 @@ COUNTER_BARS = (("dram_pct_of_peak", "DRAM throughput, % of peak"),
                 ("achieved_occupancy_pct", "achieved occupancy, % of warps"), ("l2_hit_pct", "L2 hit rate, %"))
 
 
+def bars(ax, names, series: dict, fontsize: float = 8) -> None:
+    """Horizontal bars, a group per name from the top, a bar per ``series`` item (label -> (values, texts, colour or
+    None)), each with its text at its end."""
+    h = 0.8 / len(series)
+    for k, (name, (values, texts, color)) in enumerate(series.items()):
+        y = np.arange(len(names)) + (k - (len(series) - 1) / 2) * h
+        ax.barh(y, values, height=h, color=color, label=name)
+        for yi, v, t in zip(y, values, texts):
+            ax.text(v, yi, f" {t}", va="center", fontsize=fontsize)
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+
+
 def counters_figure(counters: dict, names):
     """Per kernel: DRAM throughput, occupancy and L2 hit rate from Nsight Compute (grouped bars)."""
     by_name = {r["name"]: r for r in counters["rows"]}
     rows = [by_name[n] for n in names if n in by_name]
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.8))
-    h, y = 0.8 / len(COUNTER_BARS), np.arange(len(rows))[::-1]
-    for k, (key, name) in enumerate(COUNTER_BARS):
-        vals = [r.get(key) or 0.0 for r in rows]
-        ax.barh(y + (1 - k) * h, vals, height=h, label=name)
-        for yi, v in zip(y, vals):
-            ax.text(v, yi + (1 - k) * h, f" {v:.1f}", va="center", fontsize=7)
-    ax.set_yticks(y, [r["name"] for r in rows])
+    values = {name: [r.get(key) or 0.0 for r in rows] for key, name in COUNTER_BARS}
+    bars(ax, [r["name"] for r in rows], {k: (v, [f"{x:.1f}" for x in v], None) for k, v in values.items()}, 7)
     commit = counters.get("provenance", {}).get("commit")
     title = "Hardware counters per kernel" + (f" (profiled at commit {commit})" if commit else "")
     ax.set(xlim=(0, 115), xlabel=label("counters_x"), title=title)

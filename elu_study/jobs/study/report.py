@@ -10,7 +10,7 @@ import pandas as pd
 from elu_study.core import record, text
 from elu_study.core.check import ATOL
 from elu_study.core.entries import DTYPES16, ENTRIES, KINDS, NOT_MEASURED, PEERS, STEPS, group
-from elu_study.core.tables import FORMATS, markdown
+from elu_study.core.tables import FORMATS
 from elu_study.core.timing import POWER_CAP
 from elu_study.jobs.study import figures as plots
 
@@ -22,9 +22,7 @@ STEP5_ABLATIONS = ("2_float4", *(e.name for e in group("step5_one_change")), "5_
 README_BLOCK = "results-table"
 KINDS_SHOWN = ("step", "baseline", "peer")  # the README table's rows
 CLOCK_MOVED = 0.05  # a row's SM clock moved between rounds when its round medians differ by more than this share
-WIDTH = 120  # the command line's tables fit a terminal this wide
-SHORT = {"% of peak": "%peak", "p90/median": "p90/med", "correct": "ok", "max abs err vs fp64": "err fp64",
-         "x own roof": "x roof"}  # their headers
+WIDTH = 120  # the command line's output fits a terminal this wide
 
 
 def frame(rec: dict, kinds=KINDS_SHOWN, names=None) -> pd.DataFrame:
@@ -61,20 +59,6 @@ def roofs_frame(rec: dict) -> pd.DataFrame:
     return df.sort_values(["_order", "x own roof"], kind="stable").drop(columns="_order").set_index("entry")
 
 
-def printed_tables(rec: dict, width: int = WIDTH) -> dict[str, str]:
-    """The command line's tables (``python -m elu_study``), within ``width`` columns: the main one with short headers
-    and what each entry is listed below it (``legend``), the roofs' without the dtype their roof names."""
-    def printed(df: pd.DataFrame) -> str:
-        return markdown(df.rename(columns=SHORT), {SHORT.get(c, c): f for c, f in FORMATS.items()})
-
-    main = frame(rec, kinds=KINDS)
-    pad = max(map(len, main.index)) + 2
-    legend = (textwrap.fill(f"{name:<{pad}}{what}", width, subsequent_indent=" " * pad)
-              for name, what in main["what"].items())
-    return {"table": printed(main.drop(columns="what")), "legend": "\n".join(legend),
-            "roofs": printed(roofs_frame(rec).drop(columns="dtype")) if own_roof_rows(rec) else ""}
-
-
 def roof_panels(rec: dict) -> dict[str, list[str]]:
     """The roofs figure's panels: each dtype's forward (over its copy_) and backward (over its torch.add)."""
     panels: dict[str, list[str]] = {}
@@ -106,15 +90,19 @@ def regime(rec: dict) -> dict:
 
 
 def summary(rec: dict, live: bool) -> str:
-    """The main job's printed summary: the tables (``printed_tables``), the caption and the regime."""
-    return fit(text.render("study/main.md.j2", live=live, **printed_tables(rec), caption=caption(rec), rec=rec,
-                           regime=regime(rec), moved_pct=100 * CLOCK_MOVED))
+    """The main job's printed summary: every entry's times and checks, the rows over roofs of their own, the caption
+    and the regime."""
+    formats = {c: f.format for c, f in {**FORMATS, "x own roof": "{:.3f}"}.items()}
+    tables = [frame(rec, kinds=KINDS).drop(columns="what")]
+    tables += [roofs_frame(rec).drop(columns="dtype")] if own_roof_rows(rec) else []
+    return "\n\n".join(["NO GPU HERE: the tables are the recorded run."] * (not live) + [
+        t.to_string(formatters=formats, na_rep="") for t in tables] + [fit(text.render(
+            "study/main.md.j2", caption=caption(rec), rec=rec, regime=regime(rec), moved_pct=100 * CLOCK_MOVED))])
 
 
 def fit(printed: str, width: int = WIDTH) -> str:
-    """The command line's output within ``width`` columns: each line of prose wrapped (indented below itself), each
-    table line (``printed_tables`` fit them) as it is."""
-    return "\n".join(line if line.startswith("|") else textwrap.fill(
+    """The command line's prose within ``width`` columns, each line wrapped (indented below itself)."""
+    return "\n".join(textwrap.fill(
         line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 2), break_on_hyphens=False)
         for line in printed.splitlines())
 
@@ -151,5 +139,7 @@ def readme_block(rec: dict) -> str:
 def write_report(gpu: str, readme: bool = True) -> list[Path]:
     """Draw the times of a GPU's study record into results/<gpu>.png and, with ``readme``, write the README block."""
     rec = record.load(gpu)
-    paths = [record.save_figure(plots.times_figure(rec), record.figure_path(rec["provenance"]["gpu"], ""))]
+    main = [r["name"] for r in rec["rows"] if r["kind"] in KINDS_SHOWN]
+    title = f"ELU on {tuple(rec['problem']['shape'])} float32, {rec['provenance']['gpu']}"
+    paths = [record.save_figure(plots.xcopy_figure(rec, main, title), record.figure_path(rec["provenance"]["gpu"], ""))]
     return paths + ([record.write_block(README_BLOCK, readme_block(rec))] if readme else [])
