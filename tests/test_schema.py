@@ -36,7 +36,7 @@ BROKEN = [
     ("beyond", ("processes", 2, "copy_", "median_ms"), DELETE, "Object missing required field `median_ms`",
      "$.processes[2][...]"),
     ("beyond", ("rows", 5, "dtype"), "float8", "Invalid enum value 'float8'", "$.rows[5].dtype"),
-    ("sizes", ("points", 40, "cold", "p99_ms"), None, "Expected `float`, got `null`", "$.points[40].cold.p99_ms"),
+    ("sizes", ("points", 40, "cold", "p90_ms"), None, "Expected `float`, got `null`", "$.points[40].cold.p90_ms"),
     ("sizes", ("regimes", "warm_gain", "2^10"), 1.0, "Expected `str` matching regex '^[1-9][0-9]*$'",
      "key` in `$.regimes.warm_gain"),
     ("launch", ("cells", 7, "occupancy", "registers"), "32", "Expected `int`, got `str`", "$.cells[7].occupancy.registers"),

@@ -72,10 +72,6 @@ class Center(Struct):
 
 
 class Quantiles(Center):
-    p99_ms: Ms
-    mean_ms: Ms
-    min_ms: Ms
-    max_ms: Ms
     runs: int
 
 
@@ -90,16 +86,11 @@ class Power(Struct):
     max: float
 
 
-class Temperature(Struct):
-    max: float
-
-
 class Nvml(Struct):  # core.timing.NvmlSampler.summary: one round's clocks, power and clock-event reasons
     samples: int
     sm_clock_mhz: Spread | Unset = UNSET  # absent where NVML gave no sample (then "error" says why)
     mem_clock_mhz: Spread | Unset = UNSET
     power_w: Power | Unset = UNSET
-    temperature_c: Temperature | Unset = UNSET
     clock_event_reasons: dict[str, float] | Unset = UNSET  # reason -> share of samples
     error: str | None | Unset = UNSET
 
@@ -126,7 +117,6 @@ class SustainedRule(Struct):  # core.timing.Sustained
 
 class Timing(Quantiles):  # core.timing.time_interleaved: one entry over interleaved rounds
     round_medians_ms: list[Ms]
-    round_p90_ms: list[Ms]
     samples_ms: list[list[Ms]]
     nvml: list[Nvml]
     sm_clock_mhz: MHz | None | Unset = UNSET  # as Sustained's, over every round (records before it: absent)
