@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from elu_study.core.check import INPUT_SCALE, check_elu, near_zero_rel_error
+from elu_study.core.check import INPUT_SCALE, check_elu
 from elu_study.core import derived, exhaustive
 from elu_study.core.entries import ALPHA, DTYPES16, Entry, resolve
 from elu_study.core.hardware import SHAPE, gpu_spec, provenance
@@ -143,7 +143,6 @@ class Measurement:
     flags: list[str]
     timing: dict
     check: dict | None = None
-    near_zero_rel_err: dict | None = None
     sass: dict | None = None
     extra: dict = field(default_factory=dict)
     mode: str = ""
@@ -184,9 +183,7 @@ def check_entry(entry: Entry, m: Measurement, shape, trials: int) -> None:
         del x
         torch.cuda.empty_cache()
     elif entry.checked:
-        fn = elu_fn(entry)
-        m.check = check_elu(fn, shape=shape, alpha=ALPHA, trials=trials).to_dict()
-        m.near_zero_rel_err = near_zero_rel_error(fn, ALPHA)
+        m.check = check_elu(elu_fn(entry), shape=shape, alpha=ALPHA, trials=trials).to_dict()
 
 
 def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress: bool = False,

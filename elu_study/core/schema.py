@@ -205,7 +205,6 @@ class Row(Struct, kw_only=True):  # core.harness.Measurement: a row of the study
     flags: list[str]
     timing: Timing
     check: RowCheck | None
-    near_zero_rel_err: dict[str, float] | None  # |x| bound -> worst relative error
     sass: Sass | None
     extra: dict
     mode: Literal["", "in_place", "bfloat16", "float16"]  # core.entries.BYTES_PER_ELEMENT
