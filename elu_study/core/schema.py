@@ -196,17 +196,15 @@ class Sass(Struct):  # core.sass.KernelReport
     local_bytes: Bytes
 
 
-class Row(Struct, kw_only=True):  # core.harness.Measurement: a row of the study, step 6's and step 7's records
+class Row(Struct, kw_only=True):  # a row of the study, step 6's and step 7's records, as core.harness.measure fills it
     name: str
     kind: str
     what: str
-    group: str
     base: str | None
     flags: list[str]
     timing: Timing
     check: RowCheck | None
     sass: Sass | None
-    extra: dict
     mode: Literal["", "in_place", "bfloat16", "float16"]  # core.entries.BYTES_PER_ELEMENT
     dtype: Dtype
     direction: Direction
@@ -216,7 +214,6 @@ class Row(Struct, kw_only=True):  # core.harness.Measurement: a row of the study
 class Method(Struct, kw_only=True):
     trials: int
     rounds: int
-    interleaved: bool
     sustained: SustainedRule | Unset = UNSET
 
 
@@ -226,7 +223,6 @@ class Rows(Record, kw_only=True):  # core.harness.measure's record: rows checked
     peak_source: str | None
     method: Method
     rows: list[Row]
-    alphas16: list[float] | Unset = UNSET  # where a row was checked on every 16-bit pattern: the alphas
 
 
 # -- Nsight Compute -------------------------------------------------------------------------------------------------
