@@ -281,22 +281,9 @@ class Ncu(Record, kw_only=True):
 
 
 # -- beyond (step 6) --------------------------------------------------------------------------------------------------
-class AlphaBits(Struct):
-    mismatches: int
-    max_ulp: UlpCount
-    untouched: int
-
-
-class Bits16(Struct):  # records before the harness checked each 16-bit row on every bit pattern (now unwritten)
-    dtype: str
-    inputs: int
-    alphas: dict[str, AlphaBits]
-
-
 class Beyond(Rows, kw_only=True):
     counters: CounterRows
     processes: list[dict[str, Process]]
-    accuracy16: dict[str, dict[str, Bits16]] | Unset = UNSET  # build -> dtype (older records)
 
 
 # -- sixteen (step 7) -------------------------------------------------------------------------------------------------
@@ -305,17 +292,6 @@ Build = list[str | list[str] | None]  # [variant (None: a library's peer), flags
 
 class SixteenProblem(TimedProblem):
     input: str
-
-
-class Delta(Struct):  # a checked formula's distance to expm1f on one dtype: no longer measured (records before it)
-    delta: float
-    holds: bool
-
-
-class FormulaDelta(Struct):
-    eps: float
-    bfloat16: Delta
-    float16: Delta
 
 
 class BuildExhaustive(Exhaustive, kw_only=True):
@@ -349,7 +325,6 @@ class Sixteen(Rows, kw_only=True):
     sass16: dict[str, Sass16]
     timed_alpha: float
     counters: CounterRows
-    delta: dict[str, FormulaDelta] | Unset = UNSET  # formula
 
 
 # -- accuracy -------------------------------------------------------------------------------------------------------
