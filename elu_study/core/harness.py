@@ -6,15 +6,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Callable
 
+import msgspec
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from elu_study.core.check import INPUT_SCALE, check_elu, near_zero_rel_error
-from elu_study.core import derived, exhaustive
+from elu_study.core.check import INPUT_SCALE, check_elu
+from elu_study.core import derived, exhaustive, schema
 from elu_study.core.entries import ALPHA, DTYPES16, Entry, resolve
 from elu_study.core.hardware import SHAPE, gpu_spec, provenance
 from elu_study.core.sass import inspect_variant
@@ -131,27 +132,6 @@ def triton_module():
     return triton_elu
 
 
-@dataclass
-class Measurement:
-    """What a live run measured for one entry, ready to be saved as a results row."""
-
-    name: str
-    kind: str
-    what: str
-    group: str
-    base: str | None
-    flags: list[str]
-    timing: dict
-    check: dict | None = None
-    near_zero_rel_err: dict | None = None
-    sass: dict | None = None
-    extra: dict = field(default_factory=dict)
-    mode: str = ""
-    dtype: str = "float32"
-    direction: str = "forward"
-    exhaustive: dict | None = None  # a 16-bit row's check on every bit pattern of its dtype (core.exhaustive)
-
-
 @contextlib.contextmanager
 def quiet():
     # Inductor and friends may warn on first use; results do not depend on it.
@@ -171,22 +151,20 @@ def module_of(entry: Entry):
     return entry.build() if entry.variant else triton_module()
 
 
-def check_entry(entry: Entry, m: Measurement, shape, trials: int) -> None:
+def check_entry(entry: Entry, row: schema.Row, shape, trials: int) -> None:
     """An entry's check: float32 forward vs float64, float32 backward vs aten, 16-bit on every bit pattern."""
     if entry.mode in DTYPES16:
         if entry.direction == "backward" and entry.variant:
-            m.exhaustive = exhaustive.check_backward(entry.build(), entry.mode, exhaustive.alphas())
+            row.exhaustive = exhaustive.check_backward(entry.build(), entry.mode, exhaustive.alphas())
         elif entry.direction == "forward" and (entry.variant or entry.name.startswith("triton")):
-            m.exhaustive = exhaustive.check_patterns(module_of(entry), entry.mode, exhaustive.alphas())
+            row.exhaustive = exhaustive.check_patterns(module_of(entry), entry.mode, exhaustive.alphas())
     elif entry.direction == "backward" and entry.variant:
         x = input_tensor(shape)
-        m.check = exhaustive.check_backward32(entry.build(), x, grad_tensor(x), ALPHA)
+        row.check = exhaustive.check_backward32(entry.build(), x, grad_tensor(x), ALPHA)
         del x
         torch.cuda.empty_cache()
     elif entry.checked:
-        fn = elu_fn(entry)
-        m.check = check_elu(fn, shape=shape, alpha=ALPHA, trials=trials).to_dict()
-        m.near_zero_rel_err = near_zero_rel_error(fn, ALPHA)
+        row.check = check_elu(elu_fn(entry), shape=shape, alpha=ALPHA, trials=trials).to_dict()
 
 
 def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress: bool = False,
@@ -198,15 +176,16 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
     sass: dict[tuple, dict] = {}
     with quiet():
         for entry in tqdm(entries, desc="checking", unit="entry", disable=not progress):
-            m = Measurement(entry.name, entry.kind, entry.what, entry.group, entry.base, list(entry.flags), timing={},
-                            mode=entry.mode, dtype=entry.dtype, direction=entry.direction)
-            check_entry(entry, m, shape, trials)
+            row = schema.Row(name=entry.name, kind=entry.kind, what=entry.what, base=entry.base, flags=list(entry.flags),
+                             timing={}, check=None, sass=None, mode=entry.mode, dtype=entry.dtype,
+                             direction=entry.direction, exhaustive=None)  # its parts plain dicts, checked on read
+            check_entry(entry, row, shape, trials)
             if entry.variant and not entry.variant.startswith("peers/"):  # a library's file holds its own kernels
                 key = (entry.variant, entry.flags)  # entries that call one build another way share its SASS
                 if key not in sass:
                     sass[key] = inspect_variant(entry.build()).to_dict()
-                m.sass = sass[key]
-            rows[entry.name] = m
+                row.sass = sass[key]
+            rows[entry.name] = row
         torch.cuda.empty_cache()
         x = input_tensor(shape)
         y, cache = torch.empty_like(x), {}
@@ -223,12 +202,9 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
         "problem": {"shape": list(shape), "dtype": "float32", "alpha": ALPHA, "numel": shape[0] * shape[1]},
         "peak_bytes_per_s": spec.peak_bytes_per_s if spec else None,
         "peak_source": f"{spec.label} {spec.source}" if spec else None,
-        "method": {"trials": trials, "rounds": rounds, "interleaved": True}
-        | ({"sustained": asdict(Sustained())} if sustained else {}),
-        "rows": [m.__dict__ for m in rows.values()],
+        "method": {"trials": trials, "rounds": rounds} | ({"sustained": asdict(Sustained())} if sustained else {}),
+        "rows": [msgspec.structs.asdict(row) for row in rows.values()],
     }
-    if any(m.exhaustive for m in rows.values()):
-        record["alphas16"] = exhaustive.alphas()  # every alpha each 16-bit row's exhaustive check ran at
     return derived.annotate(record)
 
 

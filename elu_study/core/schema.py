@@ -72,10 +72,6 @@ class Center(Struct):
 
 
 class Quantiles(Center):
-    p99_ms: Ms
-    mean_ms: Ms
-    min_ms: Ms
-    max_ms: Ms
     runs: int
 
 
@@ -90,16 +86,11 @@ class Power(Struct):
     max: float
 
 
-class Temperature(Struct):
-    max: float
-
-
 class Nvml(Struct):  # core.timing.NvmlSampler.summary: one round's clocks, power and clock-event reasons
     samples: int
     sm_clock_mhz: Spread | Unset = UNSET  # absent where NVML gave no sample (then "error" says why)
     mem_clock_mhz: Spread | Unset = UNSET
     power_w: Power | Unset = UNSET
-    temperature_c: Temperature | Unset = UNSET
     clock_event_reasons: dict[str, float] | Unset = UNSET  # reason -> share of samples
     error: str | None | Unset = UNSET
 
@@ -126,7 +117,6 @@ class SustainedRule(Struct):  # core.timing.Sustained
 
 class Timing(Quantiles):  # core.timing.time_interleaved: one entry over interleaved rounds
     round_medians_ms: list[Ms]
-    round_p90_ms: list[Ms]
     samples_ms: list[list[Ms]]
     nvml: list[Nvml]
     sm_clock_mhz: MHz | None | Unset = UNSET  # as Sustained's, over every round (records before it: absent)
@@ -206,18 +196,15 @@ class Sass(Struct):  # core.sass.KernelReport
     local_bytes: Bytes
 
 
-class Row(Struct, kw_only=True):  # core.harness.Measurement: a row of the study, step 6's and step 7's records
+class Row(Struct, kw_only=True):  # a row of the study, step 6's and step 7's records, as core.harness.measure fills it
     name: str
     kind: str
     what: str
-    group: str
     base: str | None
     flags: list[str]
     timing: Timing
     check: RowCheck | None
-    near_zero_rel_err: dict[str, float] | None  # |x| bound -> worst relative error
     sass: Sass | None
-    extra: dict
     mode: Literal["", "in_place", "bfloat16", "float16"]  # core.entries.BYTES_PER_ELEMENT
     dtype: Dtype
     direction: Direction
@@ -227,7 +214,6 @@ class Row(Struct, kw_only=True):  # core.harness.Measurement: a row of the study
 class Method(Struct, kw_only=True):
     trials: int
     rounds: int
-    interleaved: bool
     sustained: SustainedRule | Unset = UNSET
 
 
@@ -237,7 +223,6 @@ class Rows(Record, kw_only=True):  # core.harness.measure's record: rows checked
     peak_source: str | None
     method: Method
     rows: list[Row]
-    alphas16: list[float] | Unset = UNSET  # where a row was checked on every 16-bit pattern: the alphas
 
 
 # -- Nsight Compute -------------------------------------------------------------------------------------------------
@@ -296,22 +281,9 @@ class Ncu(Record, kw_only=True):
 
 
 # -- beyond (step 6) --------------------------------------------------------------------------------------------------
-class AlphaBits(Struct):
-    mismatches: int
-    max_ulp: UlpCount
-    untouched: int
-
-
-class Bits16(Struct):  # records before the harness checked each 16-bit row on every bit pattern (now unwritten)
-    dtype: str
-    inputs: int
-    alphas: dict[str, AlphaBits]
-
-
 class Beyond(Rows, kw_only=True):
     counters: CounterRows
     processes: list[dict[str, Process]]
-    accuracy16: dict[str, dict[str, Bits16]] | Unset = UNSET  # build -> dtype (older records)
 
 
 # -- sixteen (step 7) -------------------------------------------------------------------------------------------------
@@ -320,17 +292,6 @@ Build = list[str | list[str] | None]  # [variant (None: a library's peer), flags
 
 class SixteenProblem(TimedProblem):
     input: str
-
-
-class Delta(Struct):  # a checked formula's distance to expm1f on one dtype: no longer measured (records before it)
-    delta: float
-    holds: bool
-
-
-class FormulaDelta(Struct):
-    eps: float
-    bfloat16: Delta
-    float16: Delta
 
 
 class BuildExhaustive(Exhaustive, kw_only=True):
@@ -364,7 +325,6 @@ class Sixteen(Rows, kw_only=True):
     sass16: dict[str, Sass16]
     timed_alpha: float
     counters: CounterRows
-    delta: dict[str, FormulaDelta] | Unset = UNSET  # formula
 
 
 # -- accuracy -------------------------------------------------------------------------------------------------------

@@ -37,16 +37,12 @@ class Sustained:
 
 
 def summarize(rounds: list[list[float]]) -> dict:
-    """Quantiles over all samples, and per round, so round-to-round noise can be told from tails."""
+    """Quantiles over all samples, each round's median (round-to-round noise, ``noise_ms``) and every sample."""
     t = np.concatenate([np.asarray(r, dtype=np.float64) for r in rounds])
-    p10, p50, p90, p99 = np.quantile(t, [0.1, 0.5, 0.9, 0.99])
-    return {
-        "median_ms": float(p50), "p10_ms": float(p10), "p90_ms": float(p90), "p99_ms": float(p99),
-        "mean_ms": float(t.mean()), "min_ms": float(t.min()), "max_ms": float(t.max()), "runs": int(t.size),
-        "round_medians_ms": [float(np.median(r)) for r in rounds],
-        "round_p90_ms": [float(np.quantile(r, 0.9)) for r in rounds],
-        "samples_ms": [[round(float(v), SAMPLE_DECIMALS) for v in r] for r in rounds],
-    }
+    p10, p50, p90 = np.quantile(t, [0.1, 0.5, 0.9])
+    return {"median_ms": float(p50), "p10_ms": float(p10), "p90_ms": float(p90), "runs": int(t.size),
+            "round_medians_ms": [float(np.median(r)) for r in rounds],
+            "samples_ms": [[round(float(v), SAMPLE_DECIMALS) for v in r] for r in rounds]}
 
 
 def noise_ms(timing: dict) -> float:
@@ -56,7 +52,7 @@ def noise_ms(timing: dict) -> float:
 
 
 class NvmlSampler:
-    """Samples SM and memory clocks, power, temperature and clock-event reasons in a thread (nothing without NVML)."""
+    """Samples SM and memory clocks, power and clock-event reasons in a thread (nothing without NVML)."""
 
     def __init__(self, device_index: int = 0, period_s: float = 0.01):
         self.period_s = period_s
@@ -82,7 +78,6 @@ class NvmlSampler:
             n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
             n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
             n.nvmlDeviceGetPowerUsage(h) / 1000.0,
-            n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
             int(reasons_fn(h)),
         )
 
@@ -97,7 +92,7 @@ class NvmlSampler:
     def _loop(self):
         while not self._stop.is_set():
             try:
-                self.samples.append((*self._read(), time.monotonic()))  # (sm, mem, W, C, reasons, t)
+                self.samples.append((*self._read(), time.monotonic()))  # (sm, mem, W, reasons, t)
             except Exception as exc:  # noqa: BLE001
                 self.error = f"NVML read failed: {exc}"
                 return
@@ -121,8 +116,8 @@ class NvmlSampler:
     def summary(self) -> dict:
         if not self.samples:
             return {"samples": 0, "error": self.error}
-        a = np.asarray([s[:4] for s in self.samples], dtype=np.float64)
-        reasons = Counter(name for s in self.samples for name in decode_reasons(s[4], self._nvml))
+        a = np.asarray([s[:3] for s in self.samples], dtype=np.float64)
+        reasons = Counter(name for s in self.samples for name in decode_reasons(s[3], self._nvml))
 
         def spread(c):
             return {"min": float(a[:, c].min()), "median": float(np.median(a[:, c])), "max": float(a[:, c].max())}
@@ -132,7 +127,6 @@ class NvmlSampler:
             "sm_clock_mhz": spread(0),
             "mem_clock_mhz": spread(1),
             "power_w": {"mean": float(a[:, 2].mean()), "max": float(a[:, 2].max())},
-            "temperature_c": {"max": float(a[:, 3].max())},
             "clock_event_reasons": {k: v / len(self.samples) for k, v in sorted(reasons.items())},  # share of samples
         }
 
@@ -141,7 +135,7 @@ class NvmlSampler:
         (a POWER_CAP reason set); None where there are none."""
         if not samples:
             return dict.fromkeys(("sm_clock_mhz", "power_w", "capped_fraction"))
-        capped = sum(not set(POWER_CAP).isdisjoint(decode_reasons(s[4], self._nvml)) for s in samples)
+        capped = sum(not set(POWER_CAP).isdisjoint(decode_reasons(s[3], self._nvml)) for s in samples)
         return {"sm_clock_mhz": float(np.median([s[0] for s in samples])),
                 "power_w": float(np.mean([s[2] for s in samples])), "capped_fraction": capped / len(samples)}
 
