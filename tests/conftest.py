@@ -1,14 +1,14 @@
 """The fuzz tests' budget and seed, and the record of a test run on a GPU.
 
-``--fuzz-examples N`` (or $ELU_FUZZ_EXAMPLES) sets how many examples hypothesis draws per fuzz test
-(default elu_study.testing.suite.DEFAULT_FUZZ_EXAMPLES); a budget above the default also fuzzes every build
-of the study rather than one per kernel file, unless ``--fuzz-builds files|all`` (or $ELU_FUZZ_BUILDS)
-says otherwise. The seed is hypothesis's ``--hypothesis-seed``, else $ELU_FUZZ_SEED, else a fresh
-random one; it is printed in the header and the summary, so any run can be repeated exactly.
+``--fuzz-examples N`` sets how many examples hypothesis draws per fuzz test (default
+elu_study.testing.suite.DEFAULT_FUZZ_EXAMPLES); a budget above the default also fuzzes every build of the study
+rather than one per kernel file, unless ``--fuzz-builds files|all`` says otherwise. The seed is hypothesis's
+``--hypothesis-seed``, else a fresh random one; it is printed in the header and the summary, so any run can be
+repeated exactly.
 ``pytest -m sanitize`` runs the compute-sanitizer tests alone; ``-m gpu`` the fuzz and sanitizer ones.
 
 After a run in which GPU tests ran, results/<gpu>-tests.json records the counts, the failures, the
-sanitizer's verdicts, the fuzz budget and seed, and the provenance. Without a GPU nothing is written.
+fuzz budget and seed, and the provenance. Without a GPU nothing is written.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ _STARTED = pytest.StashKey[float]()
 def pytest_addoption(parser):
     group = parser.getgroup("elu-study")
     group.addoption("--fuzz-examples", type=int, default=None,
-                    help="hypothesis examples per fuzz test "
-                         f"(default ${suite.EXAMPLES_ENV} or {suite.DEFAULT_FUZZ_EXAMPLES})")
+                    help=f"hypothesis examples per fuzz test (default {suite.DEFAULT_FUZZ_EXAMPLES})")
     group.addoption("--fuzz-builds", choices=suite.BUILD_SETS, default=None,
                     help="fuzz one default build per kernel file, or every build of the study "
                          "(default: files, or all when --fuzz-examples exceeds the default)")
@@ -47,7 +46,7 @@ def pytest_configure(config):
 
 def _line(settings: suite.FuzzSettings) -> str:
     return (f"elu-study fuzz: {settings.examples} examples per test over {settings.builds} builds, hypothesis seed "
-            f"{settings.seed} ({settings.seed_source}); repeat with {settings.to_dict()['rerun_with']}")
+            f"{settings.seed}; repeat with {settings.to_dict()['rerun_with']}")
 
 
 def pytest_report_header(config):
@@ -59,12 +58,12 @@ def fuzz_settings(pytestconfig) -> suite.FuzzSettings:
     return suite.settings_from_config(pytestconfig)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
+def pytest_terminal_summary(terminalreporter, config):
     if not suite.ran_on_gpu(terminalreporter.stats):
         return
     settings = suite.settings_from_config(config)
     try:
-        path = suite.write_record(terminalreporter.stats, exitstatus, settings, list(config.invocation_params.args),
+        path = suite.write_record(terminalreporter.stats, settings, list(config.invocation_params.args),
                                   None, torch.cuda.is_available, provenance, time.time() - config.stash[_STARTED])
     except Exception as err:  # noqa: BLE001 - the record must not turn a run's verdict
         terminalreporter.write_line(f"elu-study: could not write the test record: {type(err).__name__}: {err}", red=True)

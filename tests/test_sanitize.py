@@ -7,6 +7,7 @@ group run to its build, and the child's workload, run on the CPU against fakes.
 """
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -17,11 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from elu_study.core import record
-from elu_study.core.build import compile_variant
+from elu_study.core.build import compile_variant, known_variants
 from elu_study.core.ops import OPS
 from elu_study.core.paths import REPO_ROOT
 from elu_study.jobs import sanitize
-from elu_study.jobs.sanitize import child, runner, runs
+from elu_study.jobs.sanitize import child, runner
 from elu_study.jobs.sanitize.builds import Build, library_entry, select_builds
 
 PLANTED = Path(__file__).parent / "data" / "planted_oob.cu"
@@ -58,37 +59,27 @@ elu-study sanitize child: done: 10 calls over 1 build(s)
 
 
 def test_error_summaries_are_read():
-    assert runner.parse_summary(MEMCHECK_CLEAN) == runner.Summary(0, 0)
-    assert runner.parse_summary(MEMCHECK_DIRTY) == runner.Summary(4, 0)
-    assert runner.parse_summary("========= ERROR SUMMARY: 1 error\n").errors == 1
-    assert runner.parse_summary(RACECHECK) == runner.Summary(1, 1)
-    assert runner.parse_summary(RACECHECK.replace("(1 error, 1 warning)", "(0 errors, 0 warnings)")) == runner.Summary(0, 0)
+    assert runner.parse_errors(MEMCHECK_CLEAN) == 0
+    assert runner.parse_errors(MEMCHECK_DIRTY) == 4
+    assert runner.parse_errors("========= ERROR SUMMARY: 1 error\n") == 1
+    assert runner.parse_errors(RACECHECK) == 1
+    assert runner.parse_errors(RACECHECK.replace("(1 error, 1 warning)", "(0 errors, 0 warnings)")) == 0
 
 
 def test_a_run_without_a_summary_has_no_error_count_and_is_not_clean():
-    assert runner.parse_summary("Traceback (most recent call last):\nImportError: no torch\n").errors is None
-    run = runs.run_one(lambda tool, builds: (1, "ImportError: no torch\n", 0.1), "memcheck", [Build("a", "a")])
-    assert run.errors is None and not run.ok and "ImportError" in run.log_tail
-
-
-def test_headlines_are_the_distinct_reports():
-    assert runner.headlines(MEMCHECK_DIRTY) == [
-        "Invalid __global__ write of size 4 bytes",
-        'Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API call to cudaStreamSynchronize.',
-        "Target application returned an error",
-    ]
-    assert runner.headlines(RACECHECK) == ["Error: Race reported between Write access at k()+0x140"]
-    assert runner.headlines(MEMCHECK_CLEAN) == []
+    assert runner.parse_errors("Traceback (most recent call last):\nImportError: no torch\n") is None
+    run = sanitize.run_one(lambda tool, builds: (1, "ImportError: no torch\n"), "memcheck", [Build("a", "a")])
+    assert run.errors is None and not run.ok
 
 
 def test_a_clean_run_needs_zero_errors_a_finished_child_and_exit_0():
     build = [Build("b", "b")]
-    assert runs.run_one(lambda t, b: (0, MEMCHECK_CLEAN, 1.0), "memcheck", build).ok
+    assert sanitize.run_one(lambda t, b: (0, MEMCHECK_CLEAN), "memcheck", build).ok
     unfinished = MEMCHECK_CLEAN.replace("elu-study sanitize child: done", "elu-study sanitize child: 1_naive")
-    assert not runs.run_one(lambda t, b: (0, unfinished, 1.0), "memcheck", build).ok
-    assert not runs.run_one(lambda t, b: (1, MEMCHECK_CLEAN, 1.0), "memcheck", build).ok
-    dirty = runs.run_one(lambda t, b: (runner.ERROR_EXITCODE, MEMCHECK_DIRTY, 1.0), "memcheck", build)
-    assert not dirty.ok and dirty.errors == 4 and dirty.findings[0].startswith("Invalid __global__ write")
+    assert not sanitize.run_one(lambda t, b: (0, unfinished), "memcheck", build).ok
+    assert not sanitize.run_one(lambda t, b: (1, MEMCHECK_CLEAN), "memcheck", build).ok
+    dirty = sanitize.run_one(lambda t, b: (runner.ERROR_EXITCODE, MEMCHECK_DIRTY), "memcheck", build)
+    assert not dirty.ok and dirty.errors == 4
 
 
 def test_the_command_names_the_tool_and_the_exit_code():
@@ -97,8 +88,6 @@ def test_the_command_names_the_tool_and_the_exit_code():
     assert cmd[cmd.index("--tool") + 1] == "initcheck"
     assert cmd[cmd.index("--error-exitcode") + 1] == str(runner.ERROR_EXITCODE)
     assert cmd[cmd.index("--target-processes") + 1] == "application-only"
-    with pytest.raises(ValueError, match="unknown compute-sanitizer tool 'leakcheck'"):
-        runner.sanitizer_command("/opt/cs", "leakcheck", [])
 
 
 def test_newer_checks_are_asked_for_where_the_tool_has_them(tmp_path):
@@ -116,9 +105,6 @@ def test_newer_checks_are_asked_for_where_the_tool_has_them(tmp_path):
 def _no_sanitizer_anywhere(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
-    monkeypatch.delenv("CUDA_PATH", raising=False)
-    monkeypatch.setattr(runner, "DEFAULT_CUDA_HOMES", ())
-    monkeypatch.setattr(runner, "wheel_candidates", lambda: [])
 
 
 def test_the_tool_is_found_under_cuda_home(monkeypatch, tmp_path):
@@ -131,11 +117,12 @@ def test_the_tool_is_found_under_cuda_home(monkeypatch, tmp_path):
     assert runner.sanitizer_version(str(exe)) == "2025.3.1.0"
 
 
-def test_a_missing_tool_is_a_clear_error(monkeypatch, tmp_path):
+def test_a_missing_tool_is_a_clear_error(monkeypatch, tmp_path, capsys):
     _no_sanitizer_anywhere(monkeypatch, tmp_path)
     with pytest.raises(FileNotFoundError, match="compute-sanitizer not found .* CUDA toolkit"):
         runner.find_compute_sanitizer()
-    assert sanitize.main(["--no-record"]) == 2  # and the command says so, without a traceback
+    assert sanitize.main([]) == 2  # and the command says so, without a traceback
+    assert "compute-sanitizer not found" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- which builds, and whose errors
@@ -143,9 +130,7 @@ def test_a_missing_tool_is_a_clear_error(monkeypatch, tmp_path):
 
 def test_builds_are_chosen_by_step_or_file():
     every = select_builds()
-    files = select_builds(which="files")
-    assert {b.variant for b in every} <= {b.variant for b in files} | {"peers/cub_transform"}  # a peer's file too
-    assert all(b.flags == () and b.id == b.variant for b in files)
+    assert {b.variant for b in every} >= set(known_variants()) and len({b.id for b in every}) == len(every)
     grid = select_builds(["3"])
     assert grid and {b.variant for b in grid} == {"3_grid_stride"} and any(b.flags for b in grid)
     assert select_builds(["float4", "2_float4"]) == select_builds(["2"])
@@ -163,7 +148,7 @@ def _fake_runner(bad: dict[str, set[str]]):
         calls.append((tool, [b.id for b in builds]))
         errors = 2 * sum(b.id in bad.get(tool, ()) for b in builds)
         said = "elu-study sanitize child: done\n" if not errors else "RuntimeError: unspecified launch failure\n"
-        return (runner.ERROR_EXITCODE if errors else 0), f"{said}========= ERROR SUMMARY: {errors} errors\n", 0.5
+        return (runner.ERROR_EXITCODE if errors else 0), f"{said}========= ERROR SUMMARY: {errors} errors\n"
 
     return run, calls
 
@@ -173,38 +158,32 @@ BUILDS = [Build(name, name) for name in ("1_naive", "2_float4", "3_grid_stride")
 
 def test_clean_builds_take_one_run_per_tool():
     fake, calls = _fake_runner({})
-    done = runs.sanitize(BUILDS, runner.TOOLS, fake, progress=False)
+    done = sanitize.sanitize(BUILDS, runner.TOOLS, fake)
     assert sorted(calls) == sorted((t, [b.id for b in BUILDS]) for t in runner.TOOLS)
-    rep = runs.report(BUILDS, done, "2025.3", {"gpu": "NVIDIA H200"})
-    assert rep["passed"] and rep["tools"] == list(runner.TOOLS)
-    assert rep["builds"]["2_float4"]["racecheck"] == {"errors": 0, "ok": True}
+    rep = sanitize.report(done, "2025.3", {"gpu": "NVIDIA H200"})
+    assert rep["passed"] and rep["tools"] == list(runner.TOOLS) and list(rep["builds"]) == [b.id for b in BUILDS]
     assert rep["builds"]["3_grid_stride"] == dict.fromkeys(runner.TOOLS, {"errors": 0, "ok": True})
-    assert "PASS: 0 errors" in runs.describe(rep)
+    assert sanitize.describe(rep, done).splitlines()[-1] == "PASS: 0 errors"
 
 
 def test_a_failed_group_run_is_repeated_build_by_build_to_name_the_build():
     fake, calls = _fake_runner({"memcheck": {"2_float4"}})
-    done = runs.sanitize(BUILDS, ("memcheck", "initcheck"), fake, progress=False)
+    done = sanitize.sanitize(BUILDS, ("memcheck", "initcheck"), fake)
     assert len(calls) == 2 + len(BUILDS)  # two group runs, then memcheck alone on each build
-    rep = runs.report(BUILDS, done, None, {"gpu": "NVIDIA H200"})
+    rep = sanitize.report(done, None, {"gpu": "NVIDIA H200"})
     assert not rep["passed"]
     assert rep["builds"]["2_float4"]["memcheck"] == {"errors": 2, "ok": False}
     assert rep["builds"]["1_naive"]["memcheck"] == {"errors": 0, "ok": True}
     assert rep["builds"]["2_float4"]["initcheck"] == {"errors": 0, "ok": True}
-    text = runs.describe(rep)
-    assert "FAIL" in text and "memcheck over 2_float4" in text
-
-
-def test_per_build_runs_each_build_alone():
-    fake, calls = _fake_runner({})
-    runs.sanitize(BUILDS, ("synccheck",), fake, per_build=True, progress=False)
-    assert sorted(calls) == sorted(("synccheck", [b.id]) for b in BUILDS)
+    text = sanitize.describe(rep, done)
+    assert "FAIL" in text and "memcheck over 2_float4:\nRuntimeError: unspecified launch failure" in text
+    assert re.search(r"^2_float4 +2 ! +0$", text, re.MULTILINE)  # the table's row: memcheck failed, initcheck clean
 
 
 def test_the_report_is_saved_under_the_gpus_name(tmp_path):
     fake, _ = _fake_runner({})
     provenance = record.load("nvidia-h200", "sanitize")["provenance"]  # a real run's: the schema requires every field
-    rep = runs.report(BUILDS, runs.sanitize(BUILDS, ("memcheck",), fake, progress=False), "v", provenance)
+    rep = sanitize.report(sanitize.sanitize(BUILDS, ("memcheck",), fake), "v", provenance)
     path = record.save(rep, "sanitize", tmp_path)
     assert path == tmp_path / "nvidia-h200-sanitize.json"
     assert '"passed": true' in path.read_text()
@@ -251,8 +230,9 @@ def test_the_child_loads_a_build_without_compiling():
     entry = library_entry(Build("1_naive", "1_naive"))
     assert entry["library"] == compile_variant("1_naive").__file__
     assert entry["dtypes"] == {"elu": ["float32"], "elu_backward": ["float32"]}  # step 1 has no 16-bit path
-    code = ("import sys; from elu_study.jobs.sanitize.child import load_library; "
-            "from elu_study.core.ops import registered_ops; print(registered_ops(load_library(sys.argv[1], sys.argv[2])))")
+    code = ("import sys, torch; from pathlib import Path; from elu_study.core.build import register; "
+            "from elu_study.core.ops import registered_ops; "
+            "print(registered_ops(register(Path(sys.argv[2]), sys.argv[1], sys.argv[1])))")
     path = os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))  # keep the caller's too
     done = subprocess.run([sys.executable, "-c", code, entry["module"], entry["library"]], capture_output=True,
                           text=True, cwd=REPO_ROOT, timeout=300, env={**os.environ, "PYTHONPATH": path})
@@ -278,11 +258,10 @@ def test_compute_sanitizer_reports_a_planted_out_of_bounds_write():
     """The sanitize job's zero errors (its record; the records runner runs it) mean something only if the same
     machinery sees a fault: a write one past the end."""
     _sanitizer_or_skip()
-    rep = sanitize.run([str(PLANTED)], tools=("memcheck",), progress=False)
-    (run,) = rep["runs"]
-    assert not rep["passed"]
-    assert run["errors"] and run["errors"] >= 1, runs.describe(rep)
-    assert any("Invalid __global__ write" in h for h in run["findings"]), runs.describe(rep)
+    rep, done = sanitize.run([str(PLANTED)], tools=("memcheck",))
+    verdict = rep["builds"]["planted_oob.cu"]["memcheck"]
+    assert not rep["passed"] and not verdict["ok"] and verdict["errors"] >= 1, sanitize.describe(rep, done)
+    assert "Invalid __global__ write" in done[0].output, sanitize.describe(rep, done)
 
 
 FAKE_SANITIZER = '''#!{python}
@@ -295,10 +274,8 @@ assert child[1:3] == ["-m", "elu_study.jobs.sanitize.child"], child
 spec = json.load(open(child[3]))
 assert [b["id"] for b in spec["builds"]] == ["1_naive"], spec
 assert os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
-done = subprocess.run([child[0], "-m", "elu_study.jobs.sanitize.child", "--help"], capture_output=True, text=True)
-assert done.returncode == 0 and "spec" in done.stdout and not done.stderr, done.stderr
 done = subprocess.run([child[0], "-m", "elu_study", "sanitize", "--help"], capture_output=True, text=True)
-assert done.returncode == 0 and "--per-build" in done.stdout, done.stderr
+assert done.returncode == 0 and ".cu files" in done.stdout, done.stderr
 print("elu-study sanitize child: done: 0 calls over 1 build(s)")
 print("========= ERROR SUMMARY: 0 errors")
 '''
@@ -310,6 +287,6 @@ def test_the_runner_starts_the_child_under_the_tool(tmp_path):
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     build = Build("1_naive", "1_naive")
     start = runner.subprocess_runner(str(exe), {"1_naive": {"id": "1_naive", "module": "m", "library": "/x.so"}})
-    run = runs.run_one(start, "memcheck", [build])
-    assert run.ok, run.log_tail
-    assert run.errors == 0 and run.child_ok
+    run = sanitize.run_one(start, "memcheck", [build])
+    assert run.ok, run.output
+    assert run.errors == 0 and runner.CHILD_OK in run.output

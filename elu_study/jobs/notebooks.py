@@ -19,17 +19,13 @@ from tqdm import tqdm
 from elu_study.core.paths import NOTEBOOKS_DIR
 
 
-def execute(path: Path, timeout_s: int = 1800) -> None:
-    nb = nbformat.read(path, as_version=4)
-    resources = {"metadata": {"path": str(path.parent)}}
-    NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources=resources).execute()
-    nbformat.write(nb, path)
-
-
-def _execute(path: Path) -> str | None:
-    """Execute one notebook; its failure as a line (None: it ran). A worker process's task."""
+def execute(path: Path, timeout_s: int = 1800) -> str | None:
+    """Execute one notebook in place; its failure as a line (None: it ran). A worker process's task."""
     try:
-        execute(path)
+        nb = nbformat.read(path, as_version=4)
+        resources = {"metadata": {"path": str(path.parent)}}
+        NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources=resources).execute()
+        nbformat.write(nb, path)
     except Exception as err:  # noqa: BLE001 - any failure of one notebook is reported, the rest still run
         return f"FAILED {path.name}: {type(err).__name__}: {str(err)[-2000:]}"
     return None
@@ -45,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = args.paths or sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
     failed = []
     with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(paths)))) as pool:
-        futures = {pool.submit(_execute, path): path for path in paths}
+        futures = {pool.submit(execute, path): path for path in paths}
         for future in tqdm(as_completed(futures), total=len(paths), desc="executing notebooks", unit="notebook"):
             if (line := future.result()) is not None:
                 failed.append(futures[future].name)

@@ -30,8 +30,3 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(counter_frame(counters)))
     print(f"\nwrote {path}")
     return 0
-
-
-def write_report(gpu: str) -> list:
-    """Nothing of its own: the counters are drawn and told by the study's report (elu_study.jobs.study)."""
-    return []

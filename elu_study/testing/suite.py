@@ -1,14 +1,12 @@
 """The GPU test suite's settings (examples per fuzz test, the builds, the seed: tests/conftest.py reads them from the
-command line or the environment) and its record: after a run in which GPU tests ran on a GPU,
-``results/<gpu>-tests.json`` says when and on what, what passed and the seed. The sanitizer's verdicts are the
-sanitize job's record (the suite's own sanitizer test plants a fault and checks that it is seen)."""
+command line) and its record: after a run in which GPU tests ran on a GPU, ``results/<gpu>-tests.json`` says when
+and on what, what passed and failed, and how to run it again. The sanitizer's verdicts are the sanitize job's record
+(the suite's own sanitizer test plants a fault and checks that it is seen)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import secrets
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -18,9 +16,6 @@ import pytest
 from elu_study.core import record
 
 DEFAULT_FUZZ_EXAMPLES = 60  # per fuzz test: every kernel file fuzzes in well under a minute on an H200
-EXAMPLES_ENV = "ELU_FUZZ_EXAMPLES"
-SEED_ENV = "ELU_FUZZ_SEED"
-BUILDS_ENV = "ELU_FUZZ_BUILDS"
 BUILD_SETS = ("files", "all")  # one default build per kernel file, or every build the study compiles
 GPU_TEST_FILES = ("tests/test_gpu.py",)  # GPU tests without the marker; the fuzz and sanitizer ones carry it
 GPU_MARKER = "gpu"
@@ -32,35 +27,24 @@ class FuzzSettings:
     examples: int  # hypothesis max_examples per fuzz test
     seed: int | str  # the seed every fuzz test derives its own from
     builds: str  # "files" or "all"
-    seed_source: str  # where the seed came from: --hypothesis-seed, $ELU_FUZZ_SEED or random
 
     def to_dict(self) -> dict:
-        return {"examples_per_test": self.examples, "hypothesis_seed": self.seed, "seed_source": self.seed_source,
-                "builds": self.builds,
+        return {"examples_per_test": self.examples, "hypothesis_seed": self.seed, "builds": self.builds,
                 "rerun_with": f"--hypothesis-seed={self.seed} --fuzz-examples={self.examples} --fuzz-builds={self.builds}"}
 
 
-def fuzz_settings(examples: int | None = None, seed: str | int | None = None, builds: str | None = None,
-                  environ=os.environ) -> FuzzSettings:
-    """Command-line values first, then the environment, then the defaults (a fresh random seed). More examples
-    than the default also fuzz every build, unless the build set is given."""
-    examples = int(environ.get(EXAMPLES_ENV) or DEFAULT_FUZZ_EXAMPLES) if examples is None else examples
+def fuzz_settings(examples: int | None = None, seed: str | int | None = None, builds: str | None = None) -> FuzzSettings:
+    """The command line's values, else the defaults: a fresh random seed, and one build per kernel file unless more
+    examples than the default are asked for (then every build)."""
+    examples = DEFAULT_FUZZ_EXAMPLES if examples is None else examples
     if examples < 1:
         raise ValueError(f"the fuzz budget must be at least 1 example per test, got {examples}")
-    if seed is not None:
-        source = "--hypothesis-seed"
-    elif environ.get(SEED_ENV):
-        seed, source = environ[SEED_ENV], f"${SEED_ENV}"
-    else:
-        seed, source = secrets.randbits(32), "random"
+    seed = secrets.randbits(32) if seed is None else seed
     try:
         seed = int(seed)
     except ValueError:
         pass  # hypothesis takes any hashable seed
-    builds = builds or environ.get(BUILDS_ENV) or ("all" if examples > DEFAULT_FUZZ_EXAMPLES else "files")
-    if builds not in BUILD_SETS:
-        raise ValueError(f"fuzz builds must be one of {BUILD_SETS}, got {builds!r}")
-    return FuzzSettings(examples, seed, builds, source)
+    return FuzzSettings(examples, seed, builds or ("all" if examples > DEFAULT_FUZZ_EXAMPLES else "files"))
 
 
 SETTINGS_KEY = pytest.StashKey[FuzzSettings]()  # where a run's FuzzSettings live in pytest's config.stash
@@ -74,24 +58,10 @@ def settings_from_config(config) -> FuzzSettings:
     return config.stash[SETTINGS_KEY]
 
 
-def summarize(stats: dict[str, list], exitstatus: int) -> dict:
-    """Counts (overall, per file), failures and skip reasons from pytest's terminal-reporter stats (outcome -> reports)."""
-    reports = [(outcome, r) for outcome in OUTCOMES for r in stats.get(outcome, [])]
-    per_file: dict[str, Counter] = {}
-    for outcome, r in reports:
-        per_file.setdefault(getattr(r, "nodeid", "").split("::")[0], Counter())[outcome] += 1
-    counts = Counter(outcome for outcome, _ in reports)
-    longreprs = (getattr(r, "longrepr", None) for r in stats.get("skipped", []))
-    skips = Counter(filter(None, (str(lr[2]).removeprefix("Skipped: ") for lr in longreprs
-                                  if isinstance(lr, tuple) and len(lr) == 3)))
-    return {
-        "exit_status": int(exitstatus),
-        "passed": counts["failed"] == 0 and counts["error"] == 0 and int(exitstatus) == 0,
-        "counts": {outcome: counts[outcome] for outcome in OUTCOMES},
-        "per_file": {path: dict(c) for path, c in sorted(per_file.items())},
-        "failures": sorted(r.nodeid for outcome, r in reports if outcome in ("failed", "error")),
-        "skip_reasons": dict(skips.most_common()),
-    }
+def summarize(stats: dict[str, list]) -> dict:
+    """The counts per outcome and the failed tests, from pytest's terminal-reporter stats (outcome -> reports)."""
+    return {"counts": {outcome: len(stats.get(outcome, [])) for outcome in OUTCOMES},
+            "failures": sorted(r.nodeid for outcome in ("failed", "error") for r in stats.get(outcome, []))}
 
 
 def ran_on_gpu(stats: dict[str, list]) -> bool:
@@ -100,8 +70,8 @@ def ran_on_gpu(stats: dict[str, list]) -> bool:
                for outcome in ("passed", "failed") for r in stats.get(outcome, []))
 
 
-def write_record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, args: list[str],
-                 results_dir: Path | None, gpu_available: Callable[[], bool], provenance: Callable[[], dict],
+def write_record(stats: dict[str, list], fuzz: FuzzSettings, args: list[str], results_dir: Path | None,
+                 gpu_available: Callable[[], bool], provenance: Callable[[], dict],
                  duration_s: float | None = None) -> Path | None:
     """Save the run's record (job "tests") in ``results_dir`` (None: the repository's results/) if GPU tests ran on a
     GPU here, and return its path; else write nothing (a CPU run, CI's, leaves the tree as it was) and return None."""
@@ -111,7 +81,7 @@ def write_record(stats: dict[str, list], exitstatus: int, fuzz: FuzzSettings, ar
         "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m pytest " + " ".join(args),
         "duration_s": None if duration_s is None else round(duration_s, 1),
-        **summarize(stats, exitstatus),
+        **summarize(stats),
         "fuzz": fuzz.to_dict(),
         "provenance": provenance(),
     }, "tests", results_dir)

@@ -25,19 +25,17 @@ def build_of(variant: str, flags=()) -> Build:
     return Build(build_id(variant, tuple(flags)), str(variant), tuple(flags), computes_elu(variant, flags))
 
 
-def select_builds(names: list[str] | None = None, which: str = "all") -> list[Build]:
-    """The builds named (a step: all its builds; or a .cu file), else every build ("all") or one per file ("files")."""
-    if not names:
-        return [build_of(v, f) for v, f in fuzz_builds(which)]
-    every, chosen = fuzz_builds("all"), []
-    for name in names:
+def select_builds(names: list[str] | None = None) -> list[Build]:
+    """The builds named (a step: all its builds; or a .cu file), else every build the study compiles."""
+    every, chosen = [build_of(v, f) for v, f in fuzz_builds("all")], []
+    for name in names or ():
         if str(name).endswith(".cu"):
             chosen.append(build_of(str(resolve_variant(name))))
             continue
         stem = resolve_variant(name).stem  # raises ValueError listing the known steps
-        matching = [build_of(v, f) for v, f in every if v == stem] or [build_of(stem)]
+        matching = [b for b in every if b.variant == stem] or [build_of(stem)]
         chosen += [b for b in matching if b not in chosen]
-    return chosen
+    return chosen or every
 
 
 def library_entry(b: Build) -> dict:

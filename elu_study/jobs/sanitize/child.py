@@ -5,17 +5,15 @@ calls each op on small inputs and prints ``runner.CHILD_OK`` once every result w
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
-import torch  # also what a build's extension links against: load_library needs libtorch loaded
+import torch  # also what a build's extension links against: register needs libtorch loaded
 
 from elu_study.core.build import register
 from elu_study.core.check import ATOL, RTOL
 from elu_study.core.ops import ops_of
-from elu_study.core.text import render
 from elu_study.jobs.sanitize.runner import CHILD_OK
 
 # Lengths around every vector (4) and block (256, 512, 1024) boundary, each ending at the end of its allocation.
@@ -23,12 +21,6 @@ SMALL_LENGTHS = (0, 1, 2, 3, 4, 5, 7, 8, 255, 257, 1023, 1025, 3 * 4096 + 1)
 LARGE_LENGTH = (1 << 22) + 5  # past one pass of the seed's grid-stride launch (1152 x 512 x 4 elements)
 RTOL16 = 2.0 ** -6  # two 16-bit ulps: the host's 16-bit reference may round its own exp differently
 _OMITTED = object()
-
-
-def load_library(name: str, path: str):
-    """A build's module from its shared library, by path, registered under its own name (the shared binding is
-    found in the extensions' disk cache)."""
-    return register(Path(path), name, name)
 
 
 def dtypes_of(entry: dict, op) -> list[torch.dtype]:
@@ -83,23 +75,17 @@ def child(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     device, total = torch.device("cuda", torch.cuda.current_device()), 0
     for entry in spec["builds"]:
-        module = load_library(entry["module"], entry["library"])
+        module = register(Path(entry["library"]), entry["module"], entry["module"])  # the binding: from the disk cache
         if not (ops := ops_of(module)):
             raise RuntimeError(f"{entry['id']}: the module registers none of the ops elu_study.core.ops knows")
         for op in ops:
             # A copy kernel's elu is not ELU; its build's elu_backward (kernels/common/backward.cu) is the real one.
             compare = entry.get("computes_elu", True) or op.name != "elu"
             total += sum(exercise(getattr(module, op.name), op, device, compare, d) for d in dtypes_of(entry, op))
-        print(render("sanitize/child.md.j2", build=entry["id"]), flush=True)
-    print(render("sanitize/child.md.j2", done=CHILD_OK, calls=total, builds=len(spec["builds"])), flush=True)
+        print(f"elu-study sanitize child: {entry['id']} ok", flush=True)
+    print(f"{CHILD_OK}: {total} calls over {len(spec['builds'])} build(s)", flush=True)
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elu_study.jobs.sanitize.child", description=__doc__)
-    parser.add_argument("spec", help='a JSON file {"builds": [...]}')
-    return child(parser.parse_args(argv).spec)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(child(sys.argv[1]))
