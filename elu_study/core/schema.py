@@ -654,23 +654,11 @@ class Verdict(Struct):
     ok: bool
 
 
-class SanitizerRun(Verdict):  # jobs.sanitize.runs.Run
-    tool: str
-    builds: list[str]
-    returncode: int
-    warnings: int
-    child_ok: bool
-    seconds: Sec
-    findings: list[str]
-    log_tail: str
-
-
 class Sanitize(Record, kw_only=True):
     passed: bool
     compute_sanitizer: str | None
     tools: list[str]
     builds: dict[str, dict[str, Verdict]]  # build -> tool
-    runs: list[SanitizerRun]
 
 
 class Counts(Struct):
@@ -685,7 +673,6 @@ class Counts(Struct):
 class Fuzz(Struct):
     examples_per_test: int
     hypothesis_seed: int | str
-    seed_source: str
     builds: Literal["files", "all"]  # testing.suite.BUILD_SETS
     rerun_with: str
 
@@ -694,12 +681,8 @@ class Tests(Record, kw_only=True):
     date_utc: str
     command: str
     duration_s: Sec | None
-    exit_status: int
-    passed: bool
     counts: Counts
-    per_file: dict[str, dict[str, int]]  # test file -> outcome -> tests
     failures: list[str]
-    skip_reasons: dict[str, int]
     fuzz: Fuzz
 
 
