@@ -80,6 +80,11 @@ def register_python_side(ns: str) -> None:
     torch.library.register_vmap(f"{ns}::elu_backward")(functools.partial(vmap_elu_backward, op.elu_backward.default))
 
 
+_REGISTERED: set[str] = set()  # the namespaces whose Python side is registered
+_CHECKED: set = set()  # the builds whose verdict this process has
+_LOADED: dict = {}  # variant -> its module, once module_for loaded it: one dict lookup per eager call
+
+
 def loaded(module):
     """A compiled module with its operator's Python side registered (once per namespace), and where a GPU is, its
     float32 kernel found to compute ELU (``verdict``): a ValueError, before any call of it, where it does not."""
@@ -95,13 +100,6 @@ def loaded(module):
             raise ValueError(why)
         _CHECKED.add(module)
     return module
-
-
-_CHECKED: set = set()  # the builds whose verdict this process has
-
-
-_REGISTERED: set[str] = set()
-_LOADED: dict = {}  # variant -> its module, once module_for loaded it: one dict lookup per eager call
 
 
 @functools.cache
