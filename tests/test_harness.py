@@ -93,12 +93,12 @@ def parsed_kernels() -> list[dict]:
     return [ncu.kernel_counters(r) for r in ncu.parse_raw_csv(_ncu_csv())]
 
 
-def test_parse_raw_csv_keeps_values_with_their_units():
+def test_parse_raw_csv_reads_the_rows_under_the_header_and_units():
     rows = ncu.parse_raw_csv(_ncu_csv())
     assert len(rows) == len(_KERNELS)
-    assert rows[1]["Kernel Name"] == ("elu_a(const float *, float *)", "")
-    assert rows[1]["dram__bytes_read.sum"] == ("3,000,000", "byte")
-    assert rows[1]["gpu__time_duration.sum"] == ("2,000,000", "nsecond")
+    assert rows[1]["Kernel Name"] == "elu_a(const float *, float *)"
+    assert rows[1]["dram__bytes_read.sum"] == "3,000,000"
+    assert rows[1]["gpu__time_duration.sum"] == "2,000,000"
     with pytest.raises(ValueError, match="ID"):
         ncu.parse_raw_csv("==PROF== nothing was profiled\n")
 
@@ -112,7 +112,6 @@ def test_kernel_counters_reads_thousands_separators_and_sorts_stalls(parsed_kern
     assert a["sm_cycles_per_s"] == 1.98e9
     assert a["registers"] == 16.0
     assert a["l2_hit_pct"] is None  # not in the CSV
-    assert "units" not in a  # every unit was a known base unit
     # in the CSV's column order lg_throttle comes first; sorted descending by value
     assert list(a["stalls"].items()) == [("long_scoreboard", 5.5), ("wait", 1.25), ("lg_throttle", 0.5)]
 
@@ -153,10 +152,7 @@ def test_derived_numbers_of_a_combined_entry(parsed_kernels):
     b = ncu.combine(ncu.split_by_marker(parsed_kernels)[1])
     numel = 1_500_000  # 12e6 bytes = 8 * numel: exactly the least possible traffic
     d = ncu.derived(b, numel)
-    assert d["dram_tbps"] == pytest.approx((6e6 + 6e6) / 4e-3 / 1e12)
-    assert d["dram_bytes_over_min"] == pytest.approx(1.0)
-    assert d["thread_instructions_per_element"] == pytest.approx(375_000 * 32 / numel)
-    assert d["sm_clock_ghz"] == pytest.approx(1.62)
+    assert d == pytest.approx({"dram_bytes_over_min": 1.0, "thread_instructions_per_element": 375_000 * 32 / numel})
 
 
 def test_an_entry_with_no_kernel_is_an_error(parsed_kernels):

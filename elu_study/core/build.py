@@ -159,7 +159,7 @@ def build_spec(name_or_path: str | os.PathLike, extra_cuda_cflags: list[str] | t
 
 
 def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[str] | tuple[str, ...] | None = None,
-                    extra_cflags: list[str] | tuple[str, ...] | None = None, verbose: bool = False):
+                    extra_cflags: list[str] | tuple[str, ...] | None = None):
     """Build a step of ``kernels/`` (``"2_float4"``, ``"2"`` or ``"float4"``) or your own ``.cu`` file and return
     its module, e.g. ``compile_variant("examples/my_elu.cu").elu(x, alpha=0.5)``. Compiling needs no GPU; without
     one (and without ``TORCH_CUDA_ARCH_LIST``) the build targets sm_90 only.
@@ -182,7 +182,7 @@ def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[
     ``elu_study.check_variant(module)`` checks it against F.elu and ``elu_study.time_variant(module)`` times it
     against copy_, as the study does its steps (on a GPU)."""
     configure_toolchain()
-    return _load(build_spec(name_or_path, extra_cuda_cflags, extra_cflags), verbose)
+    return _load(build_spec(name_or_path, extra_cuda_cflags, extra_cflags))
 
 
 def _shown_as(path: Path) -> str:
@@ -238,11 +238,10 @@ def explain(spec: BuildSpec, log: str) -> str:
     return f"{_shown_as(spec.source_path)} did not build:\n" + "\n".join(dict.fromkeys(shown) or lines[-20:])
 
 
-@functools.lru_cache(maxsize=None)
-def _compile(spec: BuildSpec, verbose: bool = False) -> Path:
+def _compile(spec: BuildSpec) -> Path:
     """The build's shared library, compiled (or found in the disk cache) and loaded into this process."""
     try:
-        return Path(_cpp_extension().load_inline(name=spec.extension_name(), **load_arguments(spec), verbose=verbose))
+        return Path(_cpp_extension().load_inline(name=spec.extension_name(), **load_arguments(spec)))
     except RuntimeError as err:
         raise BuildError(explain(spec, str(err))) from None
 
@@ -258,8 +257,8 @@ def register(library: Path, name: str, namespace: str, delegate16: str = ""):
 
 
 @functools.lru_cache(maxsize=None)
-def _load(spec: BuildSpec, verbose: bool = False):
-    module = register(_compile(spec, verbose), spec.extension_name(), spec.op_namespace(), spec.delegate16())
+def _load(spec: BuildSpec):
+    module = register(_compile(spec), spec.extension_name(), spec.op_namespace(), spec.delegate16())
     module.spec = spec
     note_build(spec)
     return module
@@ -284,18 +283,16 @@ def built_library(module) -> Path:
 
 
 def find_cuda_tool(tool: str) -> str:
-    """A CUDA binary tool (cuobjdump, nvdisasm): from PATH, CUDA_HOME, Triton's wheel, or nvidia wheels."""
+    """A CUDA binary tool (cuobjdump, nvdisasm, ncu): from PATH, $CUDA_HOME/bin, or Triton's wheel."""
     configure_toolchain()
     dirs = [os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"], "bin"))]
     with contextlib.suppress(ImportError):
         import triton  # noqa: PLC0415 - ships cuobjdump and nvdisasm beside its ptxas
         dirs.append(str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin"))
-    with contextlib.suppress(ImportError):
-        import nvidia  # noqa: PLC0415 - the nvidia-cuda-cuobjdump / -nvdisasm wheels install into this namespace
-        dirs += [str(p) for base in nvidia.__path__ for p in Path(base).glob("*/bin")]
     found = shutil.which(tool) or next((str(Path(d, tool)) for d in dirs if d and Path(d, tool).is_file()), None)
     if found is None:
-        raise FileNotFoundError(f"{tool} not found: install the CUDA toolkit, or torch with its Triton wheel")
+        raise FileNotFoundError(f"{tool} not found on PATH, in $CUDA_HOME/bin or in Triton's wheel: install the CUDA "
+                                "toolkit")
     return found
 
 

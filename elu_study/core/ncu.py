@@ -6,13 +6,10 @@ kernels are combined; ``copy_`` is a driver copy that ncu does not see (``copy_k
 
 from __future__ import annotations
 
-import argparse
 import csv
-import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +19,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from elu_study.core.build import find_cuda_tool
 from elu_study.core.entries import ENTRIES
 from elu_study.core.harness import input_tensor, quiet, timed_call
 from elu_study.core.hardware import SHAPE, provenance
@@ -32,14 +30,7 @@ METRICS = {
     "dram_read_bytes": "dram__bytes_read.sum",
     "dram_write_bytes": "dram__bytes_write.sum",
     "dram_pct_of_peak": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram_active_pct": "dram__cycles_active.avg.pct_of_peak_sustained_elapsed",
-    "dram_active_read_pct": "dram__cycles_active_read.avg.pct_of_peak_sustained_elapsed",
-    "dram_active_write_pct": "dram__cycles_active_write.avg.pct_of_peak_sustained_elapsed",
-    "l2_read_sectors": "lts__t_sectors_op_read.sum",
-    "l2_write_sectors": "lts__t_sectors_op_write.sum",
     "l2_hit_pct": "lts__t_sector_hit_rate.pct",
-    "l2_pct_of_peak": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
-    "sm_pct_of_peak": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "registers": "launch__registers_per_thread",
     "grid_size": "launch__grid_size",
@@ -47,7 +38,6 @@ METRICS = {
     "waves_per_sm": "launch__waves_per_multiprocessor",
     "warp_instructions": "smsp__inst_executed.sum",
     "sm_cycles_per_s": "smsp__cycles_elapsed.avg.per_second",
-    "dram_cycles_per_s": "dram__cycles_elapsed.avg.per_second",
 }
 # Warp stall reasons, as the warp-state section gives them: warps stalled per issued instruction.
 STALL_REASONS = ("long_scoreboard", "lg_throttle", "drain", "wait", "not_selected", "selected", "math_pipe_throttle",
@@ -57,29 +47,8 @@ STALL_METRICS = tuple(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.r
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 MARKER = "spin_kernel"  # torch.cuda._sleep's kernel: opens each entry's profiled range
 # Counters that add up over an entry's kernels; the rest are averaged, weighted by duration.
-_SUMMED = ("duration_ns", "dram_read_bytes", "dram_write_bytes", "l2_read_sectors", "l2_write_sectors",
-           "warp_instructions", "grid_size")
+_SUMMED = ("duration_ns", "dram_read_bytes", "dram_write_bytes", "warp_instructions", "grid_size")
 _TAKEN = ("registers", "block_size")  # launch facts: the largest of the kernels
-# Base units that ncu prints with --print-units base (already SI); any other unit is noted in the row.
-_UNITS = {"", "byte", "nsecond", "%", "sector", "cycle/second", "hz", "register/thread", "block", "thread", "inst", "warp"}
-
-
-def find_ncu() -> str:
-    homes = [Path(h, "bin", "ncu") for h in (os.environ.get("CUDA_HOME"), "/usr/local/cuda") if h]
-    found = shutil.which("ncu") or next((str(p) for p in homes if p.is_file()), None)
-    if not found:
-        raise FileNotFoundError("ncu (Nsight Compute) not found on PATH or in $CUDA_HOME/bin: "
-                                "it comes with the CUDA toolkit")
-    return found
-
-
-def available_metrics(ncu: str) -> set[str] | None:
-    """Base names of the metrics this GPU offers, or None if ncu cannot say."""
-    try:
-        text = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {m.group(1) for m in re.finditer(r"^(\w+__\w+)", text, re.MULTILINE)} or None
 
 
 def _number(text: str) -> float | None:
@@ -90,28 +59,21 @@ def _number(text: str) -> float | None:
 
 
 def parse_raw_csv(text: str) -> list[dict]:
-    """Rows of ``ncu --import ... --csv --page raw --print-units base``: {column: (value, unit)}."""
+    """Rows of ``ncu --import ... --csv --page raw --print-units base`` as {column: value} (base units: the row of
+    units under the header is passed over)."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
         raise ValueError("no ncu raw CSV header (a line starting with \"ID\") in the output")
-    reader = csv.reader(io.StringIO("\n".join(lines[start:])))
-    header, units = next(reader), next(reader)
-    return [{h: (v, u) for h, v, u in zip(header, values, units)} for values in reader if len(values) == len(header)]
+    header, _units, *rows = csv.reader(lines[start:])
+    return [dict(zip(header, values)) for values in rows if len(values) == len(header)]
 
 
 def kernel_counters(row: dict) -> dict:
     """The study's counters and stall reasons from one parsed CSV row, in base units."""
-    out: dict = {"kernel": row.get("Kernel Name", ("?", ""))[0]}
-    for name, metric in METRICS.items():
-        value, unit = row.get(metric, ("", ""))
-        out[name] = _number(value)
-        if unit not in _UNITS:
-            out.setdefault("units", {})[name] = unit
-    stalls = {}
-    for column, (value, _unit) in row.items():
-        if (m := _STALL.match(column)) and _number(value) is not None:
-            stalls[m.group(1)] = _number(value)
+    out: dict = {"kernel": row.get("Kernel Name", "?")}
+    out |= {name: _number(row.get(metric, "")) for name, metric in METRICS.items()}
+    stalls = {m.group(1): _number(v) for c, v in row.items() if (m := _STALL.match(c)) and _number(v) is not None}
     out["stalls"] = dict(sorted(stalls.items(), key=lambda kv: -kv[1]))
     return out
 
@@ -154,17 +116,13 @@ def combine(kernels: list[dict]) -> dict:
 
 
 def derived(counters: dict, numel: int) -> dict:
-    """Per-kernel numbers a reader compares: DRAM TB/s, bytes over the least possible, instructions per element."""
+    """Per-kernel numbers a reader compares: DRAM bytes over the least possible, instructions per element."""
     d = {}
-    t = counters.get("duration_ns")
     rd, wr = counters.get("dram_read_bytes"), counters.get("dram_write_bytes")
-    if t and rd is not None and wr is not None:
-        d["dram_tbps"] = (rd + wr) / (t * 1e-9) / 1e12
+    if rd is not None and wr is not None:
         d["dram_bytes_over_min"] = (rd + wr) / (8 * numel)
     if counters.get("warp_instructions") is not None:
         d["thread_instructions_per_element"] = counters["warp_instructions"] * 32 / numel
-    if counters.get("sm_cycles_per_s"):
-        d["sm_clock_ghz"] = counters["sm_cycles_per_s"] / 1e9
     return d
 
 
@@ -188,18 +146,13 @@ def target(names: list[str], manifest: Path) -> int:
 
 def profile(names: list[str], progress: bool = True) -> dict:
     """Profile the named entries under ncu; return the counter record (see ``save``)."""
-    ncu = find_ncu()
-    known = available_metrics(ncu)
-    wanted = [*METRICS.values(), *STALL_METRICS]
-    # launch__ facts are not hardware counters, so --query-metrics does not list them.
-    metrics = [m for m in wanted if known is None or m.startswith("launch__") or m.split(".")[0] in known]
-    skipped = sorted(set(wanted) - set(metrics))
+    ncu = find_cuda_tool("ncu")
     with tempfile.TemporaryDirectory() as tmp:
         report, manifest = Path(tmp, "elu.ncu-rep"), Path(tmp, "manifest.json")
         command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-                   "--metrics", ",".join(metrics),
+                   "--metrics", ",".join([*METRICS.values(), *STALL_METRICS]),
                    "--export", str(report), "--force-overwrite",
-                   sys.executable, "-m", "elu_study.core.ncu", "--manifest", str(manifest), *names]
+                   sys.executable, "-m", "elu_study.core.ncu", str(manifest), *names]
         env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}  # no compile workers for ncu to follow
         bar, log = tqdm(total=2 * len(names), desc="profiling (ncu)", unit="kernel", disable=not progress), []
         with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
@@ -223,7 +176,7 @@ def profile(names: list[str], progress: bool = True) -> dict:
     return {
         "provenance": provenance(),
         "ncu": {"version": version, "clock_control": "none", "metrics": METRICS, "stall_metrics": list(STALL_METRICS),
-                "skipped_metrics": skipped, "command": " ".join(command[:command.index(sys.executable)])},
+                "command": " ".join(command[:command.index(sys.executable)])},
         "problem": {"shape": list(SHAPE), "numel": numel},
         "note": "copy_ is a driver copy, not a kernel: ncu does not see it; copy_kernel stands in for it.",
         "rows": [{"name": name, **c, **derived(c, numel)} for name, c in zip(ran, counters)],
@@ -267,13 +220,5 @@ def counter_frame(record: dict, names=None):
     return df
 
 
-def _target_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elu_study.core.ncu", description="the process ncu profiles")
-    parser.add_argument("names", nargs="+")
-    parser.add_argument("--manifest", type=Path, required=True)
-    args = parser.parse_args(argv)
-    return target(args.names, args.manifest)
-
-
-if __name__ == "__main__":
-    sys.exit(_target_main())
+if __name__ == "__main__":  # the process ncu profiles: python -m elu_study.core.ncu MANIFEST NAME...
+    sys.exit(target(sys.argv[2:], Path(sys.argv[1])))

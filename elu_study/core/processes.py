@@ -1,12 +1,11 @@
 """Fresh processes: a margin of a fraction of a percent must survive a new process to count.
 
 ``fresh_processes(names, n)`` checks and times catalogue entries in ``n`` new Python processes (each
-``python -m elu_study.core.processes PATH --names ...``, writing a scratch file, not a record) and returns each
+``python -m elu_study.core.processes PATH ROUNDS NAME...``, writing a scratch file, not a record) and returns each
 process's medians, x_copy and x_roof."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -35,20 +34,11 @@ def fresh_processes(names, processes: int, rounds: int = 3) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         for k in tqdm(range(processes), desc="fresh processes", unit="process"):
             path = Path(tmp, f"repeat{k}.json")
-            subprocess.run([sys.executable, "-m", "elu_study.core.processes", str(path), "--rounds", str(rounds),
-                            "--names", *names], check=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            subprocess.run([sys.executable, "-m", "elu_study.core.processes", str(path), str(rounds), *names],
+                           check=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
             runs.append(json.loads(path.read_text()))  # the scratch file, not a record
     return runs
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elu_study.core.processes", description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", type=Path, help="scratch file for the medians")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--names", nargs="+", required=True)
-    args = parser.parse_args(argv)
-    return repeat(args.path, args.rounds, args.names)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(repeat(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]))

@@ -21,10 +21,6 @@ _HELPER_PREFIX = "_ZN3elu"
 def _cuobjdump(*args: str) -> str:
     cuobjdump = find_cuda_tool("cuobjdump")
     env = {**os.environ, "PATH": f"{Path(cuobjdump).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # runs nvdisasm
-    try:
-        env.setdefault("NVDISASM_PATH", str(Path(find_cuda_tool("nvdisasm")).parent))
-    except FileNotFoundError:
-        pass
     return subprocess.run([cuobjdump, *args], check=True, capture_output=True, text=True, env=env).stdout
 
 

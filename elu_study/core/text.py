@@ -34,12 +34,10 @@ def fmt(value, spec: str = ".3f", none: str = "n/a") -> str:
     return format(value, spec)
 
 
-def join(items, last: str = "and", empty: str = "none") -> str:
-    """a, b and c."""
-    items = [str(i) for i in items]
-    if not items:
-        return empty
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
+def join(items) -> str:
+    """a, b and c; none for no items."""
+    *head, last = [str(i) for i in items] or ["none"]
+    return f"{', '.join(head)} and {last}" if head else last
 
 
 def table(df, formats: dict | None = None, padded: bool = False) -> str:
@@ -56,8 +54,7 @@ ENV = jinja2.Environment(
     keep_trailing_newline=False,
     autoescape=False,
 )
-ENV.filters.update(f=fmt, n=fmt_n, bytes=fmt_bytes, join=join, table=table)
-ENV.globals.update(fmt=fmt, fmt_n=fmt_n, fmt_bytes=fmt_bytes)
+ENV.filters.update(f=fmt, n=fmt_n, join=join, table=table)
 
 
 def render(name: str, **numbers) -> str:

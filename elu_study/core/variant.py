@@ -1,11 +1,5 @@
-"""Your own build, checked and timed as the study checks and times its steps (both need a CUDA GPU).
-
-``check_variant``: ``core.check.check_elu`` (fresh inputs, NaN-poisoned outputs, F.elu within the study's
-tolerance) at the study's full size and on odd lengths, each into ``out=``, in place, misaligned and strided, at
-every alpha the issue requires, with the worst error in ulp of the exact ELU. ``time_variant``:
-``core.timing.time_interleaved`` (interleaved rounds of CUDA-event-timed runs after a warm-up) of the build against
-copy_ on the study's input, as one line. Both take a module from ``compile_variant`` or the path of a .cu file.
-"""
+"""Your own build (a module from ``compile_variant`` or the path of a .cu file), checked and timed as the study
+checks and times its steps: ``check_variant`` with core.check, ``time_variant`` with core.timing (a CUDA GPU)."""
 
 from __future__ import annotations
 
@@ -79,9 +73,8 @@ def layouts(module) -> dict[str, EluFn]:
             "strided": lambda x, alpha, out: elu(torch.stack([x, x], -1)[..., 0], alpha, out=out)}
 
 
-def check_variant(mod_or_path, *, alphas=REQUIRED_ALPHAS, shape=SHAPE, lengths=LENGTHS, trials: int = 3,
-                  show: bool = True) -> Verdict:
-    """Check a build against F.elu as the study checks its steps, and print the verdict (``show``): at each of
+def check_variant(mod_or_path, *, alphas=REQUIRED_ALPHAS, shape=SHAPE, lengths=LENGTHS, trials: int = 3) -> Verdict:
+    """Check a build against F.elu as the study checks its steps, and print the verdict: at each of
     ``alphas`` (default: the issue's required ones), ``trials`` fresh inputs of the study's ``shape`` (4096 x 393216:
     about 26 GB of GPU memory; pass a smaller one where that does not fit), then one of each of ``lengths`` in each of
     ``layouts``; every output NaN-poisoned first, each result within core.check's ATOL/RTOL of F.elu and fully
@@ -101,8 +94,7 @@ def check_variant(mod_or_path, *, alphas=REQUIRED_ALPHAS, shape=SHAPE, lengths=L
             except RuntimeError as err:  # a launch that failed: which call made it
                 raise RuntimeError(f"{verdict.name}, {case}: {err}") from err
             verdict.add(case, result, max(ulps, default=math.inf))
-    if show:
-        print(verdict)
+    print(verdict)
     return verdict
 
 
@@ -115,12 +107,11 @@ def _noting_ulps(fn: EluFn, ulps: list[float]) -> EluFn:
     return run
 
 
-def time_variant(mod_or_path, *, against=("F.elu",), shape=SHAPE, alpha: float = ALPHA, rounds: int = 5,
-                 show: bool = True) -> dict:
+def time_variant(mod_or_path, *, against=("F.elu",), shape=SHAPE, alpha: float = ALPHA, rounds: int = 5) -> dict:
     """Time a build's ``elu(x, alpha, out=y)`` against ``y.copy_(x)`` as the study times its steps: on the study's
     input (randn x 4 of ``shape``, 6.4 GB each way by default), in ``rounds`` interleaved rounds of CUDA-event-timed
     runs after a warm-up (core.timing.time_interleaved), with the study's float32 entries ``against`` (e.g. "F.elu",
-    "6_beyond_copy"; at the study's alpha, 1.0) in the same rounds, and print one ``timing_line`` each (``show``).
+    "6_beyond_copy"; at the study's alpha, 1.0) in the same rounds, and print one ``timing_line`` each.
     Returns the timings, ``{"copy_": ..., **against, name: ...}``, as time_interleaved gives them."""
     (alpha,), (rounds,), shape = _alphas([alpha]), _positive("rounds", rounds), _positive("shape", shape)
     against = _against(against)
@@ -129,8 +120,7 @@ def time_variant(mod_or_path, *, against=("F.elu",), shape=SHAPE, alpha: float =
     y = torch.empty_like(x)
     calls = {"copy_": timed_call(ENTRIES["copy_"], x, y), **{n: timed_call(ENTRIES[n], x, y) for n in against}}
     timings = time_interleaved({**calls, name: lambda: module.elu(x, alpha, out=y)}, rounds=rounds)
-    if show:
-        print("\n".join(timing_line(n, timings, x.numel()) for n in (name, *against)))
+    print("\n".join(timing_line(n, timings, x.numel()) for n in (name, *against)))
     return timings
 
 

@@ -1,13 +1,8 @@
-"""Drop-ins for ``torch.nn.ELU``: a module that runs the study's operator, and a helper that swaps them in.
+"""Drop-ins for ``torch.nn.ELU``: ``ELU`` runs the study's operator (``elu_study.pytorch.ops.elu``, in PyTorch's
+dispatcher: autograd to any order, forward-mode AD, vmap, autocast, CUDA graphs, torch.export, every dtype, device
+and layout; ``F.elu``, which Inductor fuses, under torch.compile), with no parameters, so state dicts are unchanged.
 
 >>> model = swap_elu(model)   # every nn.ELU, at any depth, now runs the study's best builds (ops.DEFAULTS)
-
-``ELU`` calls ``elu_study.pytorch.ops.elu``: the operator in PyTorch's dispatcher, so it goes wherever
-nn.ELU goes (autograd to any order, forward-mode AD, vmap, autocast, CUDA graphs, torch.export, torch.jit.script,
-every dtype and device, ATen computing what no kernel takes), keeps a channels_last input channels_last, and fuses
-under torch.compile (there it is ``F.elu``; ``strict=True`` keeps the kernel, opaque). It has no parameters, so
-state dicts are unchanged. Its build is made (nvcc, or the disk cache) at the first CUDA tensor: a model that never
-sees one needs no CUDA toolkit.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from torch import nn
 from torch.overrides import has_torch_function_unary
 
 from elu_study.core.build import resolve_variant
-from elu_study.pytorch.ops import elu, entry_points, module_for
+from elu_study.pytorch.ops import elu, entry_points
 
 
 class ELU(nn.Module):
@@ -35,13 +30,9 @@ class ELU(nn.Module):
     Where float32 must be F.elu's bits, keep nn.ELU there: no option of this module gives them on CUDA. The first
     CUDA tensor builds the variant (nvcc, or the disk cache); a model that never sees one builds nothing. Where a
     GPU is, a build whose kernel does not compute ELU on a probe is refused (ValueError) before it runs.
-    torch.jit.script takes ``ELU()`` without strict and loads (or builds) the defaults: the scripted forward calls
-    ``torch.ops.elu_study.elu`` (a process that loads it calls ``elu_study.pytorch.ops.module_for()`` first).
 
     Its ``extra_repr`` is nn.ELU's, so a printed model reads the same. An unknown variant is a ValueError here;
     nothing is built until a kernel runs."""
-
-    __constants__ = ["alpha", "inplace", "variant", "strict"]
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False, variant: str | os.PathLike | None = None, *,
                  strict: bool = False) -> None:
@@ -54,11 +45,6 @@ class ELU(nn.Module):
         self.strict = bool(strict)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.ELU's name
-        if torch.jit.is_scripting():  # TorchScript compiles this branch alone: the defaults' operator (ops.NAMESPACE)
-            if self.inplace:
-                torch.ops.elu_study.elu_(input, float(self.alpha))
-                return input
-            return torch.ops.elu_study.elu(input, float(self.alpha))
         # Eager, plain and not strict, the build loaded: straight to the operator's entry point (ops.elu's own eager
         # route, one Python call fewer: nn.ELU spends the same on F.elu's). Everything else: ops.elu.
         if not torch.compiler.is_dynamo_compiling() and self._entry is not None and not has_torch_function_unary(input):
@@ -68,19 +54,9 @@ class ELU(nn.Module):
             self._entry = entry_points(self.variant)  # None until a CUDA tensor (or module_for) loads the build
         return out
 
-    def __prepare_scriptable__(self):
-        """torch.jit.script: the scripted forward calls the defaults' operator, loaded here (built if need be)."""
-        if self.variant is not None:
-            raise NotImplementedError(
-                f"torch.jit.script(ELU(variant={self.variant!r})): TorchScript calls an operator by a name written in "
-                "the source, and a variant's is its build's (torch.ops.elu_<hash>); script ELU() (the defaults), or "
-                "use torch.compile or torch.export, which take any variant")
-        if self.strict:
-            raise NotImplementedError(
-                "torch.jit.script(ELU(strict=True)): strict checks every call in Python, which TorchScript does not "
-                "run; script ELU(strict=False), or use torch.compile, which keeps the checks")
-        module_for(None)
-        return self
+    def __prepare_scriptable__(self):  # torch.jit.script(model) calls it first
+        raise NotImplementedError("torch.jit.script(ELU()): TorchScript does not run the drop-in's Python; use "
+                                  "torch.compile or torch.export, which take it")
 
     def __setattr__(self, name, value):
         if name in ("variant", "strict"):  # the entry points are the variant's, and strict checks every call

@@ -37,14 +37,6 @@ class Default:
     direction: str  # "forward" or "backward"
     measured: str  # the entry
 
-    @property
-    def variant(self) -> str:
-        return ENTRIES[self.measured].variant
-
-    @property
-    def flags(self) -> tuple[str, ...]:
-        return ENTRIES[self.measured].flags
-
 
 DEFAULTS = (
     Default(torch.float32, "forward", "6_beyond_copy"),
@@ -54,31 +46,24 @@ DEFAULTS = (
 )
 
 
-def build_of(rows) -> tuple[str, tuple[str, ...]]:
-    """The one build that computes these rows: their variant (one for all) and the union of their flags."""
-    variants = {r.variant for r in rows}
-    if len(variants) != 1:
-        raise ValueError(f"one build computes a dtype group's rows; DEFAULTS names {sorted(variants)}")
-    return variants.pop(), tuple(dict.fromkeys(f for r in rows for f in r.flags))
-
-
 def default_builds() -> dict[str, tuple]:
-    """The two builds of DEFAULTS as ``build_all`` jobs, {"float32": ..., "16-bit": ...}: the float32 one
-    registers NAMESPACE and delegates 16-bit tensors to the other's namespace."""
-    v16, f16 = build_of([r for r in DEFAULTS if r.dtype in SIXTEEN_BITS])
-    v32, f32 = build_of([r for r in DEFAULTS if r.dtype is torch.float32])
-    delegate = build_spec(v16, f16).op_namespace()
-    return {"16-bit": (v16, f16, ()), "float32": (v32, f32, (f"-DELU_OP_NAMESPACE={NAMESPACE}",
-                                                             f"-DELU_DELEGATE16={delegate}"))}
+    """The two builds of DEFAULTS as ``build_all`` jobs, {"float32": ..., "16-bit": ...}, each its dtype group's
+    entries' one build (tests/test_ops.py checks they share it): the float32 one registers NAMESPACE and delegates
+    16-bit tensors to the other's namespace."""
+    first = {r.dtype in SIXTEEN_BITS: ENTRIES[r.measured] for r in reversed(DEFAULTS)}  # each group's first row's
+    b16, b32 = first[True], first[False]
+    delegate = build_spec(b16.variant, b16.flags).op_namespace()
+    return {"16-bit": (b16.variant, b16.flags, ()),
+            "float32": (b32.variant, b32.flags, (f"-DELU_OP_NAMESPACE={NAMESPACE}", f"-DELU_DELEGATE16={delegate}"))}
 
 
 def table():
     """DEFAULTS as a DataFrame, for the README and notebook 11."""
     import pandas as pd  # noqa: PLC0415 - only the report needs it
 
-    return pd.DataFrame([{"dtype": str(r.dtype).removeprefix("torch."), "direction": r.direction, "build": r.variant,
-                          "flags": " ".join(r.flags) or "(its defaults)", "measured as": r.measured}
-                         for r in DEFAULTS])
+    return pd.DataFrame([{"dtype": str(r.dtype).removeprefix("torch."), "direction": r.direction,
+                          "build": ENTRIES[r.measured].variant, "flags": " ".join(ENTRIES[r.measured].flags)
+                          or "(its defaults)", "measured as": r.measured} for r in DEFAULTS])
 
 
 # ---------------------------------------------------------------- loading a build's operator
@@ -93,6 +78,11 @@ def register_python_side(ns: str) -> None:
     torch.library.register_vmap(f"{ns}::elu")(functools.partial(vmap_elu, op.elu.default))
     torch.library.register_vmap(f"{ns}::elu_")(functools.partial(vmap_elu_, op.elu_.default))
     torch.library.register_vmap(f"{ns}::elu_backward")(functools.partial(vmap_elu_backward, op.elu_backward.default))
+
+
+_REGISTERED: set[str] = set()  # the namespaces whose Python side is registered
+_CHECKED: set = set()  # the builds whose verdict this process has
+_LOADED: dict = {}  # variant -> its module, once module_for loaded it: one dict lookup per eager call
 
 
 def loaded(module):
@@ -110,13 +100,6 @@ def loaded(module):
             raise ValueError(why)
         _CHECKED.add(module)
     return module
-
-
-_CHECKED: set = set()  # the builds whose verdict this process has
-
-
-_REGISTERED: set[str] = set()
-_LOADED: dict = {}  # variant -> its module, once module_for loaded it: one dict lookup per eager call
 
 
 @functools.cache
