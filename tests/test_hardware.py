@@ -31,7 +31,11 @@ def test_floor_of_known_gpus(device_name, peak, floor):
         ("NVIDIA H100 NVL", "H100 NVL"),
         ("NVIDIA H100 80GB HBM3", "H100 SXM"),
         ("NVIDIA GH200 480GB", "GH200 (HBM3)"),
-        ("NVIDIA H200 NVL", "H200 (SXM/NVL)"),
+        ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"),
+        ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
+        ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA L40S", "L40S"),
     ],
 )
 def test_specific_names_win_over_family_names(device_name, label):

@@ -31,8 +31,7 @@ class GpuSpec:
     source: str = "datasheet"
 
 
-# The study's GPUs, Hopper (the brief's H100, the records' H200), and Blackwell's B200; any other GPU's figure is
-# given by ELU_STUDY_PEAK_TBPS. Most specific names first: "H100 NVL" and "H100 PCIe" must not match the SXM row.
+# Most specific names first: "H100 NVL" and "H100 PCIe" must not match the SXM row.
 # The SXM H100 reports itself as "NVIDIA H100 80GB HBM3".
 KNOWN_GPUS: tuple[tuple[str, GpuSpec], ...] = (
     (r"GH200", GpuSpec("GH200 (HBM3)", 4.0e12)),
@@ -41,6 +40,15 @@ KNOWN_GPUS: tuple[tuple[str, GpuSpec], ...] = (
     (r"H100 PCIe", GpuSpec("H100 PCIe", 2.0e12)),
     (r"H100", GpuSpec("H100 SXM", 3.35e12)),
     (r"B200", GpuSpec("B200", 8.0e12)),
+    (r"A100.*80GB.*PCIe|A100 80GB PCIe", GpuSpec("A100 80GB PCIe", 1.935e12)),
+    (r"A100.*80GB", GpuSpec("A100 80GB SXM", 2.039e12)),
+    (r"A100", GpuSpec("A100 40GB", 1.555e12)),
+    (r"L40S", GpuSpec("L40S", 0.864e12)),
+    (r"RTX 4090", GpuSpec("RTX 4090", 1.008e12)),
+    (r"A10\b", GpuSpec("A10", 0.6e12)),
+    (r"L4\b", GpuSpec("L4", 0.3e12)),
+    (r"T4\b", GpuSpec("T4", 0.32e12)),
+    (r"V100", GpuSpec("V100 (SXM2 32GB)", 0.9e12)),
 )
 PEAK_OVERRIDE_ENV = "ELU_STUDY_PEAK_TBPS"
 
