@@ -30,7 +30,7 @@ def row(name, kind, ms, check=True, dtype="float32", direction="forward"):
               "round_medians_ms": [ms, ms * 1.001]}
     chk = {"passed": True, "trials": 3, "unwritten": 0, "max_abs_err_vs_torch": 1e-7,
            "max_abs_err_vs_fp64": 2e-7, "max_rel_err_vs_fp64": 3e-7} if check else None
-    return {"name": name, "kind": kind, "what": name, "timing": timing, "check": chk, "near_zero_rel_err": None,
+    return {"name": name, "kind": kind, "what": name, "timing": timing, "check": chk,
             "sass": None, "extra": {}, "mode": "" if dtype == "float32" else dtype, "dtype": dtype,
             "direction": direction}
 

@@ -72,13 +72,3 @@ def check_elu(fn: EluFn, shape=SHAPE, alpha: float = 1.0, trials: int = 3, seed:
         del x, out, y
     return CheckResult(passed and unwritten == 0, trials, unwritten, abs_torch, abs_64)
 
-
-def near_zero_rel_error(fn: EluFn, alpha: float = 1.0, decades=range(-8, 1), per_decade: int = 1 << 16) -> dict[str, float]:
-    """Max relative error against float64 for x in [-10^(d+1), -10^d), where expf(x) - 1 cancels (expm1f does not)."""
-    out = {}
-    for d in decades:
-        x = -torch.logspace(d, d + 1, per_decade, device="cuda", dtype=torch.float64)[:-1].float()
-        y = fn(x, alpha, torch.full_like(x, float("nan")))
-        ref = F.elu(x.double(), alpha)
-        out[f"1e{d}"] = ((y.double() - ref).abs() / ref.abs()).max().item()
-    return out

@@ -124,7 +124,7 @@ def code_commit() -> str | None:
 
 # Issue-bound, in every notebook alike: issuing its warp instructions takes at least this share (%) of run time.
 ISSUE_BOUND_PCT = 90
-ISSUE_BOUND_RULE = (f"**Issue-bound**, in notebooks 08 and 12 alike: issuing a kernel's warp instructions, at 4 per SM "
+ISSUE_BOUND_RULE = (f"**Issue-bound**: issuing a kernel's warp instructions, at 4 per SM "
                     f"per cycle (ncu), takes at least {ISSUE_BOUND_PCT} % of its run time (as shown, rounded).")
 
 

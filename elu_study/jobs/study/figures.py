@@ -152,17 +152,6 @@ def counters_figure(counters: dict, names):
     return _finish(ax, loc="lower right")
 
 
-def near_zero_figure(record: dict, names):
-    """Max relative error against float64 per decade of |x|: where exp(x) - 1 cancels."""
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    for name in names:
-        decades = next(r for r in record["rows"] if r["name"] == name)["near_zero_rel_err"]
-        ax.loglog([10 ** (float(k[2:]) + 0.5) for k in decades], list(decades.values()), marker="o", label=name)
-    ax.set(xlabel=label("decades_x"), ylabel="max relative error vs float64")
-    ax.axhline(1e-4, color="gray", ls=":", label="rtol 1e-4")
-    return _finish(ax)
-
-
 ROLE_COLORS = {"this study": "tab:blue", "PyTorch": "tab:gray", "peer": "tab:purple"}
 
 
