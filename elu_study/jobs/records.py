@@ -14,6 +14,7 @@ notebooks are made again from the records (they are what the suite checks).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import subprocess
@@ -56,9 +57,12 @@ class Stage:
         return fingerprint.all_modules()
 
     def held(self, gpu: str, results_dir: Path | None = None) -> tuple[bool, dict | None]:
-        """(whether its record exists, the fingerprint it holds for this stage or None)."""
-        rec = record.load(gpu, self.job, results_dir, required=False) if self.job else None
-        return rec is not None, (rec or {}).get("fingerprint")
+        """(whether its record exists, the fingerprint it holds for this stage or None): the file's JSON as it is,
+        since only the fingerprint is read (the jobs and the tests check the whole record against its type)."""
+        path = record.record_path(gpu, self.job, results_dir) if self.job else None
+        if path is None or not path.is_file():
+            return False, None
+        return True, json.loads(path.read_text()).get("fingerprint")
 
     def due(self, gpu: str, tools: dict | None, results_dir: Path | None = None) -> list[str]:
         """Why its record must be measured again (empty: it is current)."""
