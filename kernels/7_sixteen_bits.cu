@@ -14,9 +14,9 @@
 // copies it from L2 into shared memory and streams a few tiles. The float32
 // value before the one rounding is expm1f's bit for bit, so the result equals
 // PyTorch's for every alpha by construction. A float16 block copies its 79 KB
-// table once for 16 tiles (round 4: half round 3's fill per byte moved, and the
-// copy before the first load rather than by cp.async beside it: each of the two
-// won in all five rounds of the round-3 record). The backward (grad *
+// table once for 8 tiles, by cp.async beside its first load (16 tiles, the copy
+// before the loads, and both at once tie with it: 7_16_tiles, 7_sync_fill,
+// 7_round4). The backward (grad *
 // alpha * expf(x), aten elu_backward's order) computes expf: with three streams
 // it has 1.5 times the forward's time per element, enough for expf's
 // instructions, and no table to fill (a table version is kept). The first
@@ -50,10 +50,10 @@
 //   -DELU7_CONTIG=1   a table kernel's block takes its tiles as one contiguous run (default 0: blockIdx.x,
 //                     + gridDim.x, ...)
 //   -DELU7_FP16_ASYNC=a, -DELU7_BF16_ASYNC=a  1: a block copies the global table with cp.async and issues its
-//                     first load before waiting for the copy (float16's default, rounds 3 and 5); 0 (bfloat16's
-//                     default; float16's in round 4): the copy, then the loads
+//                     first load before waiting for the copy (float16's default); 0 (bfloat16's default): the
+//                     copy, then the loads
 //   -DELU7_BWD_TABLE=t  the backward from x: 0 (default) computes expf, ELU7_BWD_VECS vectors per thread in
-//                     blocks of ELU7_BWD_THREADS (512 since round 5, 256 before; 1 vector), stores plain (ELU7_BWD_STORE=0) or streaming (1);
+//                     blocks of ELU7_BWD_THREADS (512; 1 vector), stores plain (ELU7_BWD_STORE=0) or streaming (1);
 //                     1: the expf table in the table kernels' launch
 //   -DELU7_OP=Approx  the float32 path computes fast(x) * alpha (ELU7_FORMULA's; Lean for Auto), unchecked:
 //                     with alpha = 1 it returns fast(x) itself, which is how

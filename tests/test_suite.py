@@ -168,15 +168,16 @@ def test_build_all_builds_in_spawned_workers_where_cuda_is_initialized(monkeypat
 def test_the_readmes_checks_count_every_sanitizer_error_and_name_every_failed_test(monkeypatch):
     from elu_study.jobs.report import front  # noqa: PLC0415
 
-    sanitize = {"tools": ["memcheck", "racecheck"], "builds": {
+    made = {"provenance": {"commit": "abc1234", "date_utc": "2026-12-04T10:00:00+00:00"}}
+    sanitize = {**made, "tools": ["memcheck", "racecheck"], "builds": {
         "1_naive": {"memcheck": {"errors": 0, "ok": True}, "racecheck": {"errors": 2, "ok": False}},
         "2_float4": {"memcheck": {"errors": None, "ok": False}, "racecheck": {"errors": 1, "ok": False}}}}
-    tests = {**suite.summarize(STATS), "fuzz": {"examples_per_test": 60}}
+    tests = {**made, **suite.summarize(STATS), "fuzz": {"examples_per_test": 60}}
     monkeypatch.setattr(record, "load", lambda gpu, job, required=True: {"sanitize": sanitize, "tests": tests}.get(job))
     found = front.checks("nvidia-h200")
     assert (found["builds"], found["errors"], found["unread"]) == (2, 3, 1)
     line = front.text.render("report/checks.md.j2", **found)
-    assert "3 errors (and 1 runs that gave no count)" in line
+    assert "2 builds at commit abc1234 (2026-12-04): 3 errors (and 1 runs that gave no count)" in line
     assert "5 passed, 1 failed: `tests/test_fuzz.py::test_every_case" in line
     monkeypatch.setattr(record, "load", lambda gpu, job, required=True: tests if job == "tests" else None)
     assert front.checks("nvidia-h200") is None  # no sanitize record: no line

@@ -16,21 +16,21 @@ DEFAULT = "7_sixteen_bits"
 # Notebook 12's one prediction, written before the table's first recorded run: (entry, what) -> range.
 PREDICTION = {(f"{DEFAULT} {d}", what): r for d, most in (("bfloat16", 1.04), ("float16", 1.05))
               for what, r in (("x own copy_", (1.00, most)), ("inst/elem", (11, 18)), ("mismatches", (0, 0)))}
-SHOWN = {"x own copy_": "{:.3f}", "inst/elem": "{:.1f}", "mismatches": "{:,}"}
+SHOWN = {"x own copy_": "{:.3f}", "inst/elem": "{:.3f}", "mismatches": "{:,}"}
 # Issue 24's goals over the row's own roof (the dtype's copy_, torch.add for the backward): (aim, must).
 GOALS = {f"{DEFAULT} bfloat16": (1.00, 1.00), f"{DEFAULT} float16": (1.00, 1.01),
          **{f"7_backward {d}": (0.98, 0.99) for d in DTYPES}}
 # Two rows of one kernel each (Poly is Lean on bfloat16, Mid on float16): their gap is the record's resolution.
 SAME_KERNEL = (("7_lean bfloat16", "7_poly bfloat16"), ("7_mid float16", "7_poly float16"))
-FORMATS = {"difference": "{:+.3f}", "inst/elem": "{:.1f}", "SM MHz": "{:.0f}", "used %": "{:.0f}", "issue %": "{:.0f}",
+FORMATS = {"difference": "{:+.3f}", "inst/elem": "{:.3f}", "SM MHz": "{:.0f}", "used %": "{:.0f}", "issue %": "{:.0f}",
            "DRAM %": "{:.1f}", "budget inst/elem": "{:.1f}", "grads": "{:.0f}"}  # other floats: 3 decimals
 
 
 # Issue 46's prediction for step 7 under sustained load, written on 2026-12-05 before the run (notebook 12): the
 # table's gain is paid in instructions (its fill, a shared-memory load and a clamp per element), so it shrinks when
-# the SM clock falls at the power limit (``tables.sustained_graded``).
+# the SM clock falls at the power limit; 7_exact, issue-bound already, slows with the clock (``tables.sustained_graded``).
 SUSTAINED_PREDICTION = {f"{name} {dtype}": bounds for dtype in DTYPES
-                        for name, bounds in (("7_sixteen_bits", (1.0, 1.06)), ("7_exact", (1.05, 1.2)))}
+                        for name, bounds in (("7_sixteen_bits", (1.0, 1.06)), ("7_exact", (1.5, 2.0)))}
 
 
 def rows_of(record: dict, dtype: str) -> list[dict]:
