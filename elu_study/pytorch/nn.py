@@ -32,7 +32,8 @@ class ELU(nn.Module):
     GPU is, a build whose kernel does not compute ELU on a probe is refused (ValueError) before it runs.
 
     Its ``extra_repr`` is nn.ELU's, so a printed model reads the same. An unknown variant is a ValueError here;
-    nothing is built until a kernel runs."""
+    nothing is built until a kernel runs. ``torch.jit.script`` refuses it (NotImplementedError: TorchScript cannot run
+    its Python); torch.compile and torch.export take it."""
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False, variant: str | os.PathLike | None = None, *,
                  strict: bool = False) -> None:
