@@ -123,31 +123,22 @@ class Accumulator:
 
 def build_evaluators(formulas, same_as) -> dict[str, Callable]:
     """{name: (x, alpha) -> y} for each formula and each build of SAME_AS, from the built kernels."""
-    library = {"F.elu": lambda: F.elu, "torch.compile(F.elu)": lambda: torch.compile(F.elu)}
-    if unknown := [f.name for f in formulas if not f.variant and f.name not in library]:
-        raise ValueError(f"no way to run formulas {unknown}")
-    return ({f.name: compile_variant(f.variant).elu if f.variant else library[f.name]() for f in formulas}
+    library = {"F.elu": F.elu, "torch.compile(F.elu)": torch.compile(F.elu)}  # compiles on its first call
+    return ({f.name: compile_variant(f.variant).elu if f.variant else library[f.name] for f in formulas}
             | {name: compile_variant(name).elu for name in same_as})
-
-
-def chunk_ranges(ranges, chunk_log2: int) -> list[tuple[int, int]]:
-    """The ranges cut into chunks of at most 2^chunk_log2 inputs, each in whole binades, none straddling 0."""
-    chunk = 1 << chunk_log2
-    starts = []
-    for lo, hi in ranges:
-        step = min(chunk, hi - lo)
-        if step < BINADE or lo % BINADE or (hi - lo) % step or (lo < 0 < hi and lo % step):
-            raise ValueError(f"[{lo}, {hi}) in chunks of {step}: chunks must be whole binades (2^23) and not straddle 0")
-        patterns(lo, lo + 1)  # checks the range's bounds
-        starts += [(s, s + step) for s in range(lo, hi, step)]
-    return starts
 
 
 def measure(alphas=ALPHAS, formulas=FORMULAS, same_as=SAME_AS, *, ranges=((-(2**31), 2**31),),
             chunk_log2: int = CHUNK_LOG2, device="cuda", evaluators: dict[str, Callable] | None = None) -> dict:
     """The record's body (no provenance): method, formulas, one run per alpha. ranges: [lo, hi) int32
     bit-pattern ranges in whole binades (default: all 2^32); evaluators: {name: (x, alpha) -> y} instead of kernels."""
-    starts = chunk_ranges(ranges, chunk_log2)
+    starts = []  # the ranges in chunks of at most 2^chunk_log2 inputs, each in whole binades, none straddling 0
+    for lo, hi in ranges:
+        step = min(1 << chunk_log2, hi - lo)
+        if step < BINADE or lo % BINADE or (hi - lo) % step or (lo < 0 < hi and lo % step):
+            raise ValueError(f"[{lo}, {hi}) in chunks of {step}: chunks must be whole binades (2^23) and not straddle 0")
+        patterns(lo, lo + 1)  # checks the range's bounds
+        starts += [(s, s + step) for s in range(lo, hi, step)]
     chunk = max(hi - lo for lo, hi in starts)
     same_as = {k: v for k, v in same_as.items() if v in {f.name for f in formulas}}
     with quiet():

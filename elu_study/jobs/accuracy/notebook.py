@@ -83,17 +83,16 @@ def summary(record: dict, alpha: str) -> pd.DataFrame:
     return frame(rows, "formula")
 
 
-def short_class(c: dict) -> str:
-    """A class of inputs in a few words: the share correctly rounded (NaN for NaN), and the share that comes out +0.0."""
-    zero = c["plus_zero_out"] and c["correctly_rounded"] < c["n"]
-    return pct(c["correctly_rounded"], c["n"]) + (f"; +0.0 for {pct(c['plus_zero_out'], c['n'])}" if zero else "")
-
-
 def classes(record: dict, alpha: str) -> pd.DataFrame:
-    """Per class of inputs (and their count), each formula's short_class."""
+    """Per class of inputs (and their count), each formula's share correctly rounded (NaN for NaN), and where not
+    all, the share that comes out +0.0."""
+    def short(c: dict) -> str:
+        zero = c["plus_zero_out"] and c["correctly_rounded"] < c["n"]
+        return pct(c["correctly_rounded"], c["n"]) + (f"; +0.0 for {pct(c['plus_zero_out'], c['n'])}" if zero else "")
+
     runs = record["runs"][alpha]["formulas"]
     first = next(iter(runs.values()))["classes"]
-    return frame({f"{label} ({first[label]['n']:,})": {name: short_class(s["classes"][label]) for name, s in runs.items()}
+    return frame({f"{label} ({first[label]['n']:,})": {name: short(s["classes"][label]) for name, s in runs.items()}
                   for label in CLASSES if label in first}, "class (inputs)")
 
 

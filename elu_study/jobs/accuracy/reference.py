@@ -59,11 +59,6 @@ def classify(x: torch.Tensor) -> torch.Tensor:
     return cls.masked_fill_((e == 255) & (m != 0), 8)
 
 
-def is_denormal(x: torch.Tensor) -> torch.Tensor:
-    b = bits32(x)
-    return (((b >> 23) & 0xFF) == 0) & ((b & 0x7FFFFF) != 0)
-
-
 def ulp_error(y: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor:
     """|y - ref64| in float32 ulps of ref64's binade (float64). Both NaN, or equal: 0 (a zero of the other sign is
     counted apart); NaN against a number, or a wrong infinity: inf."""
@@ -108,7 +103,7 @@ def bound_parts(x: torch.Tensor, ref64: torch.Tensor) -> dict:
         "sub": e < 0.5 * edge,  # exp(x) - 1 is exact (Sterbenz) for exp(x) >= 1/2, else it rounds
         "neg_branch": (x <= 0) & torch.isfinite(x),
         "finite": torch.isfinite(x),
-        "denormal_in_or_out": is_denormal(x) | ((ref64.abs() < 2.0**-126) & (ref64 != 0)),
+        "denormal_in_or_out": ((xd.abs() < 2.0**-126) & (xd != 0)) | ((ref64.abs() < 2.0**-126) & (ref64 != 0)),
     }
 
 
