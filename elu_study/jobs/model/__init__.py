@@ -1,8 +1,4 @@
-"""The drop-in in use (GPU): ``python -m elu_study model`` writes results/<gpu>-model.json and its figures.
-
-Its parts: ``checks`` (checks.py), ``host_cost`` (host.py), ``end_to_end`` (whole steps without and with
-torch.compile, end_to_end.py).
-"""
+"""The drop-in in use (GPU): ``python -m elu_study model`` writes results/<gpu>-model.json and its figures."""
 
 from __future__ import annotations
 
@@ -18,24 +14,11 @@ from elu_study.pytorch import ops
 
 
 def write_report(gpu: str = REFERENCE_GPU, readme: bool = True) -> list[Path]:
-    """The model figures again from ``gpu``'s record (no GPU needed); nothing where that GPU has none.
-    (``readme`` is the report loop's switch: this job writes no README block.)"""
+    """The model figures again from ``gpu``'s record (no GPU needed); nothing where that GPU has none (``readme``: the
+    report loop's switch; this job writes no README block)."""
     record = load(gpu, "model", required=False)
-    if record is None:
-        return []
     return [save_figure(analysis.host_figure(record), figure_path(gpu, "model-host")),
-            save_figure(analysis.end_to_end_figure(record), figure_path(gpu, "model"))]
-
-
-def run() -> dict:
-    """Every part, both default builds built first."""
-    ops.module_for(None)
-    record = {"provenance": hardware.provenance(), "defaults": ops.table().to_dict("records"),
-              "checks": checks.run_checks()}
-    torch.cuda.synchronize()
-    record["host_cost"] = host.measure_host()
-    record["end_to_end"] = end_to_end.measure_end_to_end(False) + end_to_end.measure_end_to_end(True)
-    return record
+            save_figure(analysis.end_to_end_figure(record), figure_path(gpu, "model"))] if record else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         parser.exit(2, "elu-study model: needs a CUDA GPU (notebook 11 shows the record)\n")
-    record = run()
+    ops.module_for(None)  # both default builds built first
+    record = {"provenance": hardware.provenance(), "defaults": ops.table().to_dict("records"),
+              "checks": checks.run_checks()}
+    torch.cuda.synchronize()
+    record["host_cost"] = host.measure_host()
+    record["end_to_end"] = end_to_end.measure_end_to_end(False) + end_to_end.measure_end_to_end(True)
     print(analysis.graded(record))
     if not args.no_record:
         written = [save(record, "model"), *write_report(record["provenance"]["gpu"])]

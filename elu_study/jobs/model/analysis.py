@@ -1,6 +1,5 @@
-"""The model record read back (``core.record.load(gpu, "model")``, checked against its type in core/schema.py):
-the frames and figures notebook 11 shows. Derived values (ratios, shares, verdicts) are computed here from the
-measured ones, never stored."""
+"""The frames and figures notebook 11 shows from the model record: ratios, shares and verdicts computed from the
+measured values, never stored."""
 
 from __future__ import annotations
 
@@ -30,11 +29,6 @@ def accuracy(record: dict) -> pd.DataFrame:
     return pd.DataFrame(record["checks"]["accuracy"]["worst_ulp_by_alpha"]).T.rename_axis("alpha")
 
 
-def paired(a: list, b: list) -> pd.Series:
-    """a[i] / b[i]: runs taken side by side (in one round, or one pair of steps), so the drift between them cancels."""
-    return pd.Series(a) / pd.Series(b)
-
-
 def median_ci(values: pd.Series, z: float = CI_Z) -> tuple[float, float]:
     """A distribution-free confidence interval of the median (95 % at z = 1.96): the order statistics at ranks
     n/2 -+ z sqrt(n)/2 (the binomial's normal approximation), as in Conover's Practical Nonparametric Statistics."""
@@ -45,23 +39,23 @@ def median_ci(values: pd.Series, z: float = CI_Z) -> tuple[float, float]:
 
 
 def host_ratios(record: dict) -> pd.DataFrame:
-    """Each route's time over nn.ELU's in the same round: median and p10-p90 of the paired ratios, per group."""
+    """Each route's time over nn.ELU's in the same round (paired, so that the host's drift cancels): median and
+    p10-p90 of the paired ratios, per group."""
     runs = pd.DataFrame(record["host_cost"]).pivot_table(index=GROUP, columns="route", values="us_runs",
                                                          aggfunc="first")
     return pd.DataFrame([{**dict(zip(GROUP, key)), "route": route, "ratio": q.median(), "p10": q.quantile(0.1),
                           "p90": q.quantile(0.9)} for key, r in runs.iterrows() for route in r.index
-                         for q in [paired(r[route], r["nn.ELU"])]])
+                         for q in [pd.Series(r[route]) / pd.Series(r["nn.ELU"])]])
 
 
 def end_to_end(record: dict) -> pd.DataFrame:
-    """One row per configuration: both times (medians), the drop-in's ratio (the median of the paired steps'
-    ratios) with its 95 % confidence interval (``median_ci``), the noise (half the p10-p90 spread of those ratios),
-    ELU's share of the eager nn.ELU step, the saving that ELU's kernels alone give (their device time per step,
-    nn.ELU's minus the drop-in's, over the nn.ELU step), whether the drop-in is faster (ratio under 1) and faster
-    beyond doubt (the interval under 1)."""
+    """One row per configuration: both times (medians), the median of the paired runs' ratios with its 95 %
+    interval, the noise (half their p10-p90), ELU's share of the eager nn.ELU step, the saving of ELU's kernels alone
+    (their device time, nn.ELU's minus the drop-in's, over the nn.ELU step), and faster (beyond doubt: the interval)
+    under 1."""
     wide = pd.DataFrame(record["end_to_end"]).pivot_table(index=CONFIG, columns="elu", aggfunc="first",
                                                           values=["ms", "elu_ms", "ms_runs"])
-    ratios = [paired(d, n) for d, n in zip(wide[("ms_runs", "drop-in")], wide[("ms_runs", "nn.ELU")])]
+    ratios = [pd.Series(d) / pd.Series(n) for d, n in zip(wide[("ms_runs", "drop-in")], wide[("ms_runs", "nn.ELU")])]
     out = pd.DataFrame({"nn.ELU ms": wide[("ms", "nn.ELU")], "drop-in ms": wide[("ms", "drop-in")]})
     out["ratio"] = [r.median() for r in ratios]
     out["CI low"], out["CI high"] = zip(*(median_ci(r) for r in ratios))  # the ratio's 95 % interval
@@ -94,8 +88,7 @@ def measured(record: dict) -> dict:
 
 def cnn_batch(record: dict) -> int | None:
     """The batch the record's ResNet-18 steps ran at, read from the model's name (None: no ResNet row)."""
-    names = {r["model"] for r in record["end_to_end"] if "ResNet" in r["model"]}
-    found = {int(m.group(1)) for n in names if (m := re.search(r"batch (\d+)", n))}
+    found = {int(m.group(1)) for r in record["end_to_end"] if (m := re.search(r"ResNet.*batch (\d+)", r["model"]))}
     return found.pop() if len(found) == 1 else None
 
 

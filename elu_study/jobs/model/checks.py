@@ -20,7 +20,6 @@ CHUNK = 1 << 27  # negative float32 bit patterns per exhaustive chunk
 # The negative finite float32s as signed int32 bit patterns: -0.0 (0x80000000) up to -FLT_MAX (0xFF7FFFFF)
 NEGATIVE_FINITE = (-(2**31), -(2**23))
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
-aten = torch.ops.aten
 
 
 def inputs(n: int) -> torch.Tensor:
@@ -103,7 +102,7 @@ def cuda_graph() -> dict:
     graph.replay()
     torch.cuda.synchronize()
     fwd = same(y, ELU(0.5)(x.detach()))
-    bwd = same(x.grad, aten.elu_backward(g, 0.5, 1, 1, False, x.detach()))
+    bwd = same(x.grad, torch.ops.aten.elu_backward(g, 0.5, 1, 1, False, x.detach()))
     return {"passed": fwd and bwd, "replay_equals_eager_forward": fwd, "replay_equals_eager_backward": bwd}
 
 

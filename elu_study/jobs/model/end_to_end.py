@@ -1,15 +1,9 @@
-"""Whole steps of four models with ELU, nn.ELU against the drop-in (``end_to_end``), with ELU's share of each step.
+"""Whole steps of four models with ELU, nn.ELU against the drop-in, with ELU's share of each step.
 
-ELU MLPs of three widths and timm's ResNet-18 with ELU in channels_last; a training or an inference step, float32
-or bfloat16 autocast, eager or compiled. A row's times: ``PAIRS`` pairs of runs, one run of each net per pair (who
-goes first alternates, so that neither always follows the other), each run ``steps_per_run`` steps back to back
-timed by CUDA events on the current stream: what the device sees from the run's first launch to its last kernel's
-end, host gaps included, over the steps. A configuration's runs last at least ``RUN_MS`` (one step where a step
-takes longer): one step of the small MLPs (0.2 to 0.5 ms) spread its paired ratios by 10 % and
-more (the model record of dd6e3b1, one step per run), more than the few percent the drop-in's host time can move
-them. Side by side within milliseconds, a pair shares the GPU's clocks, whose drift over a run's seconds (the
-power cap) cancels in the pair's ratio. ELU's share: its kernels' device time in one profiled step; beside it the
-device time of everything the step ran on the device, which says whether the device or the host paces a step.
+A row's times: ``PAIRS`` pairs of runs, one run of each net per pair, who goes first alternating; each run
+``steps_per_run`` steps back to back, timed by CUDA events (host gaps included) and at least ``RUN_MS`` long: one
+step of the small MLPs spread the paired ratios by 10 % and more, beyond what the drop-in's host time can move them.
+A pair shares the GPU's clocks, whose drift over seconds (the power cap) cancels in its ratio.
 """
 
 from __future__ import annotations
@@ -40,9 +34,8 @@ class Model(NamedTuple):
     size: int = 0
 
 
-# ResNet-18 at the batch it trains at on ImageNet. At batch 64 the host paced its eager steps on the H200 (one
-# profiled step kept the device busy 0.34 to 0.64 of a step in the model record of 53aa1f9), where no kernel can
-# shorten a step; at 256 the device works about four times as long per step, the host's work unchanged.
+# ResNet-18 at the batch it trains at on ImageNet: at batch 64 the host paced its eager steps on the H200 (the device
+# busy 0.34 to 0.64 of a step), where no kernel can shorten a step; at 256 the device works four times as long.
 CNN_BATCH = 256
 MODELS = (Model("MLP 4x256, batch 64", 256, 64), Model("MLP 4x2048, batch 512", 2048, 512),
           Model("MLP 4x8192, batch 4096", 8192, 4096),
@@ -84,12 +77,6 @@ def stepper(net: nn.Module, mode: str, autocast: bool, compiled: bool):
             forward(x)
 
     return train if mode == "train" else infer
-
-
-def warm_up(step, x, target, steps: int) -> None:
-    for _ in range(steps):
-        step(x, target)
-    torch.cuda.synchronize()
 
 
 def profiled_step(step, x, target) -> dict:
@@ -142,7 +129,9 @@ def config_rows(model: Model, mode: str, autocast: bool, compiled: bool) -> list
     steps = {e: stepper(net, mode, autocast, compiled) for e, net in (("nn.ELU", base),
                                                                      ("drop-in", swap_elu(copy.deepcopy(base))))}
     for s in steps.values():  # compiles, allocator, cuDNN's choices and caches settled
-        warm_up(s, x, target, WARMUP_STEPS)
+        for _ in range(WARMUP_STEPS):
+            s(x, target)
+        torch.cuda.synchronize()
     per_run = steps_per_run(steps, x, target)
     paired_steps_ms(steps, x, target, WARMUP_PAIRS, per_run)
     times = paired_steps_ms(steps, x, target, PAIRS, per_run)

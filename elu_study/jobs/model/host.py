@@ -24,17 +24,13 @@ def routes(dtype: torch.dtype) -> dict:
     return {"nn.ELU": nn.ELU(), "F.elu": F.elu, "binding": lambda x: binding.elu(x, 1.0), "elu_study.ELU": ELU()}
 
 
-def group_input(numel: int, requires_grad: bool, autocast: bool) -> torch.Tensor:
-    """Under bfloat16 autocast ELU meets what a Linear layer gives it there: a bfloat16 tensor."""
-    x = torch.randn(numel, device="cuda", dtype=torch.bfloat16 if autocast else torch.float32)
-    return x.requires_grad_(requires_grad)
-
-
 def time_group(numel: int, requires_grad: bool, autocast: bool) -> list:
     from torch.utils import benchmark  # noqa: PLC0415 - lazy: it imports cpp_extension, which warns on stderr without a GPU
 
-    x = group_input(numel, requires_grad, autocast)
-    timers = {r: benchmark.Timer("f(x)", globals={"f": f, "x": x}) for r, f in routes(x.dtype).items()}
+    # Under bfloat16 autocast ELU meets what a Linear layer gives it there: a bfloat16 tensor.
+    dtype = torch.bfloat16 if autocast else torch.float32
+    x = torch.randn(numel, device="cuda", dtype=dtype, requires_grad=requires_grad)
+    timers = {r: benchmark.Timer("f(x)", globals={"f": f, "x": x}) for r, f in routes(dtype).items()}
     runs = {r: [] for r in timers}
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
         for t in timers.values():
