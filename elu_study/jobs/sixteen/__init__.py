@@ -12,15 +12,14 @@ from pathlib import Path
 
 import torch
 
-from elu_study.core import text
 from elu_study.core.record import REFERENCE_GPU, figure_path, load, save, save_figure
 from elu_study.core.tables import markdown
 from elu_study.jobs.sixteen import analysis, figures, measure
 
 
 def write_report(gpu: str = REFERENCE_GPU, readme: bool = True) -> list[Path]:
-    """Step 7's figure again from ``gpu``'s record (no GPU needed); nothing where that GPU has none. It has no
-    README block: ``readme`` is taken for the report loop's sake."""
+    """Step 7's figure again from ``gpu``'s record (no GPU needed); nothing where that GPU has none (``readme``: the
+    report loop's switch; this job writes no README block)."""
     record = load(gpu, "sixteen", required=False)
     return [save_figure(figures.xcopy_figure(record), figure_path(gpu, "sixteen"))] if record else []
 
@@ -31,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-counters", action="store_true", help="skip Nsight Compute")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print(text.render("sixteen/no_gpu.md.j2"), file=sys.stderr)
-        return 2
+        parser.exit(2, "elu-study sixteen: needs a CUDA GPU: it runs every step 7 build on every 16-bit input and times "
+                       "it (notebook 12 shows the record; `python -m elu_study report` redraws its figure)\n")
     record = measure.run(rounds=args.rounds, with_counters=not args.no_counters)
     path, written = save(record, "sixteen"), write_report(record["provenance"]["gpu"])
     budget, a = analysis.budget_frame(record), analysis

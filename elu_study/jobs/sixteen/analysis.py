@@ -100,22 +100,16 @@ def exhaustive_frame(record: dict) -> pd.DataFrame:
         "at the 6 required alphas": ("required", "sum"), "alphas with any": ("any", "max")})
 
 
-def budget(record: dict, dtype: str) -> tuple[float, float]:
-    """(SM MHz, thread instructions per element) that can issue in the dtype's copy_ time: SMs x 4 schedulers x 32
-    lanes x SM clock (the median of NVML's per-round medians over the dtype's rows) x copy_'s time / elements; NaN
-    without an NVML sample."""
-    clocks = [s["sm_clock_mhz"]["median"] for r in rows_of(record, dtype) for s in r["timing"].get("nvml", [])
-              if s.get("samples")]
-    mhz, sms = float(pd.Series(clocks).median()), record["provenance"]["sm_count"]
-    return mhz, sms * SCHEDULERS * LANES * mhz * 1e6 * ms(record, f"copy_ {dtype}") * 1e-3 / record["problem"]["numel"]
-
-
 def budget_frame(record: dict) -> pd.DataFrame:
     """Each counted kernel's thread instructions per element against its dtype's budget, its issue and DRAM shares
-    (ncu), and its static SASS."""
-    out = []
+    (ncu), and its static SASS. The budget: the thread instructions per element that can issue in the dtype's copy_
+    time, SMs x 4 schedulers x 32 lanes x SM clock (the median of NVML's per-round medians over the dtype's rows)
+    x copy_'s time / elements; NaN without an NVML sample."""
+    out, sms = [], record["provenance"]["sm_count"]
     for dtype in DTYPES:
-        mhz, per = budget(record, dtype)
+        mhz = float(pd.Series([s["sm_clock_mhz"]["median"] for r in rows_of(record, dtype)
+                               for s in r["timing"].get("nvml", []) if s.get("samples")]).median())
+        per = sms * SCHEDULERS * LANES * mhz * 1e6 * ms(record, f"copy_ {dtype}") * 1e-3 / record["problem"]["numel"]
         for n in (r["name"] for r in rows_of(record, dtype)):
             if (k := counter(record, n)) is not None:
                 bound = issue_bound(pct := issue_pct(record, n))
