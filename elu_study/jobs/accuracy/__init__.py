@@ -1,8 +1,6 @@
 """Accuracy, exhaustively: every float32 bit pattern through five built formulas at alpha = 1 and 1.5 (a CUDA GPU),
 into ``results/<gpu>-accuracy.json``; notebook 07 shows it. All but ``main`` and the kernels run on the CPU too."""
 
-from __future__ import annotations
-
 import argparse
 
 import torch

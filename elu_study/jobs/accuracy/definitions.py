@@ -1,7 +1,5 @@
 """What the accuracy job measures: formulas, alphas, classes of inputs and the sweep's constants."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 from elu_study.core.entries import KERNELS

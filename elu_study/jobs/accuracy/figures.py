@@ -1,7 +1,5 @@
 """Notebook 07's figures, one panel per alpha: the worst error per binade of |x|, and the ulp-error histograms."""
 
-from __future__ import annotations
-
 import math
 
 import matplotlib.pyplot as plt

@@ -1,8 +1,6 @@
 """The sweep: bit-pattern ranges through every formula at every alpha (GPU; CPU stand-ins in the tests), a chunk of
 inputs with its reference at a time (Chunk), summed per formula and alpha (Accumulator)."""
 
-from __future__ import annotations
-
 import dataclasses
 import math
 from typing import Callable

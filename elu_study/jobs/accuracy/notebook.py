@@ -1,7 +1,5 @@
 """Notebook 07's tables, from the accuracy record (results/<gpu>-accuracy.json); ``md`` shows one as markdown."""
 
-from __future__ import annotations
-
 import functools
 import math
 

@@ -3,8 +3,6 @@
 (near a float32 midpoint) resolved exactly. An output's error is in float32 ulps of the float64 value v (not of its
 float32 rounding): a correctly rounded output is within 1/2."""
 
-from __future__ import annotations
-
 import math
 from dataclasses import dataclass
 from decimal import Context, Decimal

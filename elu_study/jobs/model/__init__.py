@@ -1,7 +1,5 @@
 """The drop-in in use (GPU): ``python -m elu_study model`` writes results/<gpu>-model.json and its figures."""
 
-from __future__ import annotations
-
 import argparse
 from pathlib import Path
 

@@ -1,8 +1,6 @@
 """The frames and figures notebook 11 shows from the model record: ratios, shares and verdicts computed from the
 measured values, never stored."""
 
-from __future__ import annotations
-
 import re
 
 import matplotlib.pyplot as plt

@@ -1,8 +1,6 @@
 """The drop-in's checks on the GPU, each a dict with ``passed`` and what it measured (``checks`` in the record).
 Output buffers a check reads are poisoned with NaN first; inputs are ``randn`` x 6 with specials planted."""
 
-from __future__ import annotations
-
 import copy
 
 import torch

@@ -6,8 +6,6 @@ step of the small MLPs spread the paired ratios by 10 % and more, beyond what th
 A pair shares the GPU's clocks, whose drift over seconds (the power cap) cancels in its ratio.
 """
 
-from __future__ import annotations
-
 import copy
 import gc
 import re

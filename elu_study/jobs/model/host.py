@@ -2,8 +2,6 @@
 (``torch.utils.benchmark``: it synchronizes CUDA and turns the garbage collector off), the routes interleaved
 in ``REPEATS`` rounds so that the host's drift reaches all alike."""
 
-from __future__ import annotations
-
 import os
 import statistics
 

@@ -4,8 +4,6 @@
 (core.exhaustive), the SASS, every row timed against its dtype's copy_, the counters (or why none).
 """
 
-from __future__ import annotations
-
 import argparse
 import sys
 from pathlib import Path

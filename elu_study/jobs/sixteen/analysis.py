@@ -1,8 +1,6 @@
 """What step 7's record says (no GPU), one table each: what each one-change build did, the instruction budget, the
 exhaustive checks, the record's resolution, the prediction and the goals graded."""
 
-from __future__ import annotations
-
 import pandas as pd
 
 from elu_study.core.entries import roof_of

@@ -1,8 +1,6 @@
 """Step 7's figures: each 16-bit row's time over its own roof (the job's figure), and diagrams of the rounding check
 and of the table (notebook 12)."""
 
-from __future__ import annotations
-
 import matplotlib.pyplot as plt
 import numpy as np
 import torch

@@ -1,8 +1,6 @@
 """Step 7's measurement (GPU): every bit pattern, SASS, times and counters; and what kernels/7_sixteen_bits.cu
 says about a build (read from its source: its knobs, what ``Auto`` picks per dtype)."""
 
-from __future__ import annotations
-
 import re
 import subprocess
 from collections import Counter
