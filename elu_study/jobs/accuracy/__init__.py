@@ -11,9 +11,6 @@ from elu_study.core.hardware import provenance
 from elu_study.jobs.accuracy import measure, notebook
 from elu_study.jobs.accuracy.definitions import CHUNK_LOG2, FORMULAS, SAME_AS
 
-JOB = "accuracy"
-
-
 def main(argv: list[str] | None = None) -> int:
     """Every float32 input through five of the study's formulas: ulp error against float64 (needs a CUDA GPU;
     writes results/<gpu>-accuracy.json)."""
@@ -26,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("needs a CUDA GPU (notebooks/07_accuracy.ipynb shows the recorded run)")
     build_all(sorted({(f.variant, ()) for f in FORMULAS if f.variant} | {(v, ()) for v in SAME_AS}), workers=args.jobs)
     rec = {"provenance": provenance(), **measure.measure(chunk_log2=args.chunk_log2)}
-    path = record.save(rec, job=JOB)
+    path = record.save(rec, job="accuracy")
     print(*(notebook.md(t) for t in (notebook.formulas(rec), notebook.both(rec, notebook.summary),
                                      notebook.reference(rec))), path, sep="\n\n")
     return 0
