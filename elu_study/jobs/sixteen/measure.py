@@ -27,10 +27,8 @@ C_TYPES = {"__nv_bfloat16": "bfloat16", "__half": "float16", "float": "float32"}
 
 def knob(flags, name: str, text: str | None = None) -> str:
     """A build's ``ELU7_<name>``: its -D flag, else the file's #define default."""
-    for flag in flags:
-        if flag.startswith(f"-DELU7_{name}="):
-            return flag.split("=", 1)[1]
-    return re.search(rf"#define ELU7_{name} (\w+)", text or resolve_variant(VARIANT).read_text()).group(1)
+    given = next((f.split("=", 1)[1] for f in flags if f.startswith(f"-DELU7_{name}=")), None)
+    return given or re.search(rf"#define ELU7_{name} (\w+)", text or resolve_variant(VARIANT).read_text()).group(1)
 
 
 def formula_of(flags, dtype: str, text: str | None = None) -> str:
@@ -41,17 +39,6 @@ def formula_of(flags, dtype: str, text: str | None = None) -> str:
     chosen = knob(flags, "FORMULA", text)
     pattern = r"FormulaOf<\s*(\w+)\s*,\s*(\w+)\s*>\s*\{\s*using\s+type\s*=\s*(\w+)\s*;"
     return {(C_TYPES.get(t, t), c): f for t, c, f in re.findall(pattern, text)}.get((dtype, chosen), chosen)
-
-
-def exhaustive(entries, alpha_list) -> dict:
-    """Each entry (one build on one dtype) on every bit pattern of its dtype at every alpha."""
-    out = {}
-    for e in tqdm(entries, desc="every bit pattern", unit="build"):
-        # exact unless the unchecked ablation (CHECK 2) or a peer
-        exact = knob(e.flags, "CHECK") != "2" if e.variant == VARIANT else e.name.split()[0] not in PEERS16
-        out[e.name] = {"build": [e.variant, list(e.flags)], "expect_exact": exact,
-                       **ex.check_patterns(harness.module_of(e), e.mode, alpha_list)}
-    return out
 
 
 def sass16(entry) -> dict:
@@ -94,7 +81,7 @@ def time_batches(rounds: int) -> dict:
     names = [r["name"] for r in rows]
     merged["rows"] = [r for i, r in enumerate(rows) if names.index(r["name"]) == i]
     merged["problem"] = {**merged["problem"], "dtype": ", ".join(DTYPES),
-                         "input": f"randn x {INPUT_SCALE:g}, one rounding"}
+                         "input": f"randn x {INPUT_SCALE:g}, one rounding", "shape": list(SHAPE)}
     return merged
 
 
@@ -105,7 +92,11 @@ def run(rounds: int = 5, with_counters: bool = True) -> dict:
     others = [ENTRIES[f"6_beyond_copy {d}"] for d in DTYPES] + [e for e in STEP7 if e.name.split()[0] in PEERS16]
     build_all(builds(entries + others + backward))
     everything = ex.alphas()
-    checks = exhaustive(entries + others, everything)
+    checks = {e.name: {"build": [e.variant, list(e.flags)],  # exact unless the unchecked ablation (CHECK 2) or a peer
+                       "expect_exact": knob(e.flags, "CHECK") != "2" if e.variant == VARIANT
+                       else e.name.split()[0] not in PEERS16,
+                       **ex.check_patterns(harness.module_of(e), e.mode, everything)}
+              for e in tqdm(entries + others, desc="every bit pattern", unit="build")}  # each on every bit pattern
     backward_checks = {e.name: {"build": [e.variant, list(e.flags)], "expect_exact": True,
                                 **ex.check_backward(e.build(), e.mode, everything)} for e in backward}
     sass = {e.name: sass16(e) for e in entries + backward}
@@ -120,5 +111,4 @@ def run(rounds: int = 5, with_counters: bool = True) -> dict:
     record.update({
         "provenance": provenance(), "exhaustive": checks, "exhaustive_backward": backward_checks, "sass16": sass,
         "timed_alpha": ALPHA, "counters": counters})
-    record["problem"]["shape"] = list(SHAPE)
     return record
