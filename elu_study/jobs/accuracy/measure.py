@@ -23,8 +23,7 @@ class Chunk:
     """One range of inputs with everything that does not depend on the formula."""
 
     def __init__(self, lo: int, hi: int, alpha: float, device, ref_stats: dict):
-        self.lo, self.n, self.alpha = lo, hi - lo, alpha
-        self.rows = self.n // BINADE
+        self.lo, self.alpha, self.rows = lo, alpha, (hi - lo) // BINADE
         group0 = (lo % 2**32) >> 23  # (sign << 8) | exponent field of the chunk's first binade
         self.groups = slice(group0, group0 + self.rows)
         self.x = patterns(lo, hi, device)

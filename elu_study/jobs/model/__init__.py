@@ -26,8 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         parser.exit(2, "elu-study model: needs a CUDA GPU (notebook 11 shows the record)\n")
     ops.module_for(None)  # both default builds built first
-    record = {"provenance": hardware.provenance(), "defaults": ops.table().to_dict("records"),
-              "checks": checks.run_checks()}
+    record = {"provenance": hardware.provenance(), "defaults": ops.table().to_dict("records"), "checks": {
+        "accuracy": checks.accuracy(), "opcheck": checks.opchecks(), "gradients": checks.gradients(),
+        "cuda_graph": checks.cuda_graph(), "layouts_and_tracing": checks.layouts_and_tracing()}}
     torch.cuda.synchronize()
     record["host_cost"] = host.measure_host()
     record["end_to_end"] = end_to_end.measure_end_to_end(False) + end_to_end.measure_end_to_end(True)

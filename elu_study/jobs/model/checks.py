@@ -135,8 +135,3 @@ def layouts_and_tracing() -> dict:
     }
     passed = all(v for k, v in checks.items() if k != "channels_last_kernels") and checks["channels_last_kernels"] == 1
     return {"passed": passed, **checks}
-
-
-def run_checks() -> dict:
-    return {"accuracy": accuracy(), "opcheck": opchecks(), "gradients": gradients(),
-            "cuda_graph": cuda_graph(), "layouts_and_tracing": layouts_and_tracing()}
