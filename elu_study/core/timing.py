@@ -50,8 +50,7 @@ def noise_ms(timing: dict) -> float:
 
 
 class NvmlSampler:
-    """Samples GPU 0's SM and memory clocks, power and clock-event reasons every 10 ms in a thread (nothing without
-    NVML)."""
+    """Samples GPU 0's SM and memory clocks, power and clock-event reasons in a thread, every 10 ms (none without NVML)."""
 
     def __init__(self):
         self.samples: list[tuple] = []
