@@ -28,20 +28,11 @@ REPO = Path(__file__).parents[1]
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def _path_without_nvcc() -> str:
-    """$PATH without any directory that holds an nvcc executable."""
-    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep)
-            if d and not (Path(d, "nvcc").is_file() and os.access(Path(d, "nvcc"), os.X_OK))]
-    return os.pathsep.join(dirs)
-
-
 def _env_without_toolkit(tmp_path: Path) -> dict[str, str]:
     """Environment variables that hide the CUDA toolkit: CUDA_HOME that does not exist, no nvcc on PATH."""
-    return {"CUDA_HOME": str(tmp_path / "no-cuda"), "PATH": _path_without_nvcc()}
-
-
-def _by_name(record: dict) -> dict[str, dict]:
-    return {r["name"]: r for r in record["rows"]}
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not (Path(d, "nvcc").is_file() and os.access(Path(d, "nvcc"), os.X_OK))]
+    return {"CUDA_HOME": str(tmp_path / "no-cuda"), "PATH": os.pathsep.join(dirs)}
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +177,7 @@ def test_counter_record_moves_the_least_bytes(counter_record):
 
 
 def test_counter_record_kernel_counts(counter_record):
-    rows = _by_name(counter_record)
+    rows = {r["name"]: r for r in counter_record["rows"]}
     # PyTorch splits tensors over 2^31 bytes into 32-bit-indexable pieces: 6.4 GB -> 4 launches
     assert rows["F.elu"]["kernels"] == 4
     ours = [n for n in rows if ENTRIES[n].variant]

@@ -1,8 +1,5 @@
-"""CPU-only tests of timing (elu_study.core.timing) and of what the main job says of the regime it measured: the
-short protocol's summaries, energy and NVML fields (a fake do_bench), the sustained protocol's settle rule and energy
-per pass (a fake NVML whose readings follow a trace in real time, fake passes that advance its energy counter), None
-fields without NVML, the rows timed sustained, the printed summary's warning when clocks moved, and the record's
-schema for the new fields."""
+"""CPU-only tests of timing (elu_study.core.timing), with a fake do_bench, a fake NVML whose readings follow a trace
+in real time and fake passes that advance its energy counter; and of what the main job says of the regime it measured."""
 
 from __future__ import annotations
 
@@ -18,8 +15,6 @@ from elu_study.core import derived, record, timing
 from elu_study.core.entries import roof_for, study_entries, sustained_entries
 from elu_study.jobs.study import report
 
-_FAKE_NVML = types.SimpleNamespace(nvmlClocksEventReasonSwPowerCap=4, nvmlClocksEventReasonGpuIdle=1,
-                                   nvmlClocksEventReasonAll=0xFF, nvmlClocksEventReasonNone=0)
 PASS_MS = 2.0  # a fake pass
 QUICK = timing.Sustained(settle_min_s=0.3, settle_max_s=1.5, window_s=0.1, timed_s=0.1, chunk_s=0.02)
 CAP, BRAKE, IDLE = 4, 0x80, 1
@@ -111,12 +106,13 @@ def test_summarize_rounds_samples_but_not_statistics():
 
 
 def test_decode_reasons_names_set_bits():
-    assert timing.decode_reasons(5, _FAKE_NVML) == ["GpuIdle", "SwPowerCap"]
-    assert timing.decode_reasons(4, _FAKE_NVML) == ["SwPowerCap"]
-    assert timing.decode_reasons(0, _FAKE_NVML) == []
-    assert timing.decode_reasons(0xFF, _FAKE_NVML) == ["GpuIdle", "SwPowerCap"]  # "All" is not a reason
-    legacy = types.SimpleNamespace(**vars(_FAKE_NVML), nvmlClocksThrottleReasonSwPowerCap=4)
-    assert timing.decode_reasons(4, legacy) == ["SwPowerCap"]  # old and new names of one bit: once
+    nvml = FakeNvml()
+    assert timing.decode_reasons(CAP | IDLE, nvml) == ["GpuIdle", "SwPowerCap"]
+    assert timing.decode_reasons(CAP, nvml) == ["SwPowerCap"]
+    assert timing.decode_reasons(0, nvml) == []
+    assert timing.decode_reasons(0xFF, nvml) == ["GpuIdle", "HwPowerBrakeSlowdown", "SwPowerCap"]  # "All" is no reason
+    nvml.nvmlClocksThrottleReasonSwPowerCap = CAP
+    assert timing.decode_reasons(CAP, nvml) == ["SwPowerCap"]  # old and new names of one bit: once
 
 
 def test_nvml_sampler_summary():
@@ -124,7 +120,7 @@ def test_nvml_sampler_summary():
     sampler.samples = []
     assert sampler.summary()["samples"] == 0
 
-    sampler._nvml = _FAKE_NVML  # decode masks with the fake bits; no NVML call is made
+    sampler._nvml = FakeNvml()  # decode masks with the fake bits; no NVML call is made
     sampler.samples = [(1980, 3201, 300.0, 0), (1755, 3201, 500.0, 4), (1980, 3201, 400.0, 5), (1980, 3201, 400.0, 0)]
     s = sampler.summary()
     assert s["samples"] == 4

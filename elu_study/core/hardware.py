@@ -16,12 +16,11 @@ from elu_study.core.build import configure_toolchain
 from elu_study.core.timing import NvmlSampler
 
 SHAPE = (4096, 393216)  # the original task's input
-DTYPE_BYTES = 4  # float32
 
 
 def bytes_moved(numel: int) -> int:
-    """The least an elementwise op can move: each input read once, each output written once."""
-    return 2 * numel * DTYPE_BYTES
+    """The least a float32 elementwise op can move: each input read once, each output written once (4 bytes each)."""
+    return 2 * numel * 4
 
 
 @dataclass(frozen=True)
@@ -113,9 +112,8 @@ def provenance() -> dict:
 
 
 def code_commit() -> str | None:
-    """The commit of the tree a record was measured on (``-dirty`` with uncommitted changes), as information: what
-    makes a record due is its fingerprint (elu_study.core.fingerprint). $ELU_STUDY_COMMIT where set (a machine
-    without the repository's history)."""
+    """The commit of the tree a record was measured on (``-dirty`` with uncommitted changes; $ELU_STUDY_COMMIT where
+    set, on a machine without the repository's history), as information: its fingerprint makes a record due."""
     if os.environ.get("ELU_STUDY_COMMIT"):
         return os.environ["ELU_STUDY_COMMIT"]
     root = Path(__file__).resolve().parents[2]

@@ -3,7 +3,6 @@ GPU's clocks or temperature touches every entry alike), in one process."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import warnings
 from dataclasses import asdict
@@ -49,13 +48,18 @@ def _compiled_elu():
 
 
 def timed_call(entry: Entry, x, y, cache: dict | None = None) -> Callable[[], object]:
-    """The exact call that is timed (and profiled); 16-bit entries share their tensors through ``cache``."""
+    """The exact call that is timed (and profiled); a batch's entries share their 16-bit tensors and grads through
+    ``cache``."""
+    cache = {} if cache is None else cache
     if entry.mode in DTYPES16:
-        kind = entry.name.removesuffix(f" {entry.mode}")  # the call of a library row: "F.elu", "torch.add", ...
-        return _timed_streams(entry, kind, *sixteen_bit_tensors(x, getattr(torch, entry.mode), cache),
-                              backward=entry.direction == "backward")
+        dtype = getattr(torch, entry.mode)
+        if dtype not in cache:  # x rounded once, a grad drawn like x, an output
+            cache[dtype] = (x.to(dtype), grad_tensor(x, dtype), torch.empty(x.shape, device=x.device, dtype=dtype))
+        return _timed_streams(entry, *cache[dtype])
     if entry.direction == "backward":  # grad and x in, y out (torch.add moves the same three streams)
-        return _timed_streams(entry, entry.name, x, grad_tensor(x, cache), y, backward=True)
+        if "grad" not in cache:
+            cache["grad"] = grad_tensor(x)
+        return _timed_streams(entry, x, cache["grad"], y)
     if entry.variant:
         module = entry.build()
         if entry.mode == "in_place":
@@ -83,33 +87,17 @@ def timed_call(entry: Entry, x, y, cache: dict | None = None) -> Callable[[], ob
     raise ValueError(f"unknown entry {entry.name}")
 
 
-def sixteen_bit_tensors(x, dtype: torch.dtype, cache: dict | None = None) -> tuple:
-    """(x rounded once, a grad drawn like x, an output) in a 16-bit dtype, shared by a batch through ``cache``."""
-    cache = {} if cache is None else cache
-    if dtype not in cache:
-        cache[dtype] = (x.to(dtype), _grad(x, dtype), torch.empty(x.shape, device=x.device, dtype=dtype))
-    return cache[dtype]
-
-
-def _grad(x, dtype: torch.dtype) -> torch.Tensor:
+def grad_tensor(x, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """A backward's grad: randn shaped like x, in ``dtype``, from seed 4321."""
     gen = torch.Generator(device=x.device).manual_seed(4321)
     return torch.randn(x.shape, device=x.device, generator=gen, dtype=dtype)
 
 
-def grad_tensor(x, cache: dict | None = None):
-    """The float32 backward's grad, drawn once per batch through ``cache``."""
-    cache = {} if cache is None else cache
-    if "grad" not in cache:
-        cache["grad"] = _grad(x, torch.float32)
-    return cache["grad"]
-
-
-def _timed_streams(entry: Entry, kind: str, xh, gh, yh, backward: bool) -> Callable[[], object]:
-    """A 16-bit or float32 backward row's call (``kind``: its name without the dtype) on the batch's tensors."""
+def _timed_streams(entry: Entry, xh, gh, yh) -> Callable[[], object]:
+    """A 16-bit or float32 backward row's call on the batch's tensors."""
     if entry.variant:
         module = entry.build()
-        if backward:
+        if entry.direction == "backward":
             return lambda: module.elu_backward(gh, xh, ALPHA, False, out=yh)
         return lambda: module.elu(xh, ALPHA, out=yh)
     calls = {
@@ -120,6 +108,7 @@ def _timed_streams(entry: Entry, kind: str, xh, gh, yh, backward: bool) -> Calla
         "aten.elu_backward": lambda: torch.ops.aten.elu_backward(gh, ALPHA, 1, 1, False, xh),
         "triton": lambda: triton_module().elu(xh, ALPHA, out=yh),
     }
+    kind = entry.name.removesuffix(f" {entry.mode}")  # a library row's call: "F.elu", "torch.add", ...
     if kind not in calls:
         raise ValueError(f"unknown entry {entry.name}")
     return calls[kind]
@@ -132,12 +121,8 @@ def triton_module():
     return triton_elu
 
 
-@contextlib.contextmanager
-def quiet():
-    # Inductor and friends may warn on first use; results do not depend on it.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+# Warnings off (Inductor and friends may warn on first use; results do not depend on it): ``with quiet(): ...``
+quiet = functools.partial(warnings.catch_warnings, action="ignore")
 
 
 def input_tensor(shape=SHAPE):

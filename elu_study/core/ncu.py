@@ -1,8 +1,5 @@
-"""Hardware counters of the study's kernels, read with Nsight Compute (``ncu --clock-control none``).
-
-Each entry runs once at full size inside a profiler range, opened by a marker kernel so that an entry's several
-kernels are combined; ``copy_`` is a driver copy that ncu does not see (``copy_kernel`` stands in for it).
-"""
+"""Hardware counters of the study's kernels, read with Nsight Compute (``ncu --clock-control none``): each entry
+runs once at full size inside a profiler range that a marker kernel opens, so that an entry's kernels are combined."""
 
 from __future__ import annotations
 
@@ -98,19 +95,14 @@ def combine(kernels: list[dict]) -> dict:
     if len(kernels) == 1:
         return {**kernels[0], "kernels": 1}
     t = [k.get("duration_ns") or 0.0 for k in kernels]
+    weighted = lambda values: sum(v * w for v, w in zip(values, t)) / sum(t)
     out: dict = {"kernel": kernels[0]["kernel"], "kernels": len(kernels)}
     for key in METRICS:
         values = [k.get(key) for k in kernels]
-        if any(v is None for v in values):
-            out[key] = None
-        elif key in _SUMMED:
-            out[key] = sum(values)
-        elif key in _TAKEN:
-            out[key] = max(values)
-        else:
-            out[key] = sum(v * w for v, w in zip(values, t)) / sum(t)
-    reasons = {r for k in kernels for r in k.get("stalls", {})}
-    stalls = {r: sum(k.get("stalls", {}).get(r, 0.0) * w for k, w in zip(kernels, t)) / sum(t) for r in reasons}
+        how = sum if key in _SUMMED else max if key in _TAKEN else weighted
+        out[key] = None if None in values else how(values)
+    reasons = {r for k in kernels for r in k["stalls"]}
+    stalls = {r: weighted([k["stalls"].get(r, 0.0) for k in kernels]) for r in reasons}
     out["stalls"] = dict(sorted(stalls.items(), key=lambda kv: -kv[1]))
     return out
 
@@ -144,8 +136,8 @@ def target(names: list[str], manifest: Path) -> int:
     return 0
 
 
-def profile(names: list[str], progress: bool = True) -> dict:
-    """Profile the named entries under ncu; return the counter record (see ``save``)."""
+def profile(names: list[str]) -> dict:
+    """Profile the named entries under ncu; return the counter record."""
     ncu = find_cuda_tool("ncu")
     with tempfile.TemporaryDirectory() as tmp:
         report, manifest = Path(tmp, "elu.ncu-rep"), Path(tmp, "manifest.json")
@@ -154,7 +146,7 @@ def profile(names: list[str], progress: bool = True) -> dict:
                    "--export", str(report), "--force-overwrite",
                    sys.executable, "-m", "elu_study.core.ncu", str(manifest), *names]
         env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}  # no compile workers for ncu to follow
-        bar, log = tqdm(total=2 * len(names), desc="profiling (ncu)", unit="kernel", disable=not progress), []
+        bar, log = tqdm(total=2 * len(names), desc="profiling (ncu)", unit="kernel"), []
         with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
             for line in proc.stdout:
                 log.append(line)
@@ -191,9 +183,9 @@ def counter_rows(record: dict) -> dict[str, dict]:
     return {r["name"]: r for r in record.get("counters", {}).get("rows", [])}
 
 
-def issue_ms(counter_row: dict, sm_count: int, per_cycle: int = SCHEDULERS) -> float:
-    """Time (ms) the SMs need to issue a kernel's warp instructions, ``per_cycle`` per SM per cycle at ncu's SM clock."""
-    return counter_row["warp_instructions"] / (sm_count * per_cycle * counter_row["sm_cycles_per_s"]) * 1e3
+def issue_ms(counter_row: dict, sm_count: int) -> float:
+    """Time (ms) the SMs need to issue a kernel's warp instructions, SCHEDULERS per SM per cycle at ncu's SM clock."""
+    return counter_row["warp_instructions"] / (sm_count * SCHEDULERS * counter_row["sm_cycles_per_s"]) * 1e3
 
 
 def issue_pct(record: dict, name: str) -> float | None:

@@ -1,8 +1,5 @@
-"""Fresh processes: a margin of a fraction of a percent must survive a new process to count.
-
-``fresh_processes(names, n)`` checks and times catalogue entries in ``n`` new Python processes (each
-``python -m elu_study.core.processes PATH ROUNDS NAME...``, writing a scratch file, not a record) and returns each
-process's medians, x_copy and x_roof."""
+"""Fresh processes: a margin of a fraction of a percent must survive a new process to count. Each one
+(``python -m elu_study.core.processes PATH ROUNDS NAME...``) writes its medians, x_copy and x_roof to a scratch file."""
 
 from __future__ import annotations
 

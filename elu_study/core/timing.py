@@ -1,13 +1,11 @@
-"""Timing with CUDA events, in two protocols: short (``time_interleaved``: triton.testing.do_bench, L2 flushed
-between calls, in interleaved rounds, every sample kept) and sustained (``time_sustained``: one entry back to back
-until the board's power and SM clock settle, then timed), with the GPU's clocks, power, clock-event ("throttle")
-reasons and energy counter read through NVML. Nothing here changes a clock or a power limit."""
+"""Timing with CUDA events in two protocols, short (``time_interleaved``) and sustained (``time_sustained``), with
+the GPU's clocks, power, clock-event ("throttle") reasons and energy read through NVML, which nothing here changes."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
@@ -25,7 +23,7 @@ class Sustained:
     """The sustained protocol: settled once, after at least ``settle_min_s`` back to back, the last ``window_s`` of
     NVML samples has mean power within ``power_tol`` of the window before's and median SM clock within
     ``clock_tol_mhz`` (one 15 MHz clock bin) of it; timed after ``settle_max_s`` even if not; then ``timed_s`` of
-    passes timed. Per entry 2-5 s settling + 1.5 s timed."""
+    passes timed."""
 
     settle_min_s: float = 2.0
     settle_max_s: float = 5.0
@@ -52,10 +50,9 @@ def noise_ms(timing: dict) -> float:
 
 
 class NvmlSampler:
-    """Samples SM and memory clocks, power and clock-event reasons in a thread (nothing without NVML)."""
+    """Samples GPU 0's SM and memory clocks, power and clock-event reasons in a thread, every 10 ms (none without NVML)."""
 
-    def __init__(self, device_index: int = 0, period_s: float = 0.01):
-        self.period_s = period_s
+    def __init__(self):
         self.samples: list[tuple] = []
         self.error: str | None = None
         self._stop = threading.Event()
@@ -65,7 +62,7 @@ class NvmlSampler:
 
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         except Exception as exc:  # noqa: BLE001 - any NVML failure just means no clock record
             self._nvml = None
             self.error = f"NVML unavailable: {exc}"
@@ -96,7 +93,7 @@ class NvmlSampler:
             except Exception as exc:  # noqa: BLE001
                 self.error = f"NVML read failed: {exc}"
                 return
-            time.sleep(self.period_s)
+            time.sleep(0.01)
 
     def __enter__(self):
         self.samples = []
@@ -111,7 +108,6 @@ class NvmlSampler:
             self._stop.set()
             self._thread.join()
             self._thread = None
-        return False
 
     def summary(self) -> dict:
         if not self.samples:
@@ -140,10 +136,8 @@ class NvmlSampler:
                 "power_w": float(np.mean([s[2] for s in samples])), "capped_fraction": capped / len(samples)}
 
 
-def decode_reasons(mask: int, nvml=None) -> list[str]:
-    """Names of the set bits of an NVML clock-event ("throttle") reason mask."""
-    if nvml is None:
-        import pynvml as nvml  # noqa: PLC0415 - lazy: NVML is optional
+def decode_reasons(mask: int, nvml) -> list[str]:
+    """Names of the set bits of an NVML clock-event ("throttle") reason mask (``nvml``: the pynvml module)."""
     names = set()
     for attr in dir(nvml):
         short = attr.removeprefix("nvmlClocksEventReason").removeprefix("nvmlClocksThrottleReason")
@@ -161,9 +155,7 @@ def time_interleaved(calls: dict[str, Callable[[], object]], rounds: int = 5, wa
     of this regime, not of the sustained loop's (their L2 flushes, 256 MB a pass, included)."""
     from triton.testing import do_bench  # noqa: PLC0415 - lazy: triton is optional where nothing is timed
 
-    samples: dict[str, list[list[float]]] = {name: [] for name in calls}
-    nvml: dict[str, list[dict]] = {name: [] for name in calls}
-    kept: dict[str, list[tuple]] = {name: [] for name in calls}
+    samples, nvml, kept = defaultdict(list), defaultdict(list), defaultdict(list)  # per name: times, summaries, samples
     energy_mj: dict[str, float | None] = dict.fromkeys(calls, 0.0)
     passes = Counter()
     sampler = NvmlSampler()

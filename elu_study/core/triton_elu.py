@@ -8,6 +8,7 @@ PyTorch does; float32 keeps the tutorial's exp - 1. ``elu_study`` imports this m
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 import triton
@@ -17,14 +18,11 @@ from triton.language.extra import libdevice
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 CONFIGS = [triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b in (1024, 2048, 4096, 8192) for w in (4, 8)]
+# Shorter than autotune's default (25 ms warm-up, 100 ms): a sweep tunes once per size class.
+_BENCH = functools.partial(triton.testing.do_bench, warmup=5, rep=20)
 
 
-def _bench(kernel_call, quantiles):
-    # Shorter than autotune's default (25 ms warm-up, 100 ms): a sweep tunes once per size class.
-    return triton.testing.do_bench(kernel_call, warmup=5, rep=20, quantiles=quantiles)
-
-
-@triton.autotune(configs=CONFIGS, key=["size_class"], do_bench=_bench)
+@triton.autotune(configs=CONFIGS, key=["size_class"], do_bench=_BENCH)
 @triton.jit
 def elu_kernel(x_ptr, y_ptr, n_elements, alpha, size_class, BLOCK_SIZE: tl.constexpr):
     pid = tl.program_id(axis=0).to(tl.int64)
