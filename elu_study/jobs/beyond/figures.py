@@ -10,9 +10,8 @@ from elu_study.core.ncu import counter_rows
 from elu_study.jobs.beyond.analysis import float32_rows
 
 def times_figure(record: dict, right: float = 1.3):
-    """Every float32 attempt's time over copy_'s as a bar from the roof (median, p10-p90 whiskers; lower is better),
-    with the floor of the read-only and write-only streams run apart; a row past ``right`` is an arrow at the edge
-    with its value."""
+    """Every float32 attempt's time over copy_'s as a bar from the roof (median, p10-p90 whiskers), with the two
+    streams' floor; a row past ``right`` is an arrow at the edge with its value."""
     rows = sorted(float32_rows(record), key=lambda r: r["x_copy"])
     roof, floor = record["roof_ms"], record.get("stream_floor_ms")
     fig, ax = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.8))
@@ -40,9 +39,8 @@ def times_figure(record: dict, right: float = 1.3):
 
 
 def dram_figure(record: dict):
-    """Time over copy_'s (CUDA events, median) against DRAM throughput (ncu, % of peak, one full-size launch) for
-    each float32 kernel: the line is 'time set by DRAM throughput alone' through 6_base (x copy_ proportional to
-    1 / throughput)."""
+    """Each float32 kernel's time over copy_'s against its DRAM throughput (ncu), with the line 'time set by DRAM
+    throughput alone' through 6_base (x copy_ proportional to 1 / throughput)."""
     c = counter_rows(record)
     rows = [r for r in float32_rows(record) if c.get(r["name"], {}).get("dram_pct_of_peak")]
     fig, ax = plt.subplots(figsize=(8, 5))

@@ -22,8 +22,7 @@ SASS_SHOWN = (*STEPS, ENTRIES[f"7_sixteen_bits {DTYPES16[0]}"])
 
 
 def plan(gpu: str | None, builds: int, workers: int, trials: int, rounds: int, sustained: int, readme: bool) -> str:
-    """The opening lines: whether a GPU was found (its name, or None) and what will run (how long each stage last
-    ran: ``python -m elu_study records --plan``)."""
+    """The opening lines: whether a GPU was found (its name, or None) and what will run."""
     configure_toolchain()
     arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
     return fit(text.render("study/plan.md.j2", gpu=gpu, builds=builds, workers=workers, entries=len(study_entries()),
