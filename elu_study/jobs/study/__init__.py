@@ -58,12 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nwrote {path} and " + ", ".join(str(p) for p in written))
     else:
         rec = record.load()
-    roofs = own_roof_rows(rec)
     print("\n" + summary(rec, live))
     failed = [r["name"] for r in rec["rows"] if r["check"] and not r["check"]["passed"]]
-    failed += [r["name"] for r in roofs if (r.get("exhaustive") or {}).get("mismatches")
+    failed += [r["name"] for r in own_roof_rows(rec) if (r.get("exhaustive") or {}).get("mismatches")
                and r["name"].split()[0] not in {e.name for e in PEERS}]  # a peer's mismatches are its own
     if failed:
         print(f"\nFAILED correctness: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if failed else 0

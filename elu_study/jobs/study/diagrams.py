@@ -50,8 +50,7 @@ def grid_stride_figure(seed: Launch):
     grid, sizes = block_pass_map(seed), wave_sizes(seed)
     # Whole waves alternate blue and cyan; a partial wave is red.
     colors = [("tab:blue", "tab:cyan")[w % 2] if n == seed.wave_blocks else "tab:red" for w, n in enumerate(sizes)]
-    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=ListedColormap(colors), vmin=0.5,
-              vmax=len(sizes) + 0.5)
+    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=ListedColormap(colors), vmin=0.5, vmax=len(sizes) + 0.5)
     ax.set(xlabel=label("block_axis", last=seed.blocks - 1, threads=seed.threads),
            ylabel=label("pass_axis", last=grid.shape[0] - 1))
     ax.set_title(label("walks", entry=seed.name, passes=seed.passes, waves=seed.waves), fontsize=9)

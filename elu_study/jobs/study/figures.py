@@ -88,8 +88,7 @@ def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = N
     ax.set_yticks(np.arange(len(rows)), [r["name"] for r in rows])
     ax.grid(axis="x", alpha=0.3)
     ax.set(xlabel=label("xcopy_x"), title=title or f"Against the roof: {record['provenance']['gpu']}")
-    return _legend(ax, rows, [*lines, plt.Line2D([], [], **SPREAD)], loc="upper center", bbox_to_anchor=(0.5, -0.1),
-                 ncol=2)
+    return _legend(ax, rows, [*lines, plt.Line2D([], [], **SPREAD)], loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
 
 
 def distribution_figure(record: dict, names):

@@ -16,10 +16,7 @@ from elu_study.core.build import build_spec, compile_variant, configure_toolchai
 from elu_study.core.entries import ENTRIES, KINDS
 from elu_study.core.ncu import counter_frame
 from elu_study.core.sass import KernelReport, inspect_variant
-from elu_study.jobs.study import launches, report
-from elu_study.jobs.study import figures as plots
-from elu_study.jobs.study.predictions import Prediction
-from elu_study.jobs.study.predictions import frame as graded_frame
+from elu_study.jobs.study import figures, launches, predictions, report
 
 def toolkit_available() -> bool:
     """nvcc under CUDA_HOME (or CUDA_PATH), else on PATH."""
@@ -28,10 +25,10 @@ def toolkit_available() -> bool:
     return Path(home, "bin", "nvcc").is_file() if home else shutil.which("nvcc") is not None
 
 
-# The columns a step notebook's tables show; the counters likewise.
+# The columns a step notebook's tables show; the counters likewise (the formats of every column they may show).
 TABLE_COLUMNS = ("ms", "x copy_", "correct", "max abs err vs fp64")
 COUNTER_COLUMNS = ("DRAM % of peak", "occupancy %", "inst/elem", "top stalls (warps per issue)")
-COUNTER_FORMATS = {"regs": "{:.0f}", "DRAM read GB": "{:.1f}", "DRAM write GB": "{:.1f}", "DRAM % of peak": "{:.0f}",
+COUNTER_FORMATS = {"DRAM read GB": "{:.1f}", "DRAM write GB": "{:.1f}", "DRAM % of peak": "{:.0f}",
                    "L2 hit %": "{:.0f}", "occupancy %": "{:.0f}", "inst/elem": "{:.0f}"}
 
 
@@ -125,15 +122,14 @@ class Study:
         return found
 
     def table(self, *names: str, sort: bool = False, columns=TABLE_COLUMNS) -> None:
-        """These entries' times and checks, as given or (``sort``) fastest first (``columns=None``: every column)."""
-        df = report.frame(self.record, (*KINDS, "attempt"), names)
-        df = df.sort_values("x copy_") if sort else df
-        self.show(df if columns is None else df[list(columns)])
+        """These entries' times and checks, as given or (``sort``) fastest first."""
+        df = report.frame(self.record, (*KINDS, "attempt"), names)[list(columns)]
+        self.show(df.sort_values("x copy_") if sort else df)
 
-    def grade(self, *predictions: Prediction) -> None:
+    def grade(self, *claims: predictions.Prediction) -> None:
         """One prediction graded in a line; several (notebook 06's appendix) in one table."""
-        records = {job: self.record if job == self.job else self.other(job) for job in {p.job for p in predictions}}
-        df = graded_frame(records, *predictions)
+        records = {job: self.record if job == self.job else self.other(job) for job in {p.job for p in claims}}
+        df = predictions.frame(records, *claims)
         if len(df) > 1:
             self.show(df)
         else:
@@ -144,8 +140,7 @@ class Study:
         if not self.counters:
             print(text.render("study/notebook/no_counters.md.j2"))
             return
-        df = counter_frame(self.counters, list(names))
-        self.show(df if columns is None else df[list(columns)], COUNTER_FORMATS)
+        self.show(counter_frame(self.counters, list(names))[list(columns)], COUNTER_FORMATS)
 
     @staticmethod
     def show(df: pd.DataFrame, formats: dict | None = None) -> None:
@@ -157,4 +152,4 @@ class Study:
         return report.figure(self.record, self.counters, name)
 
     def xcopy(self, *names: str, title: str | None = None):
-        return plots.xcopy_figure(self.record, names=list(names), title=title)
+        return figures.xcopy_figure(self.record, names=list(names), title=title)

@@ -77,15 +77,12 @@ def regime(rec: dict) -> dict:
     """The regime a record measured: the rows timed under sustained load, those that did not settle, those held at
     the power limit in either protocol, and those whose SM clock moved between rounds (name -> (low, high) MHz)."""
     sustained = {r["name"]: r["timing"]["sustained"] for r in rec["rows"] if r["timing"].get("sustained")}
-    moved = {}
-    for r in rec["rows"]:
-        mhz = [s["sm_clock_mhz"]["median"] for s in r["timing"].get("nvml", []) if s.get("samples")]
-        if mhz and max(mhz) > (1 + CLOCK_MOVED) * min(mhz):
-            moved[r["name"]] = (min(mhz), max(mhz))
+    mhz = {r["name"]: [s["sm_clock_mhz"]["median"] for s in r["timing"].get("nvml", []) if s.get("samples")]
+           for r in rec["rows"]}
     return {"sustained": list(sustained), "unsettled": [n for n, t in sustained.items() if t["settled"] is False],
             "capped": [r["name"] for r in rec["rows"] if (sustained.get(r["name"]) or {}).get("capped_fraction")
                        or any(set(POWER_CAP) & set(s.get("clock_event_reasons", ())) for s in r["timing"].get("nvml", []))],
-            "moved": moved}
+            "moved": {n: (min(m), max(m)) for n, m in mhz.items() if m and max(m) > (1 + CLOCK_MOVED) * min(m)}}
 
 
 def summary(rec: dict, live: bool) -> str:
@@ -98,10 +95,10 @@ def summary(rec: dict, live: bool) -> str:
             "study/main.md.j2", caption=caption(rec), rec=rec, regime=regime(rec), moved_pct=100 * CLOCK_MOVED))])
 
 
-def fit(printed: str, width: int = WIDTH) -> str:
-    """The command line's prose within ``width`` columns, each line wrapped (indented below itself)."""
+def fit(printed: str) -> str:
+    """The command line's prose within WIDTH columns, each line wrapped (indented below itself)."""
     return "\n".join(textwrap.fill(
-        line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 2), break_on_hyphens=False)
+        line, WIDTH, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 2), break_on_hyphens=False)
         for line in printed.splitlines())
 
 
