@@ -20,9 +20,8 @@ def times_figure(record: dict, right: float = 1.3):
     hi = np.array([r["timing"]["p90_ms"] for r in rows]) / roof - med
     ax.barh(y, med - 1, left=1, xerr=[lo.clip(0), hi.clip(0)],
             color=[{"attempt": "tab:purple", "step": "tab:blue"}.get(r["kind"], "tab:gray") for r in rows], capsize=2)
-    for yi, v in zip(y, med):
-        if v > right:
-            ax.annotate(f"{v:.3f}x, off scale \u2192", (right, yi), ha="right", va="center", fontsize=8, color="white")
+    for yi, v in zip(y[med > right], med[med > right]):
+        ax.annotate(f"{v:.3f}x, off scale \u2192", (right, yi), ha="right", va="center", fontsize=8, color="white")
     ax.set_yticks(y, [r["name"] for r in rows], fontsize=8)
     lines = [ax.axvline(1.0, color="tab:green", ls="--", label=f"roof: copy_ {roof:.3f} ms")]
     if floor:
