@@ -107,9 +107,8 @@ def test_which_bytes_the_lanes_read(main_record):
     assert (lines_per_instruction(naive), lines_per_instruction(float4), lines_per_instruction(streaming)) == (1, 4, 4)
     block = thread_accesses(float4, count=float4.threads)
     assert block.max() + 16 == float4.tile * 16  # one block's tile: 256 vectors
-    seed = at_size("3_grid_stride", main_record)
-    passes = thread_accesses(seed, passes=3)
-    assert passes.shape == (32, 3) and (np.diff(passes, axis=1) == seed.blocks * seed.threads * 16).all()
+    first_pass = thread_accesses(at_size("3_grid_stride", main_record))  # a grid-stride thread's first vector
+    assert first_pass.shape == (32, 1) and (np.diff(first_pass[:, 0]) == 16).all()
 
 
 @pytest.mark.parametrize("tiles", [7, 8, 1000])
@@ -332,7 +331,9 @@ def test_outputs_stay_short(stem):
     assert total <= MAX_TEXT_OUTPUT, f"{stem} prints {total} characters"
 
 
-def test_a_range_narrower_than_the_shown_digits_keeps_its_two_ends_apart():
+def test_a_range_narrower_than_the_shown_digits_keeps_its_two_ends_apart(main_record):
     """Notebook 04's 'within step 2's noise' spans less than 0.001x copy_: its ends stay apart."""
-    assert [predictions.span(*b) for b in ((1.00262, 1.00308), (1.0, 1.05), (84, 88))] == [
-        "1.0026-1.0031", "1-1.05", "84-88"]
+    ranges = (("2_float4", (1.00262, 1.00308), "x_copy"), ("2_float4", (1.0, 1.05), "x_copy"),
+              ("copy_", (84, 88), "pct_of_peak"))
+    assert [predictions.graded(main_record, predictions.Prediction("04", "t", n, b, m))["predicted"]
+            for n, b, m in ranges] == ["1.0026-1.0031x copy_", "1-1.05x copy_", "84-88 % of peak"]

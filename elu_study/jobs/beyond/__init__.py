@@ -1,8 +1,6 @@
 """Step 6's experiments: can a kernel beat copy_, and the sure way past it (fewer bytes).
 
-``python -m elu_study beyond`` (GPU, ncu): each attempt (one knob of kernels/6_beyond_copy.cu from 6_base) timed
-with copy_ and measure.COMPARED, each 16-bit row checked on every bit pattern, their DRAM counters, and step 6 in
-fresh processes. Output: results/<gpu>-beyond.json.
+``python -m elu_study beyond`` (GPU, ncu) writes results/<gpu>-beyond.json (``measure.run``).
 """
 
 from __future__ import annotations
@@ -19,8 +17,7 @@ from elu_study.jobs.beyond import analysis, figures, measure
 
 
 def write_report(gpu: str = REFERENCE_GPU, readme: bool = True) -> list[Path]:
-    """Step 6's figure and (unless ``readme`` is False) the README's beyond block again from ``gpu``'s record
-    (no GPU needed); nothing where that GPU has no beyond record."""
+    """Step 6's figure and (with ``readme``) the README's beyond block from ``gpu``'s record, if it has one."""
     if (record := load(gpu, "beyond", required=False)) is None:
         return []
     paths = [save_figure(figures.times_figure(record), figure_path(gpu, "beyond"))]

@@ -34,13 +34,11 @@ def float32_rows(record: dict) -> list[dict]:
 
 def summary_frame(record: dict) -> pd.DataFrame:
     """One row per attempt: time, x copy_, spread, and the DRAM counters beside it."""
-    counters, rows = counter_rows(record), []
-    for r in record["rows"]:
-        t, c = r["timing"], counters.get(r["name"], {})
-        rows.append({"entry": r["name"], "ms": t["median_ms"], "x copy_": r["x_copy"],
-                     "p10-p90 %": 100 * (t["p90_ms"] - t["p10_ms"]) / t["median_ms"], "TB/s": r["tbps"],
-                     "DRAM % peak": c.get("dram_pct_of_peak"), "what": r["what"]})
-    return pd.DataFrame(rows)
+    c = counter_rows(record)
+    return pd.DataFrame([{"entry": r["name"], "ms": r["timing"]["median_ms"], "x copy_": r["x_copy"],
+                          "p10-p90 %": 100 * (r["timing"]["p90_ms"] - r["timing"]["p10_ms"]) / r["timing"]["median_ms"],
+                          "TB/s": r["tbps"], "DRAM % peak": c.get(r["name"], {}).get("dram_pct_of_peak"), "what": r["what"]}
+                         for r in record["rows"]])
 
 
 def reached(xs: list[float]) -> str:

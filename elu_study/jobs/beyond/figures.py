@@ -10,9 +10,8 @@ from elu_study.core.ncu import counter_rows
 from elu_study.jobs.beyond.analysis import float32_rows
 
 def times_figure(record: dict, right: float = 1.3):
-    """Every float32 attempt's time over copy_'s as a bar from the roof (median, p10-p90 whiskers; lower is better),
-    with the floor of the read-only and write-only streams run apart; a row past ``right`` is an arrow at the edge
-    with its value."""
+    """Every float32 attempt's time over copy_'s as a bar from the roof (median, p10-p90 whiskers), with the two
+    streams' floor; a row past ``right`` is an arrow at the edge with its value."""
     rows = sorted(float32_rows(record), key=lambda r: r["x_copy"])
     roof, floor = record["roof_ms"], record.get("stream_floor_ms")
     fig, ax = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.8))
@@ -21,9 +20,8 @@ def times_figure(record: dict, right: float = 1.3):
     hi = np.array([r["timing"]["p90_ms"] for r in rows]) / roof - med
     ax.barh(y, med - 1, left=1, xerr=[lo.clip(0), hi.clip(0)],
             color=[{"attempt": "tab:purple", "step": "tab:blue"}.get(r["kind"], "tab:gray") for r in rows], capsize=2)
-    for yi, v in zip(y, med):
-        if v > right:
-            ax.annotate(f"{v:.3f}x, off scale \u2192", (right, yi), ha="right", va="center", fontsize=8, color="white")
+    for yi, v in zip(y[med > right], med[med > right]):
+        ax.annotate(f"{v:.3f}x, off scale \u2192", (right, yi), ha="right", va="center", fontsize=8, color="white")
     ax.set_yticks(y, [r["name"] for r in rows], fontsize=8)
     lines = [ax.axvline(1.0, color="tab:green", ls="--", label=f"roof: copy_ {roof:.3f} ms")]
     if floor:
@@ -40,9 +38,8 @@ def times_figure(record: dict, right: float = 1.3):
 
 
 def dram_figure(record: dict):
-    """Time over copy_'s (CUDA events, median) against DRAM throughput (ncu, % of peak, one full-size launch) for
-    each float32 kernel: the line is 'time set by DRAM throughput alone' through 6_base (x copy_ proportional to
-    1 / throughput)."""
+    """Each float32 kernel's time over copy_'s against its DRAM throughput (ncu), with the line 'time set by DRAM
+    throughput alone' through 6_base (x copy_ proportional to 1 / throughput)."""
     c = counter_rows(record)
     rows = [r for r in float32_rows(record) if c.get(r["name"], {}).get("dram_pct_of_peak")]
     fig, ax = plt.subplots(figsize=(8, 5))

@@ -36,9 +36,8 @@ def failed(record: dict) -> list[str]:
 
 
 def run(processes: int = 3, rounds: int = 5, profile_counters: bool = True) -> dict:
-    """The record of ``python -m elu_study beyond``: the attempts beside COMPARED (the roofs, the steps and the
-    attempts the catalogue marks ``sustained`` timed under sustained load too), the counters and ``processes`` fresh
-    processes."""
+    """The record of ``python -m elu_study beyond``: the attempts beside COMPARED (those the catalogue marks
+    ``sustained`` under sustained load too), their counters and ``processes`` fresh processes."""
     todo = [ENTRIES[n] for n in COMPARED] + list(ATTEMPTS)
     build_all(builds(todo))
     record = measure(todo, trials=2, rounds=rounds, progress=True, sustained=sustained_entries(todo))

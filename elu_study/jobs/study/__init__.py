@@ -22,8 +22,7 @@ SASS_SHOWN = (*STEPS, ENTRIES[f"7_sixteen_bits {DTYPES16[0]}"])
 
 
 def plan(gpu: str | None, builds: int, workers: int, trials: int, rounds: int, sustained: int, readme: bool) -> str:
-    """The opening lines: whether a GPU was found (its name, or None) and what will run (how long each stage last
-    ran: ``python -m elu_study records --plan``)."""
+    """The opening lines: whether a GPU was found (its name, or None) and what will run."""
     configure_toolchain()
     arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
     return fit(text.render("study/plan.md.j2", gpu=gpu, builds=builds, workers=workers, entries=len(study_entries()),
@@ -59,12 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nwrote {path} and " + ", ".join(str(p) for p in written))
     else:
         rec = record.load()
-    roofs = own_roof_rows(rec)
     print("\n" + summary(rec, live))
     failed = [r["name"] for r in rec["rows"] if r["check"] and not r["check"]["passed"]]
-    failed += [r["name"] for r in roofs if (r.get("exhaustive") or {}).get("mismatches")
+    failed += [r["name"] for r in own_roof_rows(rec) if (r.get("exhaustive") or {}).get("mismatches")
                and r["name"].split()[0] not in {e.name for e in PEERS}]  # a peer's mismatches are its own
     if failed:
         print(f"\nFAILED correctness: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if failed else 0

@@ -8,22 +8,11 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import ListedColormap, to_rgba
 from matplotlib.patches import Patch
 
-from elu_study.jobs.study.figures import bars, label
+from elu_study.jobs.study.figures import bars, done, label
 from elu_study.jobs.study.launches import (LINE_BYTES, ORDERS, WARP, Launch, block_pass_map, lines_per_instruction,
                                            persistent_runs, schedule, thread_accesses, wave_sizes)
 
 ACCESS_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
-
-
-def wave_color(size: int, full: int, w: int) -> str:
-    """Whole waves alternate blue and cyan; a partial wave is red."""
-    return ("tab:blue", "tab:cyan")[w % 2] if size == full else "tab:red"
-
-
-def done(fig):
-    fig.tight_layout()
-    plt.close(fig)  # returned to be shown once, as a cell's value
-    return fig
 
 
 def access_figure(launches: list[Launch], count: int = WARP, title: str | None = None):
@@ -59,27 +48,27 @@ def grid_stride_figure(seed: Launch):
     """The seed's blocks x passes, coloured by wave: a block of the last wave starts when one of the first is done."""
     fig, ax = plt.subplots(figsize=(8, 4.2))
     grid, sizes = block_pass_map(seed), wave_sizes(seed)
-    cmap = ListedColormap([wave_color(n, seed.wave_blocks, w) for w, n in enumerate(sizes)])
-    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0.5, vmax=len(sizes) + 0.5)
+    # Whole waves alternate blue and cyan; a partial wave is red.
+    colors = [("tab:blue", "tab:cyan")[w % 2] if n == seed.wave_blocks else "tab:red" for w, n in enumerate(sizes)]
+    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=ListedColormap(colors), vmin=0.5, vmax=len(sizes) + 0.5)
     ax.set(xlabel=label("block_axis", last=seed.blocks - 1, threads=seed.threads),
            ylabel=label("pass_axis", last=grid.shape[0] - 1))
     ax.set_title(label("walks", entry=seed.name, passes=seed.passes, waves=seed.waves), fontsize=9)
     ax.text(0.5, 0.5, label("column"), transform=ax.transAxes, ha="center", va="center", fontsize=7,
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "gray"})
-    waves = [Patch(color=wave_color(n, seed.wave_blocks, w), label=f"wave {w + 1}: {n} blocks")
-             for w, n in enumerate(sizes)]
+    waves = [Patch(color=c, label=f"wave {w + 1}: {n} blocks") for w, (n, c) in enumerate(zip(sizes, colors))]
     ax.legend(handles=[*waves, Patch(facecolor="white", edgecolor="gray", label=label("empty_pass"))],
               fontsize=7, loc="lower left", framealpha=0.9)
     return done(fig)
 
 
-def tile_order_figure(launches: list[Launch], runs_shown: int = 24):
-    """Step 6's tile orders: where in the input (GB) blocks work as the launch goes on (persistent: each run)."""
+def tile_order_figure(launches: list[Launch]):
+    """Step 6's tile orders: where in the input (GB) blocks work as the launch goes on (persistent: about 24 runs)."""
     fig, axes = plt.subplots(1, len(launches), figsize=(2.6 * len(launches) + 0.6, 4.0), squeeze=False)
     for ax, lau in zip(axes[0], launches):
         gb = lau.tile * lau.access_bytes / 1e9
         if lau.order == 3:
-            every = max(1, lau.blocks // runs_shown)
+            every = max(1, lau.blocks // 24)
             begin, end = (a[::every] for a in persistent_runs(lau))
             segments = np.stack([np.stack([begin * gb, np.zeros(len(begin))], 1),
                                  np.stack([end * gb, (end - begin).astype(float)], 1)], 1)

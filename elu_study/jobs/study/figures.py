@@ -30,19 +30,15 @@ def _rows(record: dict, names) -> list[dict]:
     return [by_name[n] for n in names if n in by_name][::-1]
 
 
-def _times(rows, over: float = 1.0):
-    return (np.array([r["timing"][q] for r in rows]) / over for q in ("median_ms", "p10_ms", "p90_ms"))
-
-
 def _whisker(ax, i, lo, median, hi, color):
     ax.plot([lo, hi], [i, i], color=color, lw=2, alpha=0.5)
     ax.plot(median, i, "o", color=color)
     ax.text(hi, i, f"  {median:.3f}", va="center", fontsize=8)
 
 
-def _inside(rows, lo: float = NEAR[0], hi: float = NEAR[1]) -> np.ndarray:
-    """Whether each row's median is within [lo, hi] times copy_'s (every row, where none is or there is no copy_)."""
-    inside = np.array([r.get("x_copy") is None or lo <= r["x_copy"] <= hi for r in rows])
+def _inside(rows, hi: float = NEAR[1]) -> np.ndarray:
+    """Whether each row's median is within [NEAR[0], hi] times copy_'s (every row, where none is or no copy_)."""
+    inside = np.array([r.get("x_copy") is None or NEAR[0] <= r["x_copy"] <= hi for r in rows])
     return inside if inside.any() else ~inside
 
 
@@ -54,37 +50,23 @@ def _off_scale(ax, y, value, x, unit=""):
             bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1})
 
 
-def _spread(ax, rows, med, p10, p90, inside, refs=(), unit=""):
-    """Each row in the window (``inside``): median and p10-p90; the others: an arrow at the edge with the median.
-    The x axis fits the rows in the window and the ``refs`` lines: it starts there, not at 0."""
-    left = min(p10[inside].min(), *refs)
-    right = max(p90[inside].max(), *refs)
-    left, right = left - (right - left) * 0.03, right + (right - left) * 0.15
-    ax.set_xlim(left, right)
-    for i, r in enumerate(rows):
-        if inside[i]:
-            _whisker(ax, i, p10[i], med[i], p90[i], COLORS[r["kind"]])
-        else:
-            _off_scale(ax, i, med[i], right if med[i] > right else left, unit)
-    ax.set_yticks(np.arange(len(rows)), [r["name"] for r in rows])
-    ax.grid(axis="x", alpha=0.3)
+def done(fig, **layout):
+    """The figure laid out and closed: returned to be shown once, as a cell's value, or saved."""
+    fig.tight_layout(**layout)
+    plt.close(fig)
+    return fig
 
 
-def _finish(ax, **legend):
-    ax.legend(fontsize=8, **legend)
-    ax.figure.tight_layout()
-    return ax.figure
-
-
-def _done(ax, rows, extra=(), loc="lower right", **where):
+def _legend(ax, rows, extra=(), loc="lower right", **where):
     """The kind legend (with ``extra`` handles), and the layout."""
     handles = [Patch(color=COLORS[k], label=KIND_LABELS[k]) for k in COLORS if any(r["kind"] == k for r in rows)]
-    return _finish(ax, handles=handles + list(extra), loc=loc, framealpha=0.9, **where)
+    ax.legend(handles=handles + list(extra), loc=loc, framealpha=0.9, fontsize=8, **where)
+    return done(ax.figure)
 
 
 def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = NEAR[1]):
     """Time over copy_'s, median and p10-p90, with the datasheet and measured floors; an entry slower than ``max_x``
-    (or faster than NEAR's low end) is an arrow at the edge."""
+    (or faster than NEAR's low end) is an arrow at the edge. The x axis fits the other rows and the lines, not 0."""
     rows, roof = _rows(record, names), record["roof_ms"]
     fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 2.4))
     lines = [ax.axvline(1.0, **ROOF_STYLE, label="copy_ (the roof) = 1")]
@@ -93,10 +75,20 @@ def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = N
                              ("stream_floor_ms", STREAM_STYLE, "measured floor (read_only + write_only)")):
         if record.get(key):  # annotate() derives both on load; None without a peak or the stream halves
             lines.append(ax.axvline(record[key] / roof, **style, label=f"{name}: {record[key] / roof:.3f}"))
-    _spread(ax, rows, *_times(rows, roof), _inside(rows, hi=max_x), [line.get_xdata()[0] for line in lines])
+    med, p10, p90 = (np.array([r["timing"][q] for r in rows]) / roof for q in ("median_ms", "p10_ms", "p90_ms"))
+    inside, refs = _inside(rows, hi=max_x), [line.get_xdata()[0] for line in lines]
+    left, right = min(p10[inside].min(), *refs), max(p90[inside].max(), *refs)
+    left, right = left - (right - left) * 0.03, right + (right - left) * 0.15
+    ax.set_xlim(left, right)
+    for i, r in enumerate(rows):
+        if inside[i]:
+            _whisker(ax, i, p10[i], med[i], p90[i], COLORS[r["kind"]])
+        else:
+            _off_scale(ax, i, med[i], right if med[i] > right else left)
+    ax.set_yticks(np.arange(len(rows)), [r["name"] for r in rows])
+    ax.grid(axis="x", alpha=0.3)
     ax.set(xlabel=label("xcopy_x"), title=title or f"Against the roof: {record['provenance']['gpu']}")
-    return _done(ax, rows, [*lines, plt.Line2D([], [], **SPREAD)], loc="upper center", bbox_to_anchor=(0.5, -0.1),
-                 ncol=2)
+    return _legend(ax, rows, [*lines, plt.Line2D([], [], **SPREAD)], loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
 
 
 def distribution_figure(record: dict, names):
@@ -118,7 +110,7 @@ def distribution_figure(record: dict, names):
         _off_scale(ax, i, med, ax.get_xlim()[int(med > near.max())], unit=" ms (median)")
     ax.set_yticks(range(len(rows)), [r["name"] for r in rows])
     ax.set(xlabel=label("samples_x"), title=label("samples_title"))
-    return _done(ax, rows, [Patch(facecolor="white", edgecolor="k", label="box p25-p75, whiskers p5-p95"),
+    return _legend(ax, rows, [Patch(facecolor="white", edgecolor="k", label="box p25-p75, whiskers p5-p95"),
                             plt.Line2D([], [], color="k", marker=".", lw=0, label="one timed call")])
 
 
@@ -127,8 +119,8 @@ COUNTER_BARS = (("dram_pct_of_peak", "DRAM throughput, % of peak"),
 
 
 def bars(ax, names, series: dict, fontsize: float = 8) -> None:
-    """Horizontal bars, a group per name from the top, a bar per ``series`` item (label -> (values, texts, colour or
-    None)), each with its text at its end."""
+    """Horizontal bars, a group per name from the top, a bar per ``series`` item (label -> (values, texts, colour)),
+    each with its text at its end."""
     h = 0.8 / len(series)
     for k, (name, (values, texts, color)) in enumerate(series.items()):
         y = np.arange(len(names)) + (k - (len(series) - 1) / 2) * h
@@ -139,17 +131,17 @@ def bars(ax, names, series: dict, fontsize: float = 8) -> None:
     ax.invert_yaxis()
 
 
-def counters_figure(counters: dict, names):
+def counters_figure(counters: dict):
     """Per kernel: DRAM throughput, occupancy and L2 hit rate from Nsight Compute (grouped bars)."""
-    by_name = {r["name"]: r for r in counters["rows"]}
-    rows = [by_name[n] for n in names if n in by_name]
+    rows = counters["rows"]
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.8))
     values = {name: [r.get(key) or 0.0 for r in rows] for key, name in COUNTER_BARS}
     bars(ax, [r["name"] for r in rows], {k: (v, [f"{x:.1f}" for x in v], None) for k, v in values.items()}, 7)
     commit = counters.get("provenance", {}).get("commit")
     title = "Hardware counters per kernel" + (f" (profiled at commit {commit})" if commit else "")
     ax.set(xlim=(0, 115), xlabel=label("counters_x"), title=title)
-    return _finish(ax, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right")
+    return done(fig)
 
 
 ROLE_COLORS = {"this study": "tab:blue", "PyTorch": "tab:gray", "peer": "tab:purple"}
@@ -188,16 +180,13 @@ def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None =
     axes[-1, 0].set_xlabel(label("own_roof_x"))
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8)
     fig.suptitle(title or label("roofs_title", gpu=record["provenance"]["gpu"]), fontsize=11)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    return fig
+    return done(fig, rect=(0, 0.07, 1, 1))
 
 
 def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]]):
-    """Each row's time over its own roof against the SM clock it ran at, ``points``: name -> ((MHz, x) short,
-    (MHz, x) sustained): the short protocol (cool, interleaved rounds) and the sustained one (run alone until power
-    and clocks settle), joined by an arrow per row."""
+    """Each row's time over its own roof against its SM clock, ``points``: name -> ((MHz, x) short, (MHz, x)
+    sustained), joined by an arrow per row."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    names = list(points)
     for name, ((x0, y0), (x1, y1)) in points.items():
         color = ROLE_COLORS[role(name)]
         ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.6})
@@ -208,10 +197,8 @@ def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]]):
     handles = [plt.Line2D([], [], color="k", marker="o", mfc="white", ls="", label=label("regime_short")),
                plt.Line2D([], [], color="k", marker="o", ls="", label=label("regime_sustained")),
                plt.Line2D([], [], **ROOF_STYLE, label=label("own_roof"))]
-    handles += [Patch(color=c, label=k) for k, c in ROLE_COLORS.items() if k in {role(n) for n in names}]
+    handles += [Patch(color=c, label=k) for k, c in ROLE_COLORS.items() if k in {role(n) for n in points}]
     ax.legend(handles=handles, fontsize=8, loc="best")
-    ax.set(xlabel=label("regime_clock"), ylabel=label("own_roof_x"),
-           title=label("regimes_title", gpu=gpu))
+    ax.set(xlabel=label("regime_clock"), ylabel=label("own_roof_x"), title=label("regimes_title", gpu=gpu))
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return done(fig)

@@ -96,11 +96,10 @@ def persistent_runs(lau: Launch) -> tuple[np.ndarray, np.ndarray]:
     return begin, np.minimum(begin + per, lau.tiles)
 
 
-def thread_accesses(lau: Launch, count: int = WARP, passes: int = 1) -> np.ndarray:
-    """Byte offsets threads 0 to ``count`` of block 0 read: a row per thread, a column per access (or pass)."""
+def thread_accesses(lau: Launch, count: int = WARP) -> np.ndarray:
+    """Byte offsets threads 0 to ``count`` of block 0 read (grid-stride: in its first pass): a row per thread, a column
+    per access."""
     thread = np.arange(count, dtype=np.int64)[:, None]
-    if lau.grid_stride:
-        return (thread + np.arange(passes)[None, :] * (lau.blocks * lau.threads)) * lau.access_bytes
     tile = tile_of(lau.order, 0, lau.tiles)
     return (tile * lau.tile + thread + np.arange(lau.vectors)[None, :] * lau.threads) * lau.access_bytes
 

@@ -1,4 +1,4 @@
-"""What every notebook does with a committed record: kernels, SASS, times, graded predictions (words in templates)."""
+"""What every notebook does with a committed record: kernels, SASS, times, graded predictions."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
-import torch
 from IPython.display import display
 
 from elu_study.core import record, text
@@ -18,22 +16,19 @@ from elu_study.core.build import build_spec, compile_variant, configure_toolchai
 from elu_study.core.entries import ENTRIES, KINDS
 from elu_study.core.ncu import counter_frame
 from elu_study.core.sass import KernelReport, inspect_variant
-from elu_study.jobs.study import launches, report
-from elu_study.jobs.study import figures as plots
-from elu_study.jobs.study.predictions import Prediction
-from elu_study.jobs.study.predictions import frame as graded_frame
+from elu_study.jobs.study import figures, launches, predictions, report
 
 def toolkit_available() -> bool:
-    """Can kernels be compiled here? (nvcc on PATH or under CUDA_HOME)."""
+    """nvcc under CUDA_HOME (or CUDA_PATH), else on PATH."""
     configure_toolchain()
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     return Path(home, "bin", "nvcc").is_file() if home else shutil.which("nvcc") is not None
 
 
-# The columns a step notebook's tables show (``columns=None``: every column); the counters likewise.
+# The columns a step notebook's tables show; the counters likewise (the formats of every column they may show).
 TABLE_COLUMNS = ("ms", "x copy_", "correct", "max abs err vs fp64")
 COUNTER_COLUMNS = ("DRAM % of peak", "occupancy %", "inst/elem", "top stalls (warps per issue)")
-COUNTER_FORMATS = {"regs": "{:.0f}", "DRAM read GB": "{:.1f}", "DRAM write GB": "{:.1f}", "DRAM % of peak": "{:.0f}",
+COUNTER_FORMATS = {"DRAM read GB": "{:.1f}", "DRAM write GB": "{:.1f}", "DRAM % of peak": "{:.0f}",
                    "L2 hit %": "{:.0f}", "occupancy %": "{:.0f}", "inst/elem": "{:.0f}"}
 
 
@@ -63,30 +58,25 @@ def excerpt(source: str, *functions: str, opening: bool = True) -> str:
 
 
 def code_lines(source: str) -> list[str]:
-    """A kernel file's lines without its comment-only lines (``// elu-study:`` build directives kept)."""
+    """A kernel file's lines but its comment-only ones (``// elu-study:`` build directives kept)."""
     return [line for line in source.splitlines()
             if not line.lstrip().startswith("//") or line.lstrip().startswith("// elu-study:")]
 
 
 class Study:
-    """One notebook's view of the study: the record of a run, and the kernels behind it."""
-    def __init__(self, reference_gpu: str = record.REFERENCE_GPU, job: str = "study"):
-        """job: whose record to show: the main study's, or another job's with rows ("beyond", "sixteen")."""
-        self.can_compile, gpu = toolkit_available(), record.source(job, reference=reference_gpu)[0]
-        self.job = job
-        self.record = record.load(gpu, job)
+    """One notebook's view of a job's record with rows ("study", "beyond", "sixteen") and the kernels behind it."""
+    def __init__(self, job: str = "study"):
+        gpu, measured_here = record.source(job)
+        self.can_compile, self.job, self.record = toolkit_available(), job, record.load(gpu, job)
         self.counters = record.load(gpu, "ncu", required=False) if job == "study" else self.record.get("counters")
-        here, p = torch.cuda.get_device_name() if torch.cuda.is_available() else None, self.record["provenance"]
-        print(text.render("study/notebook/source.md.j2", path=record.record_path(p["gpu"], job).name, job=job, p=p,
-                          here=here, same=here and record.slug(here) == record.slug(p["gpu"]),
-                          can_compile=self.can_compile))
+        print(text.render("study/notebook/source.md.j2", path=record.record_path(gpu, job).name, here=record.this_gpu(),
+                          p=self.record["provenance"], same=measured_here, can_compile=self.can_compile))
 
     def row(self, name: str) -> dict:
         return record.row(self.record, name)
 
     def held(self, *entries) -> list[str]:
-        """The names of these entries (or names) that the record holds: one added to the catalogue since the record
-        was measured is left out (the README's table and its own notebook show it as not measured yet)."""
+        """The names of these entries (or names) the record holds: one newer than the record is left out."""
         rows = {r["name"] for r in self.record["rows"]}
         return [n for n in (getattr(e, "name", e) for e in entries) if n in rows]
 
@@ -101,32 +91,30 @@ class Study:
     def sm_count(self) -> int:
         return self.record["provenance"]["sm_count"]
 
-    def launch(self, name: str) -> launches.Launch:
-        """An entry's launch at the record's size on the record's GPU."""
+    def launch(self, name: str) -> launches.Launch:  # at the record's size, on its GPU
         return launches.launch(name, self.sm_count(), self.record["problem"]["numel"])
 
-    def other(self, job: str) -> dict | None:
-        """Another job's record for the same GPU, or None."""
+    def other(self, job: str) -> dict | None:  # another job's record for the same GPU
         return record.load(self.record["provenance"]["gpu"], job, required=False)
 
     @staticmethod
     def show_kernel(name: str, *functions: str, opening: bool = True) -> text.Text:
-        """The kernel file as it is in kernels/; with ``functions``, only those (and the opening comment)."""
+        """The kernel file; with ``functions``, only those (and, with ``opening``, its opening comment)."""
         path = build_spec(name).source_path
         code = excerpt(path.read_text(), *functions, opening=opening) if functions else path.read_text()
         return text.show("study/notebook/kernel.md.j2", path=path.name, entry=name, functions=functions,
                          opening=opening, code=code, previous=None)
 
     @staticmethod
-    def show_diff(previous: str, step: str, context: int = 1) -> text.Text:
+    def show_diff(previous: str, step: str) -> text.Text:
         """The code lines of a kernel file that differ from the previous step's (comment-only lines left out)."""
         a, b = build_spec(previous).source_path, build_spec(step).source_path
         diff = difflib.unified_diff(code_lines(a.read_text()), code_lines(b.read_text()), f"kernels/{a.name}",
-                                    f"kernels/{b.name}", n=context, lineterm="")
+                                    f"kernels/{b.name}", n=1, lineterm="")
         return text.show("study/notebook/kernel.md.j2", path=b.name, previous=a.name, entry=step, code="\n".join(diff))
 
     def inspect(self, name: str) -> KernelReport:
-        """An entry's SASS report: compiled here if a toolkit is installed, else the recorded one."""
+        """An entry's SASS report, printed: compiled here if a toolkit is installed, else the recorded one."""
         entry = ENTRIES[name]
         found = (inspect_variant(compile_variant(entry.variant, extra_cuda_cflags=list(entry.flags)))
                  if self.can_compile else KernelReport.from_dict(self.row(name)["sass"]))
@@ -135,14 +123,13 @@ class Study:
 
     def table(self, *names: str, sort: bool = False, columns=TABLE_COLUMNS) -> None:
         """These entries' times and checks, as given or (``sort``) fastest first."""
-        df = report.frame(self.record, (*KINDS, "attempt"), names)
-        df = df.sort_values("x copy_") if sort else df
-        self.show(df if columns is None else df[list(columns)])
+        df = report.frame(self.record, (*KINDS, "attempt"), names)[list(columns)]
+        self.show(df.sort_values("x copy_") if sort else df)
 
-    def grade(self, *predictions: Prediction) -> None:
+    def grade(self, *claims: predictions.Prediction) -> None:
         """One prediction graded in a line; several (notebook 06's appendix) in one table."""
-        records = {job: self.record if job == self.job else self.other(job) for job in {p.job for p in predictions}}
-        df = graded_frame(records, *predictions)
+        records = {job: self.record if job == self.job else self.other(job) for job in {p.job for p in claims}}
+        df = predictions.frame(records, *claims)
         if len(df) > 1:
             self.show(df)
         else:
@@ -150,32 +137,19 @@ class Study:
             print(f"Prediction for {r['entry']}: {r['predicted']}; measured {r['measured']}: {r['verdict']}")
 
     def counters_table(self, *names: str, columns=COUNTER_COLUMNS) -> None:
-        """Nsight Compute's counters for these kernels (``columns=None``: every column)."""
         if not self.counters:
             print(text.render("study/notebook/no_counters.md.j2"))
             return
-        df = counter_frame(self.counters, list(names))
-        self.show(df if columns is None else df[list(columns)], COUNTER_FORMATS)
+        self.show(counter_frame(self.counters, list(names))[list(columns)], COUNTER_FORMATS)
 
     @staticmethod
     def show(df: pd.DataFrame, formats: dict | None = None) -> None:
-        """A table, shown as markdown."""
         display(text.Text(text.table(df, formats, padded=True)))
 
-    @staticmethod
-    def md(markdown: str) -> text.Text:
-        """Prose or code built from the sources, shown as markdown, compared as text."""
-        return text.Text(markdown)
+    md = staticmethod(text.Text)  # prose or code built from the sources: shown as markdown, compared as text
 
-    def figure(self, name: str):
-        """One of notebook 06's figures of the record (``report.figure``)."""
-        return shown(report.figure(self.record, self.counters, name))
+    def figure(self, name: str):  # one of notebook 06's figures (``report.figure``)
+        return report.figure(self.record, self.counters, name)
 
     def xcopy(self, *names: str, title: str | None = None):
-        """These entries' time over copy_'s, median and p10-p90: a step notebook's one figure."""
-        return shown(plots.xcopy_figure(self.record, names=list(names), title=title))
-
-
-def shown(fig):
-    plt.close(fig)  # shown once, as the cell's value, not again by the inline backend
-    return fig
+        return figures.xcopy_figure(self.record, names=list(names), title=title)

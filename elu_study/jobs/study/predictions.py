@@ -1,6 +1,4 @@
-"""The one prediction each notebook of the main path (00-05) and step 6's (08) wrote before its run, and its grade:
-the study's appendix table of what was tried, the prediction and the result (ranges relative to another step are
-taken from the record)."""
+"""The one prediction each notebook (00-05, and step 6's 08) wrote before its run, graded against the record."""
 
 from __future__ import annotations
 
@@ -23,7 +21,6 @@ class Prediction:
 
 
 def steps(record: dict) -> list[Prediction]:
-    """Notebooks 00-05's predictions, against the main study's ``record``."""
     f, z = row(record, "2_float4")["x_copy"], noise(record, "2_float4")
     return [Prediction("00", "the roof: `y.copy_(x)`", "copy_", (84, 88), "pct_of_peak"),
             Prediction("01", "one float per thread", "1_naive", (1.5, 2.0)),
@@ -46,7 +43,6 @@ def step6(beyond: dict) -> Prediction:
 
 
 def of(record: dict, notebook: str) -> Prediction:
-    """A notebook's one prediction, against the record it reads."""
     return step6(record) if notebook == "08" else next(p for p in steps(record) if p.notebook == notebook)
 
 
@@ -65,13 +61,9 @@ def verdict(value: float, bounds: tuple[float, float], tie: float = 0.0) -> str:
         f"MISSED ({'faster' if value < lo else 'slower'})"
 
 
-def span(lo: float, hi: float) -> str:
-    """A range to five significant digits (trailing zeros dropped): its two ends apart however close."""
-    return f"{lo:.5g}-{hi:.5g}"
-
-
 def graded(record: dict, p: Prediction) -> dict:
-    """One row of the appendix: the prediction beside the record's median and the verdict."""
+    """One row of the appendix: the prediction (to five significant digits, so that its two ends stay apart however
+    close) beside the record's median and the verdict."""
     r = row(record, p.entry)
     value, tie = r[p.metric], noise(record, p.entry, "copy_") * r[p.metric] / r["x_copy"]
     if p.metric == "x_copy":
@@ -79,7 +71,7 @@ def graded(record: dict, p: Prediction) -> dict:
     else:  # % of peak: a slower call has a lower share
         shown, unit, judged = f"{value:.1f} %", " % of peak", verdict(-value, (-p.bounds[1], -p.bounds[0]), tie)
     return {"notebook": p.notebook, "tried": p.tried, "entry": f"`{p.entry}`",
-            "predicted": f"{span(*p.bounds)}{unit}", "measured": shown, "verdict": judged}
+            "predicted": f"{p.bounds[0]:.5g}-{p.bounds[1]:.5g}{unit}", "measured": shown, "verdict": judged}
 
 
 def frame(records: dict[str, dict], *predictions: Prediction) -> pd.DataFrame:

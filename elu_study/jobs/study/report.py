@@ -26,9 +26,8 @@ WIDTH = 120  # the command line's output fits a terminal this wide
 
 
 def frame(rec: dict, kinds=KINDS_SHOWN, names=None) -> pd.DataFrame:
-    """One line per entry (``names``: these, in this order; default: the record's): time, bandwidth, share of the
-    datasheet peak, ratio to copy_, verdict. A named entry that the record lacks (one added to the catalogue since it
-    was measured) is a line "not measured yet"."""
+    """One line per entry of ``kinds`` (``names``: these, in this order; default: the record's): time, bandwidth,
+    share of the datasheet peak, ratio to copy_, check; a named entry the record lacks is "not measured yet"."""
     held = {r["name"]: r for r in rec["rows"]}
     rows = [held[n] for n in names if n in held] if names is not None else rec["rows"]
     return pd.DataFrame([{
@@ -78,20 +77,16 @@ def regime(rec: dict) -> dict:
     """The regime a record measured: the rows timed under sustained load, those that did not settle, those held at
     the power limit in either protocol, and those whose SM clock moved between rounds (name -> (low, high) MHz)."""
     sustained = {r["name"]: r["timing"]["sustained"] for r in rec["rows"] if r["timing"].get("sustained")}
-    moved = {}
-    for r in rec["rows"]:
-        mhz = [s["sm_clock_mhz"]["median"] for s in r["timing"].get("nvml", []) if s.get("samples")]
-        if mhz and max(mhz) > (1 + CLOCK_MOVED) * min(mhz):
-            moved[r["name"]] = (min(mhz), max(mhz))
+    mhz = {r["name"]: [s["sm_clock_mhz"]["median"] for s in r["timing"].get("nvml", []) if s.get("samples")]
+           for r in rec["rows"]}
     return {"sustained": list(sustained), "unsettled": [n for n, t in sustained.items() if t["settled"] is False],
             "capped": [r["name"] for r in rec["rows"] if (sustained.get(r["name"]) or {}).get("capped_fraction")
                        or any(set(POWER_CAP) & set(s.get("clock_event_reasons", ())) for s in r["timing"].get("nvml", []))],
-            "moved": moved}
+            "moved": {n: (min(m), max(m)) for n, m in mhz.items() if m and max(m) > (1 + CLOCK_MOVED) * min(m)}}
 
 
 def summary(rec: dict, live: bool) -> str:
-    """The main job's printed summary: every entry's times and checks, the rows over roofs of their own, the caption
-    and the regime."""
+    """The printed summary: every entry's times and checks, the rows over their own roofs, caption and regime."""
     formats = {c: f.format for c, f in {**FORMATS, "x own roof": "{:.3f}"}.items()}
     tables = [frame(rec, kinds=KINDS).drop(columns="what")]
     tables += [roofs_frame(rec).drop(columns="dtype")] if own_roof_rows(rec) else []
@@ -100,10 +95,10 @@ def summary(rec: dict, live: bool) -> str:
             "study/main.md.j2", caption=caption(rec), rec=rec, regime=regime(rec), moved_pct=100 * CLOCK_MOVED))])
 
 
-def fit(printed: str, width: int = WIDTH) -> str:
-    """The command line's prose within ``width`` columns, each line wrapped (indented below itself)."""
+def fit(printed: str) -> str:
+    """The command line's prose within WIDTH columns, each line wrapped (indented below itself)."""
     return "\n".join(textwrap.fill(
-        line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 2), break_on_hyphens=False)
+        line, WIDTH, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 2), break_on_hyphens=False)
         for line in printed.splitlines())
 
 
@@ -116,21 +111,20 @@ def checked_line(rec: dict) -> str:
 
 
 def figure(rec: dict, counters: dict | None, name: str):
-    """One of the figures notebook 06 shows, by name (notebooks 01-05 draw theirs with ``figures.xcopy_figure``)."""
+    """One of the figures notebook 06 shows, by name."""
     x = {r["name"]: r["x_copy"] for r in rec["rows"]}
     makers = {
         "xcopy": lambda: plots.xcopy_figure(rec, names=sorted((n for n in ZOOM if n in x), key=x.get),
                                             title=plots.label("fastest", gpu=rec["provenance"]["gpu"])),
         "distributions": lambda: plots.distribution_figure(rec, names=[n for n in ZOOM if n in x]),
         "roofs": lambda: plots.roofs_figure(rec, roof_panels(rec)),
-        "counters": lambda: plots.counters_figure(counters, [r["name"] for r in counters["rows"]]),
+        "counters": lambda: plots.counters_figure(counters),
     }
     return makers[name]()
 
 
 def readme_block(rec: dict) -> str:
-    """The README's results block: the run's caption and checks, and its times (notebook 06 tabulates every entry and
-    draws the other figures)."""
+    """The README's results block: the run's caption, checks and figure."""
     path = record.figure_path(rec["provenance"]["gpu"], "")
     return text.render("study/readme.md.j2", caption=caption(rec), checked=checked_line(rec), figure=path.stem,
                        link=record.readme_link(path))
