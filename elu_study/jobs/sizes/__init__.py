@@ -1,12 +1,6 @@
-"""The size sweep: every step and peer from 2^10 to 2^31 elements, cold, warm and on the host.
-
-``python -m elu_study sizes`` checks and times each entry (every step, the peers and the PyTorch baselines; not the
-ablations) at every length of ``plan()`` (how: ``measure``) on a GPU, then writes results/<gpu>-sizes.json, its two
-figures and the README's sizes block (notebook 09 shows the record).
-
-Modules: ``plan``, ``measure`` (the GPU part), ``analysis`` (the record read back), ``figures``, ``readme`` (the
-README block), ``notebook`` (notebook 09's view); words: templates/sizes/*.md.j2.
-"""
+"""The size sweep, ``python -m elu_study sizes``: on a GPU, every step, peer, module and baseline (not the ablations)
+checked and timed cold, warm and on the host at every length of ``plan.plan()``, 2^10 to 2^31 elements; writes
+results/<gpu>-sizes.json, its two figures and the README's sizes block (notebook 09 shows the record)."""
 
 from __future__ import annotations
 

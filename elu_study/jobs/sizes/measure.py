@@ -150,14 +150,6 @@ def checker(entry):
     return (lambda x, alpha, out: out.copy_(module(entry.name)(x))) if entry.kind == "module" else elu_fn(entry)
 
 
-def call_of(entry, x, y):
-    """The timed call: a module as a model calls it (allocating its output), any other entry as the study times it."""
-    if entry.kind == "module":
-        m = module(entry.name)
-        return lambda: m(x)
-    return timed_call(entry, x, y)
-
-
 def measure_point(entry, n: int, x, ref, y, check_fn, gpu: Gpu, errors: list[str]) -> dict:
     """One (entry, length) point: checked (if the entry computes ELU) and timed; a failure is recorded in it."""
     point = {"entry": entry.name, "kind": entry.kind, "n": n, "bytes": BYTES_PER_ELEMENT * n, "check": None}
@@ -167,7 +159,11 @@ def measure_point(entry, n: int, x, ref, y, check_fn, gpu: Gpu, errors: list[str
             out = check_fn(x, ALPHA, y)
             torch.cuda.synchronize()
             point["check"] = compare(out, ref)
-        call = call_of(entry, x, y)
+        if entry.kind == "module":  # as a model calls it, allocating its output
+            m = module(entry.name)
+            call = lambda: m(x)
+        else:
+            call = timed_call(entry, x, y)
         point.update(time_point(call, n, gpu))
         del call
     except Exception as err:  # noqa: BLE001 - recorded, reported, and the run goes on

@@ -26,7 +26,7 @@ MIN_RUNS, MAX_RUNS = 10, 100  # MAX_RUNS bounds the launches queued behind one s
 HOST_GPU_MS = 10.0  # GPU work queued per host-timing loop
 HOST_MIN_CALLS, HOST_MAX_CALLS = 3, 50
 HOST_REPEATS = 5  # host-timing loops per point: the spread of their per-call means
-MODEL_TBPS, MODEL_LAUNCH_MS = 3.5, 0.003  # for run counts only: the time a call is expected to take
+MODEL_TBPS, MODEL_LAUNCH_MS = 3.5, 0.003  # for run counts only
 CHECK_CHUNK = 1 << 27
 
 
@@ -46,18 +46,12 @@ def sweep_entries(names=None) -> list:
     return [*steps, *peers, *MODULES, *(ENTRIES[n] for n in BASELINE_NAMES if n in ENTRIES)]
 
 
-def model_ms(n: int) -> float:
-    """The time a call is expected to take (for run counts only)."""
-    return MODEL_LAUNCH_MS + BYTES_PER_ELEMENT * n / (MODEL_TBPS * 1e12) * 1e3
-
-
 def runs(n: int) -> dict[str, int]:
     """Timed calls per mode at length n: enough for a spread, few at large n."""
-    est = model_ms(n)
+    est = MODEL_LAUNCH_MS + BYTES_PER_ELEMENT * n / (MODEL_TBPS * 1e12) * 1e3  # the ms a call is expected to take
     clamp = lambda v, lo, hi: int(max(lo, min(hi, v)))
     return {
         "cold": clamp(COLD_MS / (est + 0.07), MIN_RUNS, MAX_RUNS),  # + the flush
         "warm": clamp(WARM_MS / est, MIN_RUNS, MAX_RUNS),
         "host_calls": clamp(HOST_GPU_MS / est, HOST_MIN_CALLS, HOST_MAX_CALLS),
     }
-
