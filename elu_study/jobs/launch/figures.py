@@ -63,14 +63,13 @@ def heatmap_figures(record: dict) -> dict:
     return {"launch": one, "launch-grid-stride": gs}
 
 
-def block_size_figure(frame: pd.DataFrame, gpu: str, study: dict | None = None,
-                      one_shot_build: str = "3_grid_stride_one_shot", one_shot_threads: int = 512):
+def block_size_figure(frame: pd.DataFrame, gpu: str, study: dict | None = None):
     """x copy_ against threads per block: the block-size table's one-shot cells and grid-stride loops with the SM full
-    (notebook.block_size), and step 3's own one-shot build from the main study's record (``study``)."""
+    (notebook.block_size), and step 3's own one-shot build (512 threads) from the main study's record (``study``)."""
     ax = frame.iloc[:, :2].plot(style=["o-", "^-"], figsize=(7.5, 4.2), grid=True)
-    if own := next((r for r in (study or {}).get("rows", []) if r["name"] == one_shot_build), None):
-        ax.plot([one_shot_threads], [own["x_copy"]], ls="none", marker="D", mfc="none", mec="tab:red", ms=8,
-                label=f"{one_shot_build} (main study)")
+    if own := next((r for r in (study or {}).get("rows", []) if r["name"] == "3_grid_stride_one_shot"), None):
+        ax.plot([512], [own["x_copy"]], ls="none", marker="D", mfc="none", mec="tab:red", ms=8,
+                label="3_grid_stride_one_shot (main study)")
     ax.axhline(1.0, color="gray", ls=":", lw=1, label="copy_")
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(frame.index), [str(t) for t in frame.index])

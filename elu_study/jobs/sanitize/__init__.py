@@ -143,7 +143,7 @@ def subprocess_runner(exe: str, libraries: dict[str, dict]) -> Runner:
                 done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
                 return done.returncode, done.stdout + done.stderr
             except subprocess.TimeoutExpired as err:
-                out = (err.stdout or b"").decode(errors="replace") if isinstance(err.stdout, bytes) else (err.stdout or "")
+                out = (err.stdout or b"").decode(errors="replace")  # bytes even with text=True (documented)
                 return -1, out + f"\n(timed out after {TIMEOUT_S} s)"
 
     return run

@@ -11,9 +11,8 @@ ODD = (4_097, 1_048_579, 33_554_433)
 DECIMAL = tuple(10**k for k in range(4, 10))
 BYTES_PER_ELEMENT = 8  # 4 read + 4 written: the least an elementwise float32 op moves
 BASELINE_NAMES = ("F.elu", "torch.compile(F.elu)", "F.elu_", "copy_", "read_only", "write_only")
-# The modules a model holds, called as a model calls them (output allocated): nn.ELU, and the drop-in that replaces
-# it, which runs the study's default builds (elu_study.pytorch.ops.DEFAULTS). Swept here, not in the catalogue: they
-# belong to the PyTorch face, which the core's entries do not import.
+# Called as a model calls them (output allocated); swept here, not in the catalogue: the core does not import the
+# PyTorch face they belong to.
 MODULES = (Entry("nn.ELU", "module", "torch.nn.ELU(alpha): the module a model holds (F.elu inside)"),
            Entry("elu_study.ELU", "module", "the drop-in, elu_study.ELU(alpha): the study's default build per dtype"))
 STREAMS = ("read_only", "write_only")  # shown as their sum (the measured floor), not as lines of their own
