@@ -15,9 +15,8 @@ import importlib
 import sys
 
 # job -> the module whose main(argv) runs it
-JOBS = {job: f"elu_study.jobs.{job}" for job in
-        ("study", "report", "profile", "accuracy", "sanitize", "sizes", "beyond", "launch", "model",
-                  "sixteen", "notebooks", "records")}
+JOBS = {job: f"elu_study.jobs.{job}" for job in ("study", "report", "profile", "accuracy", "sanitize", "sizes",
+                                                 "beyond", "launch", "model", "sixteen", "notebooks", "records")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,8 +22,7 @@ from elu_study.core.build import compile_variant, known_variants
 from elu_study.core.ops import OPS
 from elu_study.core.paths import REPO_ROOT
 from elu_study.jobs import sanitize
-from elu_study.jobs.sanitize import child, runner
-from elu_study.jobs.sanitize.builds import Build, library_entry, select_builds
+from elu_study.jobs.sanitize import Build, child, library_entry, select_builds
 
 PLANTED = Path(__file__).parent / "data" / "planted_oob.cu"
 
@@ -59,15 +58,15 @@ elu-study sanitize child: done: 10 calls over 1 build(s)
 
 
 def test_error_summaries_are_read():
-    assert runner.parse_errors(MEMCHECK_CLEAN) == 0
-    assert runner.parse_errors(MEMCHECK_DIRTY) == 4
-    assert runner.parse_errors("========= ERROR SUMMARY: 1 error\n") == 1
-    assert runner.parse_errors(RACECHECK) == 1
-    assert runner.parse_errors(RACECHECK.replace("(1 error, 1 warning)", "(0 errors, 0 warnings)")) == 0
+    assert sanitize.parse_errors(MEMCHECK_CLEAN) == 0
+    assert sanitize.parse_errors(MEMCHECK_DIRTY) == 4
+    assert sanitize.parse_errors("========= ERROR SUMMARY: 1 error\n") == 1
+    assert sanitize.parse_errors(RACECHECK) == 1
+    assert sanitize.parse_errors(RACECHECK.replace("(1 error, 1 warning)", "(0 errors, 0 warnings)")) == 0
 
 
 def test_a_run_without_a_summary_has_no_error_count_and_is_not_clean():
-    assert runner.parse_errors("Traceback (most recent call last):\nImportError: no torch\n") is None
+    assert sanitize.parse_errors("Traceback (most recent call last):\nImportError: no torch\n") is None
     run = sanitize.run_one(lambda tool, builds: (1, "ImportError: no torch\n"), "memcheck", [Build("a", "a")])
     assert run.errors is None and not run.ok
 
@@ -78,15 +77,15 @@ def test_a_clean_run_needs_zero_errors_a_finished_child_and_exit_0():
     unfinished = MEMCHECK_CLEAN.replace("elu-study sanitize child: done", "elu-study sanitize child: 1_naive")
     assert not sanitize.run_one(lambda t, b: (0, unfinished), "memcheck", build).ok
     assert not sanitize.run_one(lambda t, b: (1, MEMCHECK_CLEAN), "memcheck", build).ok
-    dirty = sanitize.run_one(lambda t, b: (runner.ERROR_EXITCODE, MEMCHECK_DIRTY), "memcheck", build)
+    dirty = sanitize.run_one(lambda t, b: (sanitize.ERROR_EXITCODE, MEMCHECK_DIRTY), "memcheck", build)
     assert not dirty.ok and dirty.errors == 4
 
 
 def test_the_command_names_the_tool_and_the_exit_code():
-    cmd = runner.sanitizer_command("/opt/cs", "initcheck", ["python", "-c", "pass"])
+    cmd = sanitize.sanitizer_command("/opt/cs", "initcheck", ["python", "-c", "pass"])
     assert cmd[0] == "/opt/cs" and cmd[-3:] == ["python", "-c", "pass"]
     assert cmd[cmd.index("--tool") + 1] == "initcheck"
-    assert cmd[cmd.index("--error-exitcode") + 1] == str(runner.ERROR_EXITCODE)
+    assert cmd[cmd.index("--error-exitcode") + 1] == str(sanitize.ERROR_EXITCODE)
     assert cmd[cmd.index("--target-processes") + 1] == "application-only"
 
 
@@ -94,12 +93,12 @@ def test_newer_checks_are_asked_for_where_the_tool_has_them(tmp_path):
     exe = tmp_path / "compute-sanitizer"
     exe.write_text("#!/bin/sh\necho '  --tool arg (=memcheck)'\necho '  --check-tensor-ops arg (=no)   Enables checks'\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    supported = runner.supported_options(str(exe))
+    supported = sanitize.supported_options(str(exe))
     assert {"--tool", "--check-tensor-ops"} <= supported and "--initcheck-address-space" not in supported
-    memcheck = runner.sanitizer_command(str(exe), "memcheck", ["py"], supported)
+    memcheck = sanitize.sanitizer_command(str(exe), "memcheck", ["py"], supported)
     assert memcheck[memcheck.index("--check-tensor-ops") + 1] == "yes" and memcheck[-1] == "py"
-    assert "--initcheck-address-space" not in runner.sanitizer_command(str(exe), "initcheck", ["py"], supported)
-    assert "--check-tensor-ops" not in runner.sanitizer_command(str(exe), "memcheck", ["py"])  # an older tool
+    assert "--initcheck-address-space" not in sanitize.sanitizer_command(str(exe), "initcheck", ["py"], supported)
+    assert "--check-tensor-ops" not in sanitize.sanitizer_command(str(exe), "memcheck", ["py"])  # an older tool
 
 
 def _no_sanitizer_anywhere(monkeypatch, tmp_path):
@@ -113,14 +112,14 @@ def test_the_tool_is_found_under_cuda_home(monkeypatch, tmp_path):
     exe.parent.mkdir(parents=True)
     exe.write_text("#!/bin/sh\necho 'Version 2025.3.1.0'\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    assert runner.find_compute_sanitizer() == str(exe)
-    assert runner.sanitizer_version(str(exe)) == "2025.3.1.0"
+    assert sanitize.find_compute_sanitizer() == str(exe)
+    assert sanitize.sanitizer_version(str(exe)) == "2025.3.1.0"
 
 
 def test_a_missing_tool_is_a_clear_error(monkeypatch, tmp_path, capsys):
     _no_sanitizer_anywhere(monkeypatch, tmp_path)
     with pytest.raises(FileNotFoundError, match="compute-sanitizer not found .* CUDA toolkit"):
-        runner.find_compute_sanitizer()
+        sanitize.find_compute_sanitizer()
     assert sanitize.main([]) == 2  # and the command says so, without a traceback
     assert "compute-sanitizer not found" in capsys.readouterr().err
 
@@ -148,7 +147,7 @@ def _fake_runner(bad: dict[str, set[str]]):
         calls.append((tool, [b.id for b in builds]))
         errors = 2 * sum(b.id in bad.get(tool, ()) for b in builds)
         said = "elu-study sanitize child: done\n" if not errors else "RuntimeError: unspecified launch failure\n"
-        return (runner.ERROR_EXITCODE if errors else 0), f"{said}========= ERROR SUMMARY: {errors} errors\n"
+        return (sanitize.ERROR_EXITCODE if errors else 0), f"{said}========= ERROR SUMMARY: {errors} errors\n"
 
     return run, calls
 
@@ -158,11 +157,11 @@ BUILDS = [Build(name, name) for name in ("1_naive", "2_float4", "3_grid_stride")
 
 def test_clean_builds_take_one_run_per_tool():
     fake, calls = _fake_runner({})
-    done = sanitize.sanitize(BUILDS, runner.TOOLS, fake)
-    assert sorted(calls) == sorted((t, [b.id for b in BUILDS]) for t in runner.TOOLS)
+    done = sanitize.sanitize(BUILDS, sanitize.TOOLS, fake)
+    assert sorted(calls) == sorted((t, [b.id for b in BUILDS]) for t in sanitize.TOOLS)
     rep = sanitize.report(done, "2025.3", {"gpu": "NVIDIA H200"})
-    assert rep["passed"] and rep["tools"] == list(runner.TOOLS) and list(rep["builds"]) == [b.id for b in BUILDS]
-    assert rep["builds"]["3_grid_stride"] == dict.fromkeys(runner.TOOLS, {"errors": 0, "ok": True})
+    assert rep["passed"] and rep["tools"] == list(sanitize.TOOLS) and list(rep["builds"]) == [b.id for b in BUILDS]
+    assert rep["builds"]["3_grid_stride"] == dict.fromkeys(sanitize.TOOLS, {"errors": 0, "ok": True})
     assert sanitize.describe(rep, done).splitlines()[-1] == "PASS: 0 errors"
 
 
@@ -247,7 +246,7 @@ def _sanitizer_or_skip() -> str:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU: compute-sanitizer runs the kernels")
     try:
-        return runner.find_compute_sanitizer()
+        return sanitize.find_compute_sanitizer()
     except FileNotFoundError as err:
         pytest.skip(str(err))
 
@@ -286,7 +285,7 @@ def test_the_runner_starts_the_child_under_the_tool(tmp_path):
     exe.write_text(FAKE_SANITIZER.format(python=sys.executable))
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     build = Build("1_naive", "1_naive")
-    start = runner.subprocess_runner(str(exe), {"1_naive": {"id": "1_naive", "module": "m", "library": "/x.so"}})
+    start = sanitize.subprocess_runner(str(exe), {"1_naive": {"id": "1_naive", "module": "m", "library": "/x.so"}})
     run = sanitize.run_one(start, "memcheck", [build])
     assert run.ok, run.output
-    assert run.errors == 0 and runner.CHILD_OK in run.output
+    assert run.errors == 0 and sanitize.CHILD_OK in run.output

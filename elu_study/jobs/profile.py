@@ -4,7 +4,6 @@ Nsight Compute (GPU and ncu), saved as results/<gpu>-ncu.json. How they are read
 from __future__ import annotations
 
 import argparse
-import sys
 
 import torch
 
@@ -20,13 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="entries to profile (default: every kernel entry)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print("python -m elu_study profile needs a CUDA GPU (and ncu); the recorded counters are in results/",
-              file=sys.stderr)
-        return 2
+        parser.exit(2, "elu-study profile: needs a CUDA GPU (and ncu); the recorded counters are in results/\n")
     names = args.names or [e.name for e in profiled_entries()]
     build_all(builds([ENTRIES[n] for n in names]))
     counters = profile(names)
     path = record.save(counters, "ncu")
-    print(markdown(counter_frame(counters)))
-    print(f"\nwrote {path}")
+    print(f"{markdown(counter_frame(counters))}\n\nwrote {path}")
     return 0

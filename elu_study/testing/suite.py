@@ -1,10 +1,9 @@
 """The GPU test suite's settings (examples per fuzz test, the builds, the seed: tests/conftest.py reads them from the
-command line) and its record: after a run in which GPU tests ran on a GPU, ``results/<gpu>-tests.json`` says when
-and on what, what passed and failed, and how to run it again. The sanitizer's verdicts are the sanitize job's record
-(the suite's own sanitizer test plants a fault and checks that it is seen)."""
+command line) and its record, ``results/<gpu>-tests.json``, written after a run in which GPU tests ran on a GPU."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import secrets
 from dataclasses import dataclass
@@ -40,10 +39,8 @@ def fuzz_settings(examples: int | None = None, seed: str | int | None = None, bu
     if examples < 1:
         raise ValueError(f"the fuzz budget must be at least 1 example per test, got {examples}")
     seed = secrets.randbits(32) if seed is None else seed
-    try:
+    with contextlib.suppress(ValueError):  # hypothesis takes any hashable seed
         seed = int(seed)
-    except ValueError:
-        pass  # hypothesis takes any hashable seed
     return FuzzSettings(examples, seed, builds or ("all" if examples > DEFAULT_FUZZ_EXAMPLES else "files"))
 
 

@@ -1,11 +1,7 @@
-"""The launch-shape sweep: ``python -m elu_study launch``.
-
-Step 2's kernel in every launch shape (one-shot grids: threads x float4s x hints; grid-stride loops: blocks per SM x
-threads), one build of ``kernels/sweeps/launch_shapes.cu``. A GPU checks and times every cell with ``copy_`` and
-``2_float4`` in interleaved rounds (``results/<gpu>-launch.json``, heatmaps; notebook 10 shows them, ``python -m
-elu_study report`` redraws the figures). Modules: analysis (the plan, the record's numbers), measure,
-figures, notebook (tables).
-"""
+"""The launch-shape sweep, ``python -m elu_study launch``: step 2's kernel in every launch shape (one-shot grids:
+threads x float4s x hints; grid-stride loops: blocks per SM x threads) from one build of
+kernels/sweeps/launch_shapes.cu; on a GPU each cell checked, then timed with copy_ and 2_float4 in interleaved rounds:
+results/<gpu>-launch.json and its heatmaps (notebook 10 shows them)."""
 
 from __future__ import annotations
 

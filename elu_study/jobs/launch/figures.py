@@ -18,15 +18,9 @@ BEYOND = "hatched: slower than the colour scale"
 SCALE = 0.06  # each figure's colour scale spans this much of copy_'s time from its fastest cell
 
 
-def grid(record: dict, hints: bool | None = None, grid_stride: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(x copy_, names), each a table: threads x vectors (one-shot, one hints setting) or blocks per SM x threads."""
-    cells = pd.DataFrame(record["cells"])
-    cells = cells[cells.grid_stride] if grid_stride else cells[~cells.grid_stride & (cells.hints == hints)]
-    at = {"index": "blocks_per_sm", "columns": "threads"} if grid_stride else {"index": "threads", "columns": "vectors"}
-    return cells.pivot(**at, values="x_copy"), cells.pivot(**at, values="name")
-
-
-def _heatmap(ax, values: pd.DataFrame, names: pd.DataFrame, marked: set[str], vmin: float, vmax: float, cmap):
+def _heatmap(ax, cells: pd.DataFrame, at: dict, marked: set[str], vmin: float, vmax: float, cmap):
+    """x copy_ of ``cells`` pivoted ``at`` (index and columns), printed in each cell; ``marked`` cells framed."""
+    values, names = (cells.pivot(**at, values=v) for v in ("x_copy", "name"))
     im = ax.imshow(values.to_numpy(dtype=float), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(values.shape[1]), [str(c) for c in values.columns])
     ax.set_yticks(range(values.shape[0]), [str(r) for r in values.index])
@@ -44,37 +38,38 @@ def _heatmap(ax, values: pd.DataFrame, names: pd.DataFrame, marked: set[str], vm
 
 
 def heatmap_figures(record: dict) -> dict:
-    """{"launch": one-shot heatmaps (a panel per hints setting), "launch-grid-stride": grid-stride heatmap}: x copy_
-    per cell, the best cell (and any tied with it) framed; each figure its own colour scale, SCALE wide from its
-    fastest cell, so that the close calls differ in colour; slower cells are hatched."""
+    """{"launch": one-shot heatmaps (threads x float4s, a panel per hints setting), "launch-grid-stride": blocks per SM x
+    threads}: x copy_ per cell, the best cell (and any tied with it) framed; each figure its own colour scale, SCALE
+    wide from its fastest cell, so that the close calls differ in colour; slower cells are hatched."""
     cmap, gpu, best = plt.get_cmap("viridis_r"), record["provenance"]["gpu"], set(record["best"]["tied"])
-    scale = {gs: (lo := min(c["x_copy"] for c in record["cells"] if c["grid_stride"] == gs), lo + SCALE)
-             for gs in (False, True)}
+    cells = pd.DataFrame(record["cells"])
+    lo = cells.groupby("grid_stride").x_copy.min()
     one, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     for ax, hints in zip(axes, HINTS):
-        im = _heatmap(ax, *grid(record, hints), best, *scale[False], cmap)
+        im = _heatmap(ax, cells[~cells.grid_stride & (cells.hints == hints)], {"index": "threads", "columns": "vectors"},
+                      best, lo[False], lo[False] + SCALE, cmap)
         ax.set_xlabel("float4s per thread")
         ax.set_title("__ldcs/__stcs (evict-first)" if hints else "plain loads and stores", fontsize=10)
     axes[0].set_ylabel("threads per block")
     one.colorbar(im, ax=axes, label=COLORBAR_LABEL, extend="max")
     one.suptitle(f"One-shot grids, {gpu} ({BEYOND})", fontsize=10)
     gs, ax = plt.subplots(figsize=(6.5, 4.2))
-    gs.colorbar(_heatmap(ax, *grid(record, grid_stride=True), best, *scale[True], cmap), ax=ax, label=COLORBAR_LABEL,
-                extend="max")
+    im = _heatmap(ax, cells[cells.grid_stride], {"index": "blocks_per_sm", "columns": "threads"}, best, lo[True],
+                  lo[True] + SCALE, cmap)
+    gs.colorbar(im, ax=ax, label=COLORBAR_LABEL, extend="max")
     ax.set(xlabel="threads per block", ylabel="blocks per SM")
     ax.set_title(f"Grid-stride loops, {gpu}\n({BEYOND})", fontsize=10)
     gs.tight_layout()
     return {"launch": one, "launch-grid-stride": gs}
 
 
-def block_size_figure(frame: pd.DataFrame, gpu: str, study: dict | None = None,
-                      one_shot_build: str = "3_grid_stride_one_shot", one_shot_threads: int = 512):
+def block_size_figure(frame: pd.DataFrame, gpu: str, study: dict | None = None):
     """x copy_ against threads per block: the block-size table's one-shot cells and grid-stride loops with the SM full
-    (notebook.block_size), and step 3's own one-shot build from the main study's record (``study``)."""
+    (notebook.block_size), and step 3's own one-shot build (512 threads) from the main study's record (``study``)."""
     ax = frame.iloc[:, :2].plot(style=["o-", "^-"], figsize=(7.5, 4.2), grid=True)
-    if own := next((r for r in (study or {}).get("rows", []) if r["name"] == one_shot_build), None):
-        ax.plot([one_shot_threads], [own["x_copy"]], ls="none", marker="D", mfc="none", mec="tab:red", ms=8,
-                label=f"{one_shot_build} (main study)")
+    if own := next((r for r in (study or {}).get("rows", []) if r["name"] == "3_grid_stride_one_shot"), None):
+        ax.plot([512], [own["x_copy"]], ls="none", marker="D", mfc="none", mec="tab:red", ms=8,
+                label="3_grid_stride_one_shot (main study)")
     ax.axhline(1.0, color="gray", ls=":", lw=1, label="copy_")
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(frame.index), [str(t) for t in frame.index])

@@ -35,8 +35,7 @@ def shaped(module, c: Cell, x, alpha, out):
     return module.elu(x, alpha, out=out)
 
 
-def measure(cells: list[Cell], *, rounds: int, warmup_ms: float, rep_ms: float, check_trials: int,
-            shape=SHAPE) -> dict:
+def measure(cells: list[Cell], *, rounds: int, warmup_ms: float, rep_ms: float, check_trials: int) -> dict:
     """Check and time every cell on this GPU: the annotated record (core.record.save stamps its schema)."""
     build_all([(VARIANT, ()), ("2_float4", ())])
     module, step2 = compile_variant(VARIANT), compile_variant("2_float4")
@@ -44,13 +43,12 @@ def measure(cells: list[Cell], *, rounds: int, warmup_ms: float, rep_ms: float, 
     missing = [c.name for c in cells if c.instance() not in instances]
     if missing:
         raise RuntimeError(f"cells with no instance in {VARIANT}.cu: {missing}")
-    x = input_tensor(shape)
+    x = input_tensor()
     y = torch.empty_like(x)
-    step2_check = check_elu(lambda x_, a, out: step2.elu(x_, a, out=out), shape=shape, alpha=ALPHA,
-                            trials=check_trials).to_dict()
+    step2_check = check_elu(lambda x_, a, out: step2.elu(x_, a, out=out), alpha=ALPHA, trials=check_trials).to_dict()
     regs, expected, rows = registers_by_cell(module, cells), step2.elu(x, ALPHA), []
     for c in tqdm(cells, desc="checking", unit="cell"):  # each checked, then bit for bit step 2's on the timing input
-        check = check_elu(partial(shaped, module, c), shape=shape, alpha=ALPHA, trials=check_trials).to_dict()
+        check = check_elu(partial(shaped, module, c), alpha=ALPHA, trials=check_trials).to_dict()
         y.fill_(float("nan"))
         shaped(module, c, x, ALPHA, y)
         torch.cuda.synchronize()
@@ -71,7 +69,7 @@ def measure(cells: list[Cell], *, rounds: int, warmup_ms: float, rep_ms: float, 
     how = dict(line.split(": ", 1) for line in render("launch/method.md.j2").splitlines())  # the method in words
     return annotate({
         "provenance": provenance(),
-        "problem": {"shape": list(shape), "dtype": "float32", "alpha": ALPHA, "numel": shape[0] * shape[1]},
+        "problem": {"shape": list(SHAPE), "dtype": "float32", "alpha": ALPHA, "numel": SHAPE[0] * SHAPE[1]},
         "method": {"rounds": rounds, "warmup_ms": warmup_ms, "rep_ms": rep_ms, "interleaved": True,
                    "check_trials": check_trials, **{k: how[k] for k in ("check", "timed_call", "noise", "occupancy")}},
         "references": {"copy_": {"what": how["copy_"], "timing": timings["copy_"]},

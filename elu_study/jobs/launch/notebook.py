@@ -33,18 +33,16 @@ def cells(record: dict, achieved: dict | None = None, only=None) -> Text:
     """The cells (or those named in ``only``) and step 2's own build, fastest first. Threads per SM and KiB in flight
     are *theoretical* (registers and the occupancy rules); ``achieved`` (achieved_occupancy) adds ncu's where a
     profiled build has the shape."""
-    ref = record["references"]["2_float4"]
-    own = {"cell": "2_float4 (its own build)", "x copy_": ref["x_copy"], "KiB in flight/SM (theor.)": None,
-           **dict.fromkeys(("regs", "threads/SM (theor.)", "achieved occ. % (ncu)"), ""), "correct": ref["check"]}
-    return shown(pd.DataFrame([
-        {"cell": c["name"], "x copy_": c["x_copy"], "noise (% of copy_)": 100 * c["noise_ms"] / record["roof_ms"],
-         "regs": str(c["occupancy"]["registers"]), "threads/SM (theor.)": str(c["occupancy"]["resident_threads_per_sm"]),
-         "achieved occ. % (ncu)": (achieved or {}).get(c["name"], ""),
-         "KiB in flight/SM (theor.)": c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024, "correct": c}
-        for c in record["cells"] if only is None or c["name"] in only] + [own]).assign(
-        correct=lambda df: ["yes" if c.get("correct", c.get("passed")) else "NO" for c in df["correct"]],
-        **{"noise (% of copy_)": lambda df: df["noise (% of copy_)"].fillna(100 * ref["noise_ms"] / record["roof_ms"])}
-    ).sort_values("x copy_").set_index("cell"))
+    ref, pct = record["references"]["2_float4"], lambda ms: 100 * ms / record["roof_ms"]
+    rows = [{"cell": c["name"], "x copy_": c["x_copy"], "noise (% of copy_)": pct(c["noise_ms"]),
+             "regs": str(c["occupancy"]["registers"]), "threads/SM (theor.)": str(c["occupancy"]["resident_threads_per_sm"]),
+             "achieved occ. % (ncu)": (achieved or {}).get(c["name"], ""),
+             "KiB in flight/SM (theor.)": c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024,
+             "correct": "yes" if c["correct"] else "NO"} for c in record["cells"] if only is None or c["name"] in only]
+    own = {"cell": "2_float4 (its own build)", "x copy_": ref["x_copy"], "noise (% of copy_)": pct(ref["noise_ms"]),
+           **dict.fromkeys(("regs", "threads/SM (theor.)", "achieved occ. % (ncu)"), ""),
+           "KiB in flight/SM (theor.)": None, "correct": "yes" if ref["check"]["passed"] else "NO"}
+    return shown(pd.DataFrame([*rows, own]).sort_values("x copy_").set_index("cell"))
 
 
 def counter(record: dict, achieved: dict) -> Text:

@@ -9,26 +9,147 @@ repeated build by build, to name the build. 0 errors everywhere is the verdict, 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from elu_study.core import record
-from elu_study.core.build import build_all
+from elu_study.core.build import build_all, compile_variant, configure_toolchain, resolve_variant
+from elu_study.core.entries import build_id, computes_elu, fuzz_builds
 from elu_study.core.hardware import provenance
-from elu_study.jobs.sanitize.builds import Build, library_entry, select_builds
-from elu_study.jobs.sanitize.runner import (CHILD_OK, TOOLS, Runner, find_compute_sanitizer, parse_errors,
-                                            sanitizer_version, subprocess_runner)
+from elu_study.core.ops import accepted_dtypes, ops_of
+from elu_study.core.paths import REPO_ROOT
+
+TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+ERROR_EXITCODE = 86  # what compute-sanitizer returns when it found errors (the child's own failures exit 1)
+CHILD_OK = "elu-study sanitize child: done"  # the child's last line, printed once every call was right
+CHILD_MODULE = "elu_study.jobs.sanitize.child"  # run as python -m CHILD_MODULE SPEC
+# Every tensor its own cudaMalloc of exactly its size, so that the tools see each tensor's bounds.
+CHILD_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "PYTHONUNBUFFERED": "1"}
+TIMEOUT_S = 3600  # per run of the tool
+_ERROR_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?")
+_RACECHECK_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*\d+\s+hazards?\s+displayed\s*\((\d+)\s+errors?")
+# Newer releases' checks (Hopper's TMA copies; shared memory too), passed where the tool's --help lists them (not
+# every CUDA 13 release's compute-sanitizer has both).
+OPTIONAL_CHECKS = {"memcheck": (("--check-tensor-ops", "yes"),), "initcheck": (("--initcheck-address-space", "all"),)}
 
 
 class NoGpu(RuntimeError):
     """The sanitizer has nothing to run on."""
 
 
+# -- the builds -------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Build:
+    id: str
+    variant: str
+    flags: tuple[str, ...] = ()
+    computes_elu: bool = True  # False: a copy kernel, whose results are read but not compared with ELU
+
+
+def build_of(variant: str, flags=()) -> Build:
+    """The Build of a step's file (with these extra flags), or of a .cu file of one's own."""
+    if str(variant).endswith(".cu"):
+        return Build(build_id(Path(variant).name, tuple(flags)), str(variant), tuple(flags))
+    return Build(build_id(variant, tuple(flags)), str(variant), tuple(flags), computes_elu(variant, flags))
+
+
+def select_builds(names: list[str] | None = None) -> list[Build]:
+    """The builds named (a step: all its builds; or a .cu file), else every build the study compiles."""
+    every, chosen = [build_of(v, f) for v, f in fuzz_builds("all")], []
+    for name in names or ():
+        if str(name).endswith(".cu"):
+            chosen.append(build_of(str(resolve_variant(name))))
+            continue
+        stem = resolve_variant(name).stem  # raises ValueError listing the known steps
+        matching = [b for b in every if b.variant == stem] or [build_of(stem)]
+        chosen += [b for b in matching if b not in chosen]
+    return chosen or every
+
+
+def library_entry(b: Build) -> dict:
+    """What the child needs to load a build (compiled here if need be), with the dtypes each op takes."""
+    module = compile_variant(b.variant, extra_cuda_cflags=list(b.flags))
+    dtypes = {op.name: [str(d).removeprefix("torch.") for d in accepted_dtypes(module, op)] for op in ops_of(module)}
+    return {"id": b.id, "module": module.__name__, "library": module.__file__, "computes_elu": b.computes_elu,
+            "dtypes": dtypes}
+
+
+# -- the tool ---------------------------------------------------------------------------------------------------------
+Runner = Callable[[str, list[Build]], tuple[int, str]]  # (tool, builds) -> (returncode, output)
+
+
+def find_compute_sanitizer() -> str:
+    """compute-sanitizer from PATH, else from the CUDA toolkit's bin ($CUDA_HOME, $CUDA_PATH or /usr/local/cuda)."""
+    configure_toolchain()
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    found = shutil.which("compute-sanitizer") or shutil.which("compute-sanitizer", path=str(Path(home, "bin")))
+    if found is None:
+        raise FileNotFoundError("compute-sanitizer not found on PATH or in $CUDA_HOME/bin: it ships with the CUDA "
+                                "toolkit; put it on PATH or set CUDA_HOME")
+    return found
+
+
+def _ask(exe: str, flag: str) -> str:
+    return subprocess.run([exe, flag], capture_output=True, text=True, timeout=60).stdout
+
+
+def sanitizer_version(exe: str) -> str | None:
+    match = re.search(r"Version\s+(\S+)", _ask(exe, "--version"))
+    return match.group(1) if match else None
+
+
+def parse_errors(text: str) -> int | None:
+    """The largest error count of the output's ``ERROR SUMMARY`` (and ``RACECHECK SUMMARY``) lines; None if none."""
+    return max((int(n) for n in _ERROR_SUMMARY.findall(text) + _RACECHECK_SUMMARY.findall(text)), default=None)
+
+
+def supported_options(exe: str) -> frozenset[str]:
+    """The ``--options`` this compute-sanitizer's ``--help`` lists."""
+    return frozenset(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", _ask(exe, "--help")))
+
+
+def sanitizer_command(exe: str, tool: str, child: list[str], supported: frozenset[str] = frozenset()) -> list[str]:
+    extra = [part for option, value in OPTIONAL_CHECKS.get(tool, ()) if option in supported for part in (option, value)]
+    return [exe, "--tool", tool, "--error-exitcode", str(ERROR_EXITCODE), "--target-processes", "application-only",
+            "--launch-timeout", "600",  # importing torch in a loaded machine takes a while
+            "--print-limit", "50", *extra, *child]
+
+
+def subprocess_runner(exe: str, libraries: dict[str, dict]) -> Runner:
+    """Run the child under compute-sanitizer over ``libraries`` (build id -> ``library_entry``)."""
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, **CHILD_ENV, "PYTHONPATH": path}
+    supported = supported_options(exe)
+
+    def run(tool: str, builds: list[Build]) -> tuple[int, str]:
+        with tempfile.TemporaryDirectory(prefix="elu-sanitize-") as tmp:
+            spec = Path(tmp, "builds.json")
+            spec.write_text(json.dumps({"builds": [libraries[b.id] for b in builds]}))
+            cmd = sanitizer_command(exe, tool, [sys.executable, "-m", CHILD_MODULE, str(spec)], supported)
+            try:
+                done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+                return done.returncode, done.stdout + done.stderr
+            except subprocess.TimeoutExpired as err:
+                out = (err.stdout or b"").decode(errors="replace")  # bytes even with text=True (documented)
+                return -1, out + f"\n(timed out after {TIMEOUT_S} s)"
+
+    return run
+
+
+# -- the runs and their verdict ---------------------------------------------------------------------------------------
 @dataclass
 class Run:
     tool: str

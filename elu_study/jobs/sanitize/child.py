@@ -1,7 +1,7 @@
 """The process compute-sanitizer watches: ``python -m elu_study.jobs.sanitize.child SPEC``.
 
-SPEC is a JSON file ``{"builds": [builds.library_entry, ...]}``; the child loads each library (compiling nothing),
-calls each op on small inputs and prints ``runner.CHILD_OK`` once every result was right."""
+SPEC is a JSON file ``{"builds": [library_entry, ...]}``; the child loads each library (compiling nothing),
+calls each op on small inputs and prints ``CHILD_OK`` once every result was right."""
 
 from __future__ import annotations
 
@@ -14,17 +14,16 @@ import torch  # also what a build's extension links against: register needs libt
 from elu_study.core.build import register
 from elu_study.core.check import ATOL, RTOL
 from elu_study.core.ops import ops_of
-from elu_study.jobs.sanitize.runner import CHILD_OK
+from elu_study.jobs.sanitize import CHILD_OK
 
 # Lengths around every vector (4) and block (256, 512, 1024) boundary, each ending at the end of its allocation.
 SMALL_LENGTHS = (0, 1, 2, 3, 4, 5, 7, 8, 255, 257, 1023, 1025, 3 * 4096 + 1)
 LARGE_LENGTH = (1 << 22) + 5  # past one pass of the seed's grid-stride launch (1152 x 512 x 4 elements)
 RTOL16 = 2.0 ** -6  # two 16-bit ulps: the host's 16-bit reference may round its own exp differently
-_OMITTED = object()
 
 
 def dtypes_of(entry: dict, op) -> list[torch.dtype]:
-    """The dtypes the spec says an op of a build takes (``builds.library_entry``); float32 where it says none."""
+    """The dtypes the spec says an op of a build takes (``library_entry``); float32 where it says none."""
     return [getattr(torch, name) for name in entry.get("dtypes", {}).get(op.name, ["float32"])]
 
 
@@ -39,10 +38,10 @@ def exercise(fn, op, device, compare: bool = True, dtype: torch.dtype = torch.fl
     def empty(n: int):
         return torch.empty(n, device=device, dtype=dtype)
 
-    def call(inputs, alpha, out=_OMITTED):
+    def call(inputs, alpha, **out):
         nonlocal calls
         expected = op.expected([x.detach().cpu().clone() for x in inputs], alpha)
-        result = fn(*inputs, alpha) if out is _OMITTED else fn(*inputs, alpha, out=out)
+        result = fn(*inputs, alpha, **out)
         if tuple((got := result.cpu()).shape) != tuple(expected.shape):  # reads every element (initcheck)
             raise AssertionError(f"{op.name}: result of shape {tuple(got.shape)} for inputs of {tuple(expected.shape)}")
         rtol = RTOL if dtype == torch.float32 else RTOL16

@@ -1,23 +1,15 @@
-"""The size sweep: every step and peer from 2^10 to 2^31 elements, cold, warm and on the host.
-
-``python -m elu_study sizes`` checks and times each entry (every step, the peers and the PyTorch baselines; not the
-ablations) at every length of ``plan()`` (how: ``measure``) on a GPU, then writes results/<gpu>-sizes.json, its two
-figures and the README's sizes block (notebook 09 shows the record).
-
-Modules: ``plan``, ``measure`` (the GPU part), ``analysis`` (the record read back), ``figures``, ``readme`` (the
-README block), ``notebook`` (notebook 09's view); words: templates/sizes/*.md.j2.
-"""
+"""The size sweep, ``python -m elu_study sizes``: on a GPU, every step, peer, module and baseline (not the ablations)
+checked and timed cold, warm and on the host at every length of ``plan.plan()``, 2^10 to 2^31 elements; writes
+results/<gpu>-sizes.json, its two figures and the README's sizes block (notebook 09 shows the record)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-from elu_study.core import text
 from elu_study.core.build import build_all
 from elu_study.core.entries import builds
 from elu_study.core.paths import RESULTS_DIR
@@ -50,24 +42,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, "elu-study sizes: needs a CUDA GPU (notebook 09 shows the record)\n")
     entries = plan.sweep_entries(args.entries.split(",") if args.entries else None)
     sizes = plan.plan(args.max_exp)
-    print(text.render("sizes/cli.md.j2", part="plan", entries=[e.name for e in entries], sizes=sizes,
-                      repeats=plan.HOST_REPEATS, small=plan.runs(sizes[0]), big=plan.runs(sizes[-1])))
     jobs = builds(entries)
     if jobs:
         build_all(jobs)  # also from a process that has used CUDA already (a test session)
-    started = time.time()
     record = measure.measure(entries, sizes)
-    path = save(record, "sizes", args.results_dir)
-    written = [path, *write_report(record["provenance"]["gpu"], not args.no_readme, args.results_dir)]
-    print(text.render("sizes/cli.md.j2", part="done", wall_s=time.time() - started, written=written,
-                      graphs=record["torch_compile_graphs"]), end="\n\n")
-    print(entry_table(record))
+    for path in [save(record, "sizes", args.results_dir),
+                 *write_report(record["provenance"]["gpu"], not args.no_readme, args.results_dir)]:
+        print(f"wrote {path}")
+    print(f"\n{entry_table(record)}")
     failed = [f"{q['entry']} @ {q['n']}" for q in record["points"] if q.get("check") and not q["check"]["passed"]]
     if failed or record["errors"]:
         print("FAILED:", ", ".join(failed) or "none", "errors:", *record["errors"], sep="\n  ", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from elu_study.core.record import figure_path, save_figure
-from elu_study.jobs.sizes.analysis import names, ok, series
+from elu_study.jobs.sizes.analysis import ok, series
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, MODES, STREAMS, fmt_bytes
 
 # The bandwidth figure draws the streams' sum only from here: below, it is two launches, not a bandwidth.
@@ -27,32 +27,26 @@ def _style(record: dict) -> dict:
     return styles | {n: {"color": c, "ls": ls} for n, (c, ls) in fixed.items()}
 
 
-def _draw(ax, record: dict, styles: dict, mode: str, x, y) -> None:
-    """Every entry's median as a line and its p10-p90 as a band, at (x(n), y(n, ms))."""
-    for name in [c for c in names(record) if c not in STREAMS]:
-        n, med = series(record, name, mode)
-        if n.size:
-            lo, hi = (series(record, name, mode, q)[1] for q in ("p10_ms", "p90_ms"))
-            ax.plot(x(n), y(n, med), lw=1.4, label=name, **styles.get(name, {}))
-            ax.fill_between(x(n), y(n, lo), y(n, hi), color=styles.get(name, {}).get("color"), alpha=0.12, lw=0)
-
-
 def _floor(record: dict, key: str, sizes) -> np.ndarray:
     """One of the record's floors (ms) at these lengths, NaN where it has none."""
     return np.array([record["floors"][str(int(n))][key] or np.nan for n in sizes], dtype=np.float64)
 
 
-def _regions(ax, record, xscale: float) -> None:
-    """The L2 size and the launch-bound region, on an axis whose x is bytes moved (xscale = bytes per unit)."""
-    reg = record["regimes"]
+def _panel(ax, record: dict, mode: str, xscale: float, y, title: str, xlabel: str) -> None:
+    """One log-log panel whose x is bytes moved / ``xscale``: every entry's median in ``mode`` as a line and its
+    p10-p90 as a band (at y(n, ms)), the L2 size and the launch-bound region."""
+    styles, x, reg = _style(record), lambda n: BYTES_PER_ELEMENT * n / xscale, record["regimes"]
+    for name in [e["name"] for e in record["entries"] if e["name"] not in STREAMS]:
+        n, med = series(record, name, mode)
+        if n.size:
+            lo, hi = (series(record, name, mode, q)[1] for q in ("p10_ms", "p90_ms"))
+            ax.plot(x(n), y(n, med), lw=1.4, label=name, **styles.get(name, {}))
+            ax.fill_between(x(n), y(n, lo), y(n, hi), color=styles.get(name, {}).get("color"), alpha=0.12, lw=0)
     if l2 := record.get("l2_bytes"):
         ax.axvline(l2 / xscale, color="tab:cyan", lw=1.2, label=f"L2 size, {fmt_bytes(l2)}")
     if lb := reg.get("launch_bound_max_n"):
-        ax.axvspan(BYTES_PER_ELEMENT * min(record["sizes"]) / xscale, BYTES_PER_ELEMENT * lb / xscale,
-                   color="khaki", alpha=0.35, lw=0, label=f"launch-bound: {reg['reference']} host >= warm")
-
-
-def _log_axes(ax, title: str, xlabel: str) -> None:
+        ax.axvspan(x(min(record["sizes"])), x(lb), color="khaki", alpha=0.35, lw=0,
+                   label=f"launch-bound: {reg['reference']} host >= warm")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set(title=title, xlabel=xlabel)
@@ -61,13 +55,12 @@ def _log_axes(ax, title: str, xlabel: str) -> None:
 
 def bandwidth_figure(record: dict):
     """Effective TB/s (8 bytes per element over the median) against bytes moved, cold and warm, p10-p90 bands."""
-    styles = _style(record)
     fig, axes = plt.subplots(1, 2, figsize=(15, 5.6), sharey=True)
     sizes = np.array([n for n in record["sizes"] if BYTES_PER_ELEMENT * n >= STREAM_SHOWN_FROM], dtype=np.float64)
     tbps = lambda n, ms: BYTES_PER_ELEMENT * n / (ms * 1e-3) / 1e12
-    for ax, mode in zip(axes, ("cold", "warm")):
-        _draw(ax, record, styles, mode, lambda n: BYTES_PER_ELEMENT * n, tbps)
-        _regions(ax, record, 1.0)
+    titles = {"cold": "cold: L2 flushed before each call", "warm": "warm: back to back, no flush"}
+    for ax, mode in zip(axes, titles):
+        _panel(ax, record, mode, 1.0, tbps, titles[mode], "bytes moved per call (log)")
         if record.get("peak_bytes_per_s"):
             ax.axhline(record["peak_bytes_per_s"] / 1e12, color="tab:red", ls=":",
                        label=f"datasheet {record['peak_bytes_per_s'] / 1e12:.1f} TB/s (ceiling)")
@@ -75,8 +68,6 @@ def bandwidth_figure(record: dict):
         if np.isfinite(stream).any():
             ax.plot(BYTES_PER_ELEMENT * sizes, tbps(sizes, stream), color="tab:orange", ls="-.", lw=2,
                     label="measured ceiling: read_only + write_only")
-        _log_axes(ax, f"{mode}: " + ("L2 flushed before each call" if mode == "cold" else "back to back, no flush"),
-                  "bytes moved per call (log)")
         ticks = [2.0**k for k in range(13, 40, 3) if 2**k <= 2 * BYTES_PER_ELEMENT * max(record["sizes"])]
         ax.set_xticks(ticks, [fmt_bytes(t) for t in ticks])
     axes[0].set_ylabel("TB/s (median, p10-p90 band)")
@@ -94,19 +85,16 @@ def _legend(fig, ax, title: str, right: float = 0.79):
 
 def time_figure(record: dict):
     """Time per call against length (log-log): GPU time cold and warm, and the host's time per call."""
-    styles = _style(record)
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.6), sharey=True)
     titles = {"cold": "GPU time, cold (L2 flushed)", "warm": "GPU time, warm (no flush)", "host": "host time per call"}
     ns = np.array(record["sizes"], dtype=np.float64)
     lowest = min((p[m]["median_ms"] for p in record["points"] if ok(p) for m in MODES), default=1e-3)
     for ax, mode in zip(axes, MODES):
-        _draw(ax, record, styles, mode, lambda n: n, lambda n, ms: 1e3 * ms)
-        _regions(ax, record, BYTES_PER_ELEMENT)
+        _panel(ax, record, mode, BYTES_PER_ELEMENT, lambda n, ms: 1e3 * ms, titles[mode], "elements (log 2)")
         if mode != "host" and record.get("peak_bytes_per_s"):
             ax.plot(ns, 1e3 * _floor(record, "datasheet_ms", ns), color="tab:red", ls=":", label="datasheet floor")
         if mode != "host" and np.isfinite(stream := _floor(record, f"stream_{mode}_ms", ns)).any():
             ax.plot(ns, 1e3 * stream, color="tab:orange", ls="-.", lw=2, label="measured floor: read_only + write_only")
-        _log_axes(ax, titles[mode], "elements (log 2)")
         ax.set_ylim(bottom=0.5e3 * lowest)  # the datasheet floor of a few KiB is nanoseconds: off the chart
     axes[0].set_ylabel("µs per call (median, p10-p90)")
     _legend(fig, axes[0], f"Time per call, float32, {record['provenance']['gpu']}", right=0.83)

@@ -150,14 +150,6 @@ def checker(entry):
     return (lambda x, alpha, out: out.copy_(module(entry.name)(x))) if entry.kind == "module" else elu_fn(entry)
 
 
-def call_of(entry, x, y):
-    """The timed call: a module as a model calls it (allocating its output), any other entry as the study times it."""
-    if entry.kind == "module":
-        m = module(entry.name)
-        return lambda: m(x)
-    return timed_call(entry, x, y)
-
-
 def measure_point(entry, n: int, x, ref, y, check_fn, gpu: Gpu, errors: list[str]) -> dict:
     """One (entry, length) point: checked (if the entry computes ELU) and timed; a failure is recorded in it."""
     point = {"entry": entry.name, "kind": entry.kind, "n": n, "bytes": BYTES_PER_ELEMENT * n, "check": None}
@@ -167,7 +159,11 @@ def measure_point(entry, n: int, x, ref, y, check_fn, gpu: Gpu, errors: list[str
             out = check_fn(x, ALPHA, y)
             torch.cuda.synchronize()
             point["check"] = compare(out, ref)
-        call = call_of(entry, x, y)
+        if entry.kind == "module":  # as a model calls it, allocating its output
+            m = module(entry.name)
+            call = lambda: m(x)
+        else:
+            call = timed_call(entry, x, y)
         point.update(time_point(call, n, gpu))
         del call
     except Exception as err:  # noqa: BLE001 - recorded, reported, and the run goes on
@@ -193,35 +189,26 @@ def prime(entries) -> None:
         torch.cuda.empty_cache()
 
 
-def sweep(entries, sizes, gpu: Gpu, bar) -> tuple[list[dict], list[str]]:
-    """Every point, length by length (one input per length, seeded by it), each peer primed first; and the errors."""
-    prime(entries)
-    points, errors = [], []
-    check_fns = {e.name: checker(e) for e in entries if e.checked}
-    for n in sizes:
-        gen = torch.Generator(device="cuda").manual_seed(n)
-        x = torch.randn(n, device="cuda", generator=gen).mul_(INPUT_SCALE)
-        ref = F.elu(x, ALPHA)
-        y = torch.empty_like(x)
-        for entry in entries:
-            bar.set_postfix_str(f"{entry.name} @ {text.fmt_n(n)}")
-            points.append(measure_point(entry, n, x, ref, y, check_fns.get(entry.name), gpu, errors))
-            bar.update()
-        del x, ref, y
-        if n >= 2**27:
-            torch.cuda.empty_cache()
-    return points, errors
-
-
-def measure(entries, sizes, progress: bool = True) -> dict:
-    """Check and time every entry at every length; return the sizes record."""
-    entries = list(entries)
-    graphs_before = dynamo_graphs()
-    bar = tqdm(total=len(entries) * len(sizes), desc="sizes (entry x length)", unit="point", disable=not progress)
-    with quiet():
+def measure(entries, sizes) -> dict:
+    """Check and time every entry at every length, length by length (one input per length, seeded by it), each peer
+    primed first; return the sizes record."""
+    entries, points, errors, graphs_before = list(entries), [], [], dynamo_graphs()
+    with quiet(), tqdm(total=len(entries) * len(sizes), desc="sizes (entry x length)", unit="point") as bar:
         gpu = Gpu()
-        points, errors = sweep(entries, sizes, gpu, bar)
-    bar.close()
+        prime(entries)
+        check_fns = {e.name: checker(e) for e in entries if e.checked}
+        for n in sizes:
+            gen = torch.Generator(device="cuda").manual_seed(n)
+            x = torch.randn(n, device="cuda", generator=gen).mul_(INPUT_SCALE)
+            ref = F.elu(x, ALPHA)
+            y = torch.empty_like(x)
+            for entry in entries:
+                bar.set_postfix_str(f"{entry.name} @ {text.fmt_n(n)}")
+                points.append(measure_point(entry, n, x, ref, y, check_fns.get(entry.name), gpu, errors))
+                bar.update()
+            del x, ref, y
+            if n >= 2**27:
+                torch.cuda.empty_cache()
     prov, graphs = provenance(), (graphs_before, dynamo_graphs())
     spec = gpu_spec(prov["gpu"])
     props = torch.cuda.get_device_properties(torch.cuda.current_device())

@@ -11,9 +11,8 @@ ODD = (4_097, 1_048_579, 33_554_433)
 DECIMAL = tuple(10**k for k in range(4, 10))
 BYTES_PER_ELEMENT = 8  # 4 read + 4 written: the least an elementwise float32 op moves
 BASELINE_NAMES = ("F.elu", "torch.compile(F.elu)", "F.elu_", "copy_", "read_only", "write_only")
-# The modules a model holds, called as a model calls them (output allocated): nn.ELU, and the drop-in that replaces
-# it, which runs the study's default builds (elu_study.pytorch.ops.DEFAULTS). Swept here, not in the catalogue: they
-# belong to the PyTorch face, which the core's entries do not import.
+# Called as a model calls them (output allocated); swept here, not in the catalogue: the core does not import the
+# PyTorch face they belong to.
 MODULES = (Entry("nn.ELU", "module", "torch.nn.ELU(alpha): the module a model holds (F.elu inside)"),
            Entry("elu_study.ELU", "module", "the drop-in, elu_study.ELU(alpha): the study's default build per dtype"))
 STREAMS = ("read_only", "write_only")  # shown as their sum (the measured floor), not as lines of their own
@@ -26,7 +25,7 @@ MIN_RUNS, MAX_RUNS = 10, 100  # MAX_RUNS bounds the launches queued behind one s
 HOST_GPU_MS = 10.0  # GPU work queued per host-timing loop
 HOST_MIN_CALLS, HOST_MAX_CALLS = 3, 50
 HOST_REPEATS = 5  # host-timing loops per point: the spread of their per-call means
-MODEL_TBPS, MODEL_LAUNCH_MS = 3.5, 0.003  # for run counts only: the time a call is expected to take
+MODEL_TBPS, MODEL_LAUNCH_MS = 3.5, 0.003  # for run counts only
 CHECK_CHUNK = 1 << 27
 
 
@@ -46,18 +45,12 @@ def sweep_entries(names=None) -> list:
     return [*steps, *peers, *MODULES, *(ENTRIES[n] for n in BASELINE_NAMES if n in ENTRIES)]
 
 
-def model_ms(n: int) -> float:
-    """The time a call is expected to take (for run counts only)."""
-    return MODEL_LAUNCH_MS + BYTES_PER_ELEMENT * n / (MODEL_TBPS * 1e12) * 1e3
-
-
 def runs(n: int) -> dict[str, int]:
     """Timed calls per mode at length n: enough for a spread, few at large n."""
-    est = model_ms(n)
+    est = MODEL_LAUNCH_MS + BYTES_PER_ELEMENT * n / (MODEL_TBPS * 1e12) * 1e3  # the ms a call is expected to take
     clamp = lambda v, lo, hi: int(max(lo, min(hi, v)))
     return {
         "cold": clamp(COLD_MS / (est + 0.07), MIN_RUNS, MAX_RUNS),  # + the flush
         "warm": clamp(WARM_MS / est, MIN_RUNS, MAX_RUNS),
         "host_calls": clamp(HOST_GPU_MS / est, HOST_MIN_CALLS, HOST_MAX_CALLS),
     }
-
