@@ -1,8 +1,6 @@
 """Prose from templates: the study's sentences live in ``elu_study/templates/**/*.md.j2`` (Jinja2), filled with
-numbers the jobs compute. Code here only formats numbers; it builds no sentence.
-
-``render("sizes/readme.md.j2", **numbers)`` gives the text; ``show(...)`` the same text for a notebook, as an
-object whose plain-text form is the text itself, so that nbval compares every number a notebook prints.
+numbers the jobs compute; code here only formats numbers. ``show`` gives a notebook the text as an object whose
+plain-text form is the text itself, so that nbval compares every number a notebook prints.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ def fmt_bytes(b: float) -> str:
 
 
 def fmt(value, spec: str = ".3f", none: str = "n/a") -> str:
-    """A number with a format spec; None (or NaN) as ``none``."""
+    """A number with a format spec; None or NaN as ``none``."""
     if value is None or value != value:
         return none
     return format(value, spec)
@@ -41,7 +39,7 @@ def join(items) -> str:
 
 
 def table(df, formats: dict | None = None, padded: bool = False) -> str:
-    """A DataFrame as the study's pipe table (elu_study.core.tables)."""
+    """A DataFrame as the study's pipe table."""
     t = markdown(df, formats)
     return t if padded else compact(t)
 
@@ -73,5 +71,5 @@ class Text(str):
 
 
 def show(name: str, **numbers) -> Text:
-    """``render`` for a notebook cell: displays as markdown, compares as text."""
+    """``render`` for a notebook cell."""
     return Text(render(name, **numbers))

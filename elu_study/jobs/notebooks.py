@@ -1,7 +1,5 @@
-"""Execute the study's notebooks in place, so that their committed outputs are a real run.
-
-``python -m elu_study notebooks [NOTEBOOK ...] [--jobs N]`` (default: all of notebooks/, four at a time).
-Run it on the GPU whose numbers the notebooks should carry.
+"""``python -m elu_study notebooks [NOTEBOOK ...]``: execute the notebooks in place, so that their committed outputs
+are a real run (on the GPU whose numbers they should carry).
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from elu_study.core.paths import NOTEBOOKS_DIR
 
 
 def execute(path: Path, timeout_s: int = 1800) -> str | None:
-    """Execute one notebook in place; its failure as a line (None: it ran). A worker process's task."""
+    """Execute one notebook in place; its failure as a line (None: it ran)."""
     try:
         nb = nbformat.read(path, as_version=4)
         resources = {"metadata": {"path": str(path.parent)}}
@@ -32,8 +30,7 @@ def execute(path: Path, timeout_s: int = 1800) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Execute each notebook, several at once (each in its own kernel); one that fails is reported and left as it
-    was, and the others still run."""
+    """Execute the notebooks, several at once; one that fails is reported and left as it was."""
     parser = argparse.ArgumentParser(prog="python -m elu_study notebooks", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: all of notebooks/)")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="notebooks at once")
