@@ -42,6 +42,5 @@ def annotate(record: dict) -> dict:
 
 def strip(record: dict) -> dict:
     """The record without its derived columns: what is saved."""
-    out = {k: v for k, v in record.items() if k not in RECORD_KEYS}
-    out["rows"] = [{k: v for k, v in r.items() if k not in ROW_COLUMNS} for r in record["rows"]]
-    return out
+    kept = {k: v for k, v in record.items() if k not in RECORD_KEYS}
+    return kept | {"rows": [{k: v for k, v in r.items() if k not in ROW_COLUMNS} for r in record["rows"]]}

@@ -1,6 +1,5 @@
 """The entry catalogue: every row the study can measure, what it builds and which question it answers. The entries
-are data (``catalog.toml`` beside this file); this module loads them and answers questions about them.
-"""
+are data (``catalog.toml`` beside this file); this module loads them and answers questions about them."""
 
 from __future__ import annotations
 
@@ -154,8 +153,7 @@ def group(name: str) -> list[Entry]:
 
 def builds(entries=None) -> list[tuple[str, tuple[str, ...]]]:
     """Every (variant, flags) that entries compile (default: the whole study)."""
-    entries = study_entries() if entries is None else entries
-    return sorted({(e.variant, e.flags) for e in entries if e.variant})
+    return sorted({(e.variant, e.flags) for e in (study_entries() if entries is None else entries) if e.variant})
 
 
 def resolve(entries) -> list[Entry]:

@@ -6,7 +6,7 @@
 - ``catalogue``: the part of ``catalog.toml`` its job reads (``entries.READS``), without descriptions and SASS
   claims: a new step voids the records that would measure it, not every record.
 - ``builds``: every kernel build its processes loaded (sources, included headers, flags), from the run's build log.
-- ``toolchain``: GPU, driver, CUDA and torch, compared only where a GPU runs the plan.
+- ``toolchain``: GPU, driver, CUDA and torch (``TOOLCHAIN``), compared only where a GPU runs the plan.
 
 ``changes`` names the inputs that differ; ``python -m elu_study records --plan`` prints them.
 """
@@ -175,9 +175,7 @@ def logged_builds(log: Path) -> list[str]:
 
 
 # -- the whole ----------------------------------------------------------------------------------------------------
-def toolchain(provenance: dict) -> dict[str, str | None]:
-    """The toolchain fields of a provenance."""
-    return {k: provenance.get(k) for k in ("gpu", "driver", "cuda_runtime", "torch")}
+TOOLCHAIN = ("gpu", "driver", "cuda_runtime", "torch")  # the provenance fields a record's toolchain holds
 
 
 def fingerprint(roots: tuple[str, ...], files: tuple[str, ...], builds: list[str], tools: dict,
@@ -195,8 +193,9 @@ def changes(held: dict | None, roots: tuple[str, ...], files: tuple[str, ...] = 
         return ["no fingerprint"]
     found, now = [], fingerprint(roots, files, list(held["builds"]), tools or {}, root, job)
     for name in sorted(set(now["code"]) | set(held["code"])):
-        if name not in now["code"] and _no_longer_an_input(name, root):
-            continue  # presentation or bookkeeping now (or a file the stage no longer reads): it voids nothing
+        path = None if name in now["code"] or "/" in name else _module_path(name, root)
+        if path is not None and _excluded(path.relative_to(root).as_posix()):
+            continue  # presentation or bookkeeping now: it voids nothing (a deleted module is gone, and due)
         if now["code"].get(name) != held["code"].get(name):
             what = "new" if name not in held["code"] else "gone" if name not in now["code"] else "changed"
             found.append(f"code {name} ({what})")
@@ -205,12 +204,6 @@ def changes(held: dict | None, roots: tuple[str, ...], files: tuple[str, ...] = 
     found += [f"build {key}" for key, digest in held["builds"].items() if now["builds"][key] != digest]
     old = held["toolchain"]
     return found + [f"toolchain {k} {old.get(k)} -> {v}" for k, v in now["toolchain"].items() if old.get(k) != v]
-
-
-def _no_longer_an_input(name: str, root: Path) -> bool:
-    """Whether a module a fingerprint holds is now presentation or bookkeeping (a deleted module is gone, not this)."""
-    path = _module_path(name, root) if "/" not in name else None
-    return path is not None and _excluded(path.relative_to(root).as_posix())
 
 
 def summary(reasons: list[str], shown: int = 3) -> str:

@@ -51,17 +51,15 @@ class Stage:
         files = sorted((ROOT / "elu_study").rglob("*.py"))
         return tuple(".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for f in files)
 
-    def held(self, gpu: str, results_dir: Path | None = None) -> tuple[bool, dict | None]:
-        """(whether its record exists, its fingerprint or None), read without checking the whole record."""
+    def held(self, gpu: str, results_dir: Path | None = None) -> dict | None:
+        """Its record's fingerprint ({} if it holds none; None without a record), the rest of the record unchecked."""
         path = record.record_path(gpu, self.job, results_dir) if self.job else None
-        if path is None or not path.is_file():
-            return False, None
-        return True, json.loads(path.read_text()).get("fingerprint")
+        return json.loads(path.read_text()).get("fingerprint") or {} if path and path.is_file() else None
 
     def due(self, gpu: str, tools: dict | None, results_dir: Path | None = None) -> list[str]:
         """Why its record must be measured again (empty: current)."""
-        exists, held = self.held(gpu, results_dir)
-        return fingerprint.changes(held, self.roots, self.files, tools, job=self.job) if exists else ["no record"]
+        held = self.held(gpu, results_dir)
+        return ["no record"] if held is None else fingerprint.changes(held, self.roots, self.files, tools, job=self.job)
 
 
 ELU = ("elu_study",)
@@ -111,7 +109,7 @@ def lines(rows, gpu: str, results_dir: Path | None = None) -> list[str]:
     """``--plan``'s lines: each stage, current or due and why, and its last run's time; then the total to run."""
     out, known, unknown = [], 0.0, []
     for stage, why, runs in rows:
-        seconds = (stage.held(gpu, results_dir)[1] or {}).get("seconds") if stage.job else None
+        seconds = (stage.held(gpu, results_dir) or {}).get("seconds")
         state = ("due" if why else "runs") if runs else "current"
         took = f" (last run {seconds:.0f} s)" if seconds is not None else ""
         out.append(f"  {stage.name:<9} {state:<8}{took}" + (f" {fingerprint.summary(why)}" if why else ""))
@@ -134,16 +132,6 @@ def stamp(stage: Stage, gpu: str, log: Path, tools: dict, results_dir: Path | No
     path.write_text(record.dumps({**json.loads(path.read_text()), "fingerprint": taken}) + "\n")
 
 
-def build_all_defaults() -> None:
-    """Every build of every job at once (ninja, in parallel)."""
-    from elu_study.core.build import build_all  # noqa: PLC0415 - only this stage builds
-    from elu_study.core.entries import ENTRIES, builds  # noqa: PLC0415
-    from elu_study.pytorch import ops  # noqa: PLC0415
-
-    build_all(builds(list(ENTRIES.values())) + [("sweeps/launch_shapes", ()), ("1_naive", ()),
-                                                *ops.default_builds().values()])
-
-
 def pack(archive: Path) -> None:
     """The records, figures, notebooks and README, as they stand now, into ``archive`` (tar.gz)."""
     with tarfile.open(archive, "w:gz") as tar:
@@ -159,14 +147,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pack", type=Path, help="after every stage, write the records etc. into this .tar.gz")
     parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the build stage's process
     args = parser.parse_args(argv)
-    if args.build_only:
-        build_all_defaults()
+    if args.build_only:  # every build of every job at once (ninja, in parallel)
+        from elu_study.core.entries import ENTRIES, builds  # noqa: PLC0415 - only this stage builds
+        from elu_study.pytorch import ops  # noqa: PLC0415
+
+        build.build_all(builds(list(ENTRIES.values())) + [("sweeps/launch_shapes", ()), ("1_naive", ()),
+                                                          *ops.default_builds().values()])
         return 0
     if unknown := set(args.stages) - set(BY_NAME):
         parser.error(f"unknown stages {sorted(unknown)}; stages: {', '.join(BY_NAME)}")
     here = torch.cuda.is_available()
     gpu = torch.cuda.get_device_name() if here else record.REFERENCE_GPU
-    tools = fingerprint.toolchain(hardware.provenance()) if here else None
+    provenance = hardware.provenance() if here else {}
+    tools = {k: provenance.get(k) for k in fingerprint.TOOLCHAIN} if here else None
     rows = plan(gpu, tools, args.stages, args.force)
     print(f"records of {gpu}" + ("" if here else " (no GPU here: the toolchain is not compared)") + ":")
     print("\n".join(lines(rows, gpu)))
