@@ -1,5 +1,5 @@
 """Issue 46's presentation of the sustained protocol, on the committed step-6 record with sustained timings added as a
-GPU run would write them: the derived ratio, the side-by-side table and the graded prediction."""
+GPU run would write them: the derived ratio and the graded prediction."""
 
 from __future__ import annotations
 
@@ -49,14 +49,6 @@ def test_the_prediction_is_graded_on_each_rows_sustained_ratio_and_the_defaults_
     graded = tables.sustained_graded(derived.annotate(slower), analysis.SUSTAINED_PREDICTION)
     assert graded.loc[energy.format("6_beyond_copy"), "grade"] == "no reading"
     assert tables.sustained_graded(record.load(job="beyond"), analysis.SUSTAINED_PREDICTION) is None
-
-
-def test_both_regimes_side_by_side_name_only_the_rows_timed_both_ways(beyond):
-    both = tables.regimes(beyond)
-    assert set(both.index) == {"copy_", "6_base", "6_256_threads", "6_load_evict_last", "6_evict_last_expm1poly",
-                               "6_beyond_copy", "6_expm1f"}
-    assert both.loc["6_expm1f", "sustained"] == pytest.approx(3.150 / 3.000)
-    assert both.loc["6_expm1f", "x own roof"] == record.row(beyond, "6_expm1f")["x_roof"]
 
 
 def test_step_7s_prediction_is_graded_per_dtype_against_its_own_copy():

@@ -1,6 +1,5 @@
-"""The derived columns of a record that holds rows (the study, step 6's and step 7's): computed here from the
-measured medians, never stored. ``record.save`` drops them (``strip``); ``record.read`` computes them again
-(``annotate``), so every reader sees them and no file can disagree with its own measurements."""
+"""The derived columns of a record that holds rows, computed from its measured medians and never stored
+(``record.save`` strips them, ``record.read`` annotates), so that no file can disagree with its own measurements."""
 
 from __future__ import annotations
 
@@ -13,9 +12,8 @@ JOBS = ("study", "beyond", "sixteen")  # the records whose rows these are
 
 
 def annotate(record: dict) -> dict:
-    """Derived columns for every row: TB/s, % of the datasheet floor, time over float32 copy_ (x_copy), and time
-    over the row's own roof (x_roof: its dtype's copy_, or its dtype's torch.add for a backward row), if held; and
-    where both were timed under sustained load too, the same ratio of their sustained medians (x_roof_sustained)."""
+    """Derived columns for every row: TB/s, % of the datasheet floor, time over float32 copy_ (x_copy), time over
+    the row's own roof (x_roof, if held) and, where both were timed under sustained load too, x_roof_sustained."""
     numel = record["problem"]["numel"]
     peak = record.get("peak_bytes_per_s")
     roof = next((r["timing"]["median_ms"] for r in record["rows"] if r["name"] == "copy_"), None)
@@ -34,7 +32,7 @@ def annotate(record: dict) -> dict:
         row["tbps"] = tbps(numel, ms) * share
         row["pct_of_peak"] = 100 * record["floor_ms"] * share / ms if peak else None
         row["x_copy"] = ms / roof if roof else None
-        own = by_name.get(roof_name(row))
+        own = by_name.get(roof_for(row.get("direction", "forward"), row.get("dtype", "float32")))
         row["roof"] = own["name"] if own else None
         row["x_roof"] = ms / own["timing"]["median_ms"] if own else None
         held = row["timing"].get("sustained"), (own or {}).get("timing", {}).get("sustained")
@@ -42,13 +40,7 @@ def annotate(record: dict) -> dict:
     return record
 
 
-def roof_name(row: dict) -> str:
-    """The row a row's time is taken over (entries.roof_for), from the row's own fields."""
-    return roof_for(row.get("direction", "forward"), row.get("dtype", "float32"))
-
-
 def strip(record: dict) -> dict:
     """The record without its derived columns: what is saved."""
-    out = {k: v for k, v in record.items() if k not in RECORD_KEYS}
-    out["rows"] = [{k: v for k, v in r.items() if k not in ROW_COLUMNS} for r in record["rows"]]
-    return out
+    kept = {k: v for k, v in record.items() if k not in RECORD_KEYS}
+    return kept | {"rows": [{k: v for k, v in r.items() if k not in ROW_COLUMNS} for r in record["rows"]]}

@@ -1,8 +1,5 @@
-"""The entry catalogue: every row the study can measure (steps, ablations, baselines, peers, step 6's and step 7's
-attempts), what each one builds, and which question it answers. The entries are data, in ``catalog.toml`` beside
-this file; this module loads them and answers questions about them. Checking and timing entries is the harness's job
-(elu_study.core.harness).
-"""
+"""The entry catalogue: every row the study can measure, what it builds and which question it answers. The entries
+are data (``catalog.toml`` beside this file); this module loads them and answers questions about them."""
 
 from __future__ import annotations
 
@@ -94,14 +91,14 @@ STREAM_HALVES = ("read_only", "write_only")
 
 
 def study_entries() -> list[Entry]:
-    """The main study's rows (``python -m elu_study``): the float32 steps, ablations, baselines and peers, the
-    backward rows, and step 7's main rows on each 16-bit dtype (not step 6's or step 7's other attempts)."""
+    """The main study's rows (``python -m elu_study``): the float32 rows of KINDS, the backward rows, and step 7's
+    SIXTEEN_IN_STUDY rows on each 16-bit dtype."""
     sixteen = [ENTRIES[f"{name} {dtype}"] for dtype in DTYPES16 for name in SIXTEEN_IN_STUDY]
     return [e for e in ENTRIES.values() if e.kind in KINDS] + list(BACKWARD) + sixteen
 
 
 def in_study(e: Entry) -> bool:
-    """Whether an entry is a row of the main study (``study_entries``), decided from the entry alone."""
+    """Whether an entry is one of ``study_entries``, decided from the entry alone."""
     return e.kind in KINDS or e.kind == "backward" or (e.mode in DTYPES16 and e.name.split()[0] in SIXTEEN_IN_STUDY)
 
 
@@ -109,7 +106,7 @@ def in_study(e: Entry) -> bool:
 # jobs not named here read the whole catalogue). The accuracy job reads every kernel file's formula, no entry.
 READS = {
     "study": in_study,
-    "ncu": lambda e: in_study(e) and e.kind in KINDS and e.name != "copy_",  # profiled_entries
+    "ncu": lambda e: e.kind in KINDS and e.name != "copy_",  # profiled_entries
     "beyond": lambda e: e.group.startswith("step6") or e.kind in ("baseline", "step"),
     "sixteen": lambda e: e.group.startswith("step7") or e.dtype in DTYPES16,
     "sizes": lambda e: e.kind in ("step", "peer", "baseline"),
@@ -118,9 +115,8 @@ READS = {
 
 
 def sustained_entries(among: list[Entry] | tuple[Entry, ...] | None = None) -> list[Entry]:
-    """The rows of ``among`` (default: the main study's) also timed under sustained load (timing.time_sustained,
-    3.5-6.5 s each): the README table's (baselines, steps, peers), step 7's and the float32 backward's defaults with
-    their roofs, and every attempt the catalogue marks ``sustained`` (one change from its base, each)."""
+    """The rows of ``among`` (default: the main study's) also timed under sustained load (3.5-6.5 s each): the
+    baselines, steps and peers, step 7's and the backward's defaults with their roofs, and those marked ``sustained``."""
     return [e for e in (study_entries() if among is None else among) if e.sustained
             or e.kind in ("baseline", "step", "peer")
             or e.name.split()[0] in ("elu_backward", "torch.add", "copy_", "7_sixteen_bits", "7_backward")]
@@ -128,14 +124,13 @@ def sustained_entries(among: list[Entry] | tuple[Entry, ...] | None = None) -> l
 
 def profiled_entries() -> list[Entry]:
     """The entries ``python -m elu_study profile`` reads counters of by default: the float32 forward rows that
-    launch a kernel (copy_ is a driver copy). Step 7's kernels have theirs in step 7's record."""
-    return [e for e in study_entries() if e.kind in KINDS and e.name != "copy_"]
+    launch a kernel (copy_ is a driver copy)."""
+    return [e for e in study_entries() if READS["ncu"](e)]
 
 
 def is_backward(name: str) -> bool:
-    """Whether a row is a backward one (or its roof, torch.add), of any dtype: its entry's direction field."""
-    entry = ENTRIES.get(name)
-    return entry is not None and entry.direction == "backward"
+    """Whether a row is a backward one (or its roof, torch.add), of any dtype."""
+    return getattr(ENTRIES.get(name), "direction", None) == "backward"
 
 
 def roof_for(direction: str, dtype: str) -> str:
@@ -145,7 +140,7 @@ def roof_for(direction: str, dtype: str) -> str:
 
 
 def roof_of(name: str, mode: str = "") -> str:
-    """roof_for an entry by name (its catalogue direction) and mode."""
+    """roof_for an entry by name and mode."""
     return roof_for("backward" if is_backward(name) else "forward", mode)
 
 
@@ -157,9 +152,8 @@ def group(name: str) -> list[Entry]:
 
 
 def builds(entries=None) -> list[tuple[str, tuple[str, ...]]]:
-    """Every (variant, flags) that entries compile (default: the whole study), for build_all."""
-    entries = study_entries() if entries is None else entries
-    return sorted({(e.variant, e.flags) for e in entries if e.variant})
+    """Every (variant, flags) that entries compile (default: the whole study)."""
+    return sorted({(e.variant, e.flags) for e in (study_entries() if entries is None else entries) if e.variant})
 
 
 def resolve(entries) -> list[Entry]:
@@ -167,12 +161,10 @@ def resolve(entries) -> list[Entry]:
 
 
 def stream_floor_ms(rows) -> float | None:
-    """The measured floor of a read+write stream: a read-only and a write-only stream of the same bytes, run
-    apart (the sum of their medians), or None if a row is missing."""
-    by_name = {r["name"]: r for r in rows}
-    if not all(n in by_name for n in STREAM_HALVES):
-        return None
-    return sum(by_name[n]["timing"]["median_ms"] for n in STREAM_HALVES)
+    """The measured floor of a read+write stream: the summed medians of a read-only and a write-only stream of the
+    same bytes, or None if a row is missing."""
+    ms = {r["name"]: r["timing"]["median_ms"] for r in rows}
+    return sum(ms[n] for n in STREAM_HALVES) if all(n in ms for n in STREAM_HALVES) else None
 
 
 def grid_stride_blocks(entry: Entry | str, sm_count: int, numel: int) -> int:
@@ -191,25 +183,23 @@ def grid_stride_blocks(entry: Entry | str, sm_count: int, numel: int) -> int:
 
 
 def fuzz_builds(which: str) -> list[tuple[str, tuple[str, ...]]]:
-    """The (variant, flags) builds to fuzz and sanitize: one per kernel file, or every build of the study."""
-    if which == "all":
-        return builds()
-    return [(name, ()) for name in known_variants()]
+    """The (variant, flags) builds to fuzz and sanitize: every build of the study ("all"), or one per kernel file."""
+    return builds() if which == "all" else [(name, ()) for name in known_variants()]
 
 
 INEXACT_16 = ("6_16bit_expf", "7_unchecked")  # entries whose 16-bit results are not PyTorch's bits, by design
 
 
 def exact_at_16_bits(variant: str, flags: tuple[str, ...] | list[str] = ()) -> bool:
-    """Whether a build's 16-bit path (if it has one) claims PyTorch's bits: not where a study entry that builds it
-    is one of INEXACT_16 (expf - 1, or step 7's unchecked polynomial)."""
+    """Whether a build's 16-bit path (if it has one) claims PyTorch's bits: not where an entry that builds it is
+    one of INEXACT_16."""
     same = [e for e in ENTRIES.values() if e.variant == variant and tuple(e.flags) == tuple(flags)]
     return not any(e.name.split()[0] in INEXACT_16 for e in same)
 
 
 def computes_elu(variant: str, flags: tuple[str, ...] | list[str] = ()) -> bool:
-    """Whether a build's results can be compared with ELU: not when every study entry that compiles it
-    is unchecked (step 2's file built as a plain copy kernel). Its memory accesses are fuzzed all the same."""
+    """Whether a build's results can be compared with ELU: not when every entry that compiles it is unchecked (a
+    copy kernel). Its memory accesses are fuzzed all the same."""
     entries = [e for e in ENTRIES.values() if e.variant == variant and tuple(e.flags) == tuple(flags)]
     return not entries or any(e.checked for e in entries)
 

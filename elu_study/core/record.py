@@ -1,8 +1,7 @@
 """The one record format: every job's ``results/<gpu>[-<job>].json``, written and read here only.
 
-A record is strict JSON whose first key is ``"schema": {"job": <job>, "version": <n>}`` (``VERSIONS``); ``load``
-refuses a job or version this code does not read, and a record that is not of its job's type (``core.schema``;
-``python -m elu_study.core.record JOB`` prints its JSON Schema). One key per line, lists of numbers on one line.
+Strict JSON whose first key is ``"schema": {"job": <job>, "version": <n>}``; ``read`` refuses another job or version
+and a body not of its job's type (``core.schema``; ``python -m elu_study.core.record JOB`` prints its JSON Schema).
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ VERSIONS = {
 
 
 class RecordError(ValueError):
-    """A record this code cannot read: missing, of another job, or of a version it does not know."""
+    """A record this code cannot read: missing, of another job or version, or not of its type."""
 
 
 def slug(device_name: str) -> str:
@@ -66,7 +65,7 @@ def figure_path(gpu: str, name: str = "", results_dir: Path | None = None) -> Pa
 
 
 def _finite(obj):
-    """The record with every non-finite float replaced by None (strict JSON)."""
+    """Every non-finite float replaced by None (strict JSON)."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
@@ -83,33 +82,23 @@ def dumps(record: dict) -> str:
 
 
 def stamped(record: dict, job: str) -> dict:
-    """The record with its schema stamp first: {"job": job, "version": VERSIONS[job]}."""
+    """The record with its schema stamp first."""
     body = {k: v for k, v in record.items() if k != "schema"}
     return {"schema": {"job": _check_job(job), "version": VERSIONS[job]}, **body}
 
 
-def save(record: dict, job: str = "study", results_dir: Path | None = None, path: Path | None = None) -> Path:
-    """Write a record (stamped, without derived columns) where record_path puts it, or at ``path``."""
-    path = Path(path) if path is not None else record_path(record["provenance"]["gpu"], job, results_dir)
+def save(record: dict, job: str = "study", results_dir: Path | None = None) -> Path:
+    """Write a record (stamped, without derived columns) where record_path puts it."""
+    path = record_path(record["provenance"]["gpu"], job, results_dir)
     record = derived.strip(record) if job in derived.JOBS else record
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(stamped(record, job)) + "\n")
     return path
 
 
-def set_part(path: Path, keys: tuple[str, ...], value) -> None:
-    """Set one value inside a written record (e.g. its fingerprint), the rest of the file as it was."""
-    rec = json.loads(Path(path).read_text())
-    node = rec
-    for key in keys[:-1]:
-        node = node[key]
-    node[keys[-1]] = value
-    Path(path).write_text(dumps(rec) + "\n")
-
-
 def check_schema(record: dict, job: str, path: Path | str) -> dict:
-    """The record, if it is ``job``'s, of this code's version and of its type (``core.schema.TYPES[job]``, strictly:
-    nothing coerced); else a RecordError naming the file and the field. The record itself is returned as it was."""
+    """The record as it was, if it is ``job``'s, of this code's version and of its type (strictly: nothing coerced);
+    else a RecordError naming the file and the field."""
     found = record.get("schema")
     if not isinstance(found, dict) or found.get("job") != job:
         raise RecordError(f"{path}: not a {job!r} record (its schema stamp is {found!r})")
@@ -139,23 +128,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def read(path: Path | str, job: str) -> dict:
-    """The record at ``path``, checked: its job and schema version must be the ones this code reads."""
+    """The record at ``path``, checked (``check_schema``), with its derived columns."""
     path = Path(path)
-    if not path.is_file():
-        raise RecordError(f"no {job} record at {path}")
     record = check_schema(json.loads(path.read_text()), _check_job(job), path)
-    SHOWN[path.name] = {"file": path.name, "job": job, "gpu": record["provenance"]["gpu"],
-                        "date": record["provenance"]["date_utc"][:10], "commits": commits_of(record)}
+    SHOWN[path.name] = commits_of(record)
     return derived.annotate(record) if job in derived.JOBS else record
 
 
-# Every record this process has read, by file name: what a notebook's last cell lists (``shown``).
-SHOWN: dict[str, dict] = {}
+SHOWN: dict[str, list[str]] = {}  # every record this process read: file name -> its commits (``shown``)
 
 
 def commits_of(record: dict) -> list[str]:
-    """The commits a record's parts were measured at: its provenance's, and those of the parts that carry their
-    own (a study record's fresh-process backward runs, step 6's confirmation, the model record's parts)."""
+    """The commits a record's parts were measured at: its provenance's and those of parts with their own."""
     found = [record["provenance"].get("commit")]
     for part in record.values():
         if isinstance(part, dict):
@@ -164,11 +148,9 @@ def commits_of(record: dict) -> list[str]:
 
 
 def shown() -> text.Text:
-    """For a notebook's last cell: every record it read, in one line, and their commits only where they differ
-    (tests/test_records.py reads this line in every committed notebook)."""
-    rows = sorted(SHOWN.values(), key=lambda r: r["file"])
-    commits = sorted({c for r in rows for c in r["commits"]})
-    return text.show("record/shown.md.j2", rows=rows, commits=commits)
+    """For a notebook's last cell: every record it read, and their commits where they differ."""
+    rows = [{"file": file, "commits": commits} for file, commits in sorted(SHOWN.items())]
+    return text.show("record/shown.md.j2", rows=rows, commits=sorted({c for cs in SHOWN.values() for c in cs}))
 
 
 def load(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path | None = None,
@@ -185,7 +167,7 @@ def load(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path | None 
 
 
 def this_gpu() -> str | None:
-    """The name of the GPU this process runs on, or None (no GPU, or no CUDA torch)."""
+    """The name of this process's GPU, or None."""
     return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
@@ -195,17 +177,17 @@ def source(job: str, results_dir: Path | None = None, reference: str = REFERENCE
     return (here, True) if here is not None and record_path(here, job, results_dir).is_file() else (reference, False)
 
 
-def open_record(job: str, results_dir: Path | None = None, reference: str = REFERENCE_GPU) -> dict:
+def open_record(job: str) -> dict:
     """For a notebook: ``source``'s record, after a "Data source:" line (notebooks/sanitize.cfg masks it)."""
-    gpu, measured_here = source(job, results_dir, reference)
-    rec = load(gpu, job, results_dir)
+    gpu, measured_here = source(job)
+    rec = load(gpu, job)
     print(text.render("record/source.md.j2", file=record_path(rec["provenance"]["gpu"], job).name, job=job,
                       p=rec["provenance"], here=this_gpu(), measured_here=measured_here))
     return rec
 
 
 def row(record: dict, name: str) -> dict:
-    """A row of a record that holds rows (the study, step 6's attempts), by entry name."""
+    """A record's row by entry name."""
     for r in record["rows"]:
         if r["name"] == name:
             return r
@@ -234,15 +216,15 @@ def write_block(name: str, text: str, readme: Path = README) -> Path:
 
 
 def readme_link(path: Path, readme: Path = README) -> str:
-    """A figure's path as the README links it (relative to the README, with forward slashes)."""
+    """A figure's path as the README links it."""
     return Path(path).resolve().relative_to(Path(readme).resolve().parent).as_posix()
 
 
-def save_figure(fig, path: Path, dpi: int = 110) -> Path:
-    """Save a matplotlib figure (its parent folders made) and close it."""
+def save_figure(fig, path: Path) -> Path:
+    """Save a matplotlib figure and close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 

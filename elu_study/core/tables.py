@@ -12,7 +12,7 @@ FORMATS = {"ms": "{:.3f}", "TB/s": "{:.2f}", "% of peak": "{:.1f}", "x copy_": "
 
 
 def markdown(df: pd.DataFrame, formats: dict | None = None) -> str:
-    """A pipe table; every measured float printed with a decimal point or exponent (3 decimals by default)."""
+    """A pipe table; every float column formatted (``FORMATS``, else 3 decimals), None and NaN left empty."""
     shown = df.copy()
     formats = {**FORMATS, **(formats or {})}
     for column in shown:
@@ -30,36 +30,16 @@ def compact(table: str) -> str:
     return "\n".join(re.sub(r"\|:?-+", "|---", re.sub(r" {2,}\|", " |", line)) for line in table.splitlines())
 
 
-
-def regimes(record: dict, names=None) -> pd.DataFrame | None:
-    """Each row timed under sustained load too (of ``names``, default all), both protocols side by side: time over its
-    own roof, SM clock (MHz, NVML's median), board power (W), energy per pass (J, NVML's energy counter over its
-    sustained loop) and the share of samples at the power limit. None where no row was timed so."""
-    out = []
-    for r in record["rows"]:
-        if (s := r["timing"].get("sustained")) and (names is None or r["name"] in names):
-            t = r["timing"]
-            out.append({"entry": r["name"], "x own roof": r.get("x_roof"), "sustained": r.get("x_roof_sustained"),
-                        "MHz": t.get("sm_clock_mhz"), "MHz sustained": s["sm_clock_mhz"], "W sustained": s["power_w"],
-                        "J per pass": s["energy_j"], "at the limit": s["capped_fraction"]})
-    return pd.DataFrame(out).set_index("entry") if out else None
-
-
 def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]]) -> pd.DataFrame | None:
-    """A prediction for the sustained protocol graded on a record: for each "entry", its time over its own roof's
-    (both sustained); for "entry J", its energy per pass over its roof's. Beside each: the short protocol's ratio,
-    the SM clock, the energy per pass and the share of samples at the power limit. None where the record has no
-    sustained timings (measured before the protocol)."""
-    everyone = {r["name"]: r for r in record["rows"]}
-    rows = {n: r for n, r in everyone.items() if r.get("x_roof_sustained") is not None}
-    if not rows:
-        return None
-    out = []
+    """A prediction for the sustained protocol graded on a record: for each "entry", its sustained time over its own
+    roof's; for "entry J", its energy per pass over its roof's; beside each, the short protocol's ratio and the
+    sustained readings. None where the record has no sustained timings."""
+    rows, out = {r["name"]: r for r in record["rows"]}, []
     for key, (lo, hi) in prediction.items():
         name, energy = key.removesuffix(" J"), key.endswith(" J")
-        if name not in rows:
+        if rows.get(name, {}).get("x_roof_sustained") is None:
             continue
-        r, roof = rows[name], everyone[rows[name]["roof"]]
+        r, roof = rows[name], rows[rows[name]["roof"]]
         s, j = r["timing"]["sustained"], (r["timing"]["sustained"]["energy_j"], roof["timing"]["sustained"]["energy_j"])
         value = (j[0] / j[1] if None not in j else None) if energy else r["x_roof_sustained"]
         out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {r['roof']}'s",

@@ -1,9 +1,5 @@
-"""Prose from templates: the study's sentences live in ``elu_study/templates/**/*.md.j2`` (Jinja2), filled with
-numbers the jobs compute. Code here only formats numbers; it builds no sentence.
-
-``render("sizes/readme.md.j2", **numbers)`` gives the text; ``show(...)`` the same text for a notebook, as an
-object whose plain-text form is the text itself, so that nbval compares every number a notebook prints.
-"""
+"""Prose from templates (``elu_study/templates/**/*.md.j2``) filled with numbers the jobs compute; code here only
+formats numbers. ``show`` gives a notebook text whose plain-text form is the text itself, so that nbval compares it."""
 
 from __future__ import annotations
 
@@ -20,18 +16,14 @@ def fmt_n(n: int) -> str:
 
 def fmt_bytes(b: float) -> str:
     """Bytes in the largest binary unit that keeps the value at least 1: 8 KiB, 1.5 GiB."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= scale:
-            v = b / scale
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{b:.0f} B"
+    unit, scale = next(((u, s) for u, s in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)) if b >= s), ("B", 1))
+    v = b / scale
+    return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
 
 
 def fmt(value, spec: str = ".3f", none: str = "n/a") -> str:
-    """A number with a format spec; None (or NaN) as ``none``."""
-    if value is None or value != value:
-        return none
-    return format(value, spec)
+    """A number with a format spec; None or NaN as ``none``."""
+    return none if value is None or value != value else format(value, spec)
 
 
 def join(items) -> str:
@@ -41,9 +33,8 @@ def join(items) -> str:
 
 
 def table(df, formats: dict | None = None, padded: bool = False) -> str:
-    """A DataFrame as the study's pipe table (elu_study.core.tables)."""
-    t = markdown(df, formats)
-    return t if padded else compact(t)
+    """A DataFrame as the study's pipe table (``padded``: its columns aligned in plain text)."""
+    return markdown(df, formats) if padded else compact(markdown(df, formats))
 
 
 ENV = jinja2.Environment(
@@ -51,8 +42,6 @@ ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined,  # a name a template uses and the code did not pass is an error
     trim_blocks=True,
     lstrip_blocks=True,
-    keep_trailing_newline=False,
-    autoescape=False,
 )
 ENV.filters.update(f=fmt, n=fmt_n, join=join, table=table)
 
@@ -65,13 +54,9 @@ def render(name: str, **numbers) -> str:
 class Text(str):
     """Markdown for a notebook whose plain-text form is the markdown itself (nbval compares it)."""
 
-    def _repr_markdown_(self) -> str:
-        return str(self)
-
-    def __repr__(self) -> str:
-        return str(self)
+    _repr_markdown_ = __repr__ = str.__str__
 
 
 def show(name: str, **numbers) -> Text:
-    """``render`` for a notebook cell: displays as markdown, compares as text."""
+    """``render`` for a notebook cell."""
     return Text(render(name, **numbers))

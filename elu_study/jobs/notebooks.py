@@ -1,15 +1,12 @@
-"""Execute the study's notebooks in place, so that their committed outputs are a real run.
-
-``python -m elu_study notebooks [NOTEBOOK ...] [--jobs N]`` (default: all of notebooks/, four at a time).
-Run it on the GPU whose numbers the notebooks should carry.
-"""
+"""``python -m elu_study notebooks [NOTEBOOK ...]``: execute the notebooks in place, so that their committed outputs
+are a real run (on the GPU whose numbers they should carry)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat  # the notebooks job's own dependencies: jupyter's, installed with the test extra
@@ -20,7 +17,7 @@ from elu_study.core.paths import NOTEBOOKS_DIR
 
 
 def execute(path: Path, timeout_s: int = 1800) -> str | None:
-    """Execute one notebook in place; its failure as a line (None: it ran). A worker process's task."""
+    """Execute one notebook in place; its failure as a line (None: it ran)."""
     try:
         nb = nbformat.read(path, as_version=4)
         resources = {"metadata": {"path": str(path.parent)}}
@@ -32,21 +29,17 @@ def execute(path: Path, timeout_s: int = 1800) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Execute each notebook, several at once (each in its own kernel); one that fails is reported and left as it
-    was, and the others still run."""
+    """Execute the notebooks, several at once; one that fails is reported and left as it was."""
     parser = argparse.ArgumentParser(prog="python -m elu_study notebooks", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: all of notebooks/)")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="notebooks at once")
-    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
+    args = parser.parse_args(argv)
     paths = args.paths or sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
-    failed = []
     with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(paths)))) as pool:
-        futures = {pool.submit(execute, path): path for path in paths}
-        for future in tqdm(as_completed(futures), total=len(paths), desc="executing notebooks", unit="notebook"):
-            if (line := future.result()) is not None:
-                failed.append(futures[future].name)
-                print(line, file=sys.stderr)
+        lines = list(tqdm(pool.map(execute, paths), total=len(paths), desc="executing notebooks", unit="notebook"))
+    failed = [path.name for path, line in zip(paths, lines) if line is not None]
     if failed:
+        print(*filter(None, lines), sep="\n", file=sys.stderr)
         print(f"{len(failed)} of {len(paths)} notebooks failed: {', '.join(sorted(failed))}", file=sys.stderr)
     return 1 if failed else 0
 

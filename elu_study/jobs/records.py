@@ -1,14 +1,10 @@
 """Every record that is due measured again (GPU): ``python -m elu_study records``.
 
-A record is due when an input that determines it changed since it was measured: its fingerprint
-(``elu_study.core.fingerprint``: the measuring code its job runs, the catalogue, the kernel builds its processes
-loaded, the toolchain) differs from what this tree and this machine give. Each due stage is a job of ``python -m
-elu_study`` (or the test suite), run in a fresh process, in ``STAGES`` order: a process that ran other builds and
-tensor sizes does not time the next job (a peer's time depends on its process's history, notebook 09). After a stage
-succeeds, its record is fingerprinted, so a run that ran out of time resumes where it stopped: run it again.
-``--plan`` prints each record, ``current`` or ``due`` and why; ``--pack`` writes the records, notebooks and README
-into an archive after every stage, so that nothing measured is lost. Before the test suite runs, the README and the
-notebooks are made again from the records (they are what the suite checks).
+A record is due when its fingerprint (``elu_study.core.fingerprint``) differs from what this tree and machine give.
+Each due stage runs in a fresh process, in ``STAGES`` order (a peer's time depends on its process's history,
+notebook 09), and is fingerprinted once it succeeds: a run that ran out of time resumes where it stopped.
+``--plan`` prints each record, current or due and why; ``--pack`` archives the records, notebooks and README after
+every stage, so that nothing measured is lost.
 """
 
 from __future__ import annotations
@@ -35,7 +31,7 @@ ROOT = RESULTS_DIR.parent
 
 @dataclass(frozen=True)
 class Stage:
-    """One measurement: its command (after ``python -m``) and the record it writes (its fingerprint in it)."""
+    """One measurement: its command (after ``python -m``) and the record it writes."""
 
     name: str
     command: tuple[str, ...]
@@ -45,31 +41,25 @@ class Stage:
     files: tuple[str, ...] = ()  # inputs beyond the job's modules: globs under the repository (the tests' files)
 
     def argv(self) -> tuple[str, ...]:
-        """The command to run now: ``command``, plus a fresh seed where the stage takes one."""
         return self.command + ((f"{self.seed_option}={secrets.randbelow(2**32)}",) if self.seed_option else ())
 
     @property
     def roots(self) -> tuple[str, ...]:
-        """The modules whose imports make up the stage's measuring code: its job's module (every module for the
-        test suite, which imports them all)."""
+        """The modules whose imports make up the stage's measuring code: its job's, or all for the test suite."""
         if self.command[0] == "elu_study":
             return (f"elu_study.jobs.{self.command[1]}",)
-        return fingerprint.all_modules()
+        files = sorted((ROOT / "elu_study").rglob("*.py"))
+        return tuple(".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for f in files)
 
-    def held(self, gpu: str, results_dir: Path | None = None) -> tuple[bool, dict | None]:
-        """(whether its record exists, the fingerprint it holds for this stage or None): the file's JSON as it is,
-        since only the fingerprint is read (the jobs and the tests check the whole record against its type)."""
+    def held(self, gpu: str, results_dir: Path | None = None) -> dict | None:
+        """Its record's fingerprint ({} if it holds none; None without a record), the rest of the record unchecked."""
         path = record.record_path(gpu, self.job, results_dir) if self.job else None
-        if path is None or not path.is_file():
-            return False, None
-        return True, json.loads(path.read_text()).get("fingerprint")
+        return json.loads(path.read_text()).get("fingerprint") or {} if path and path.is_file() else None
 
     def due(self, gpu: str, tools: dict | None, results_dir: Path | None = None) -> list[str]:
-        """Why its record must be measured again (empty: it is current)."""
-        exists, held = self.held(gpu, results_dir)
-        if not exists:
-            return ["no record"]
-        return fingerprint.changes(held, self.roots, self.files, tools, job=self.job)
+        """Why its record must be measured again (empty: current)."""
+        held = self.held(gpu, results_dir)
+        return ["no record"] if held is None else fingerprint.changes(held, self.roots, self.files, tools, job=self.job)
 
 
 ELU = ("elu_study",)
@@ -98,9 +88,8 @@ BY_NAME = {s.name: s for s in STAGES}
 
 def plan(gpu: str, tools: dict | None, names=None, force: bool = False,
          results_dir: Path | None = None) -> list[tuple[Stage, list[str], bool]]:
-    """(stage, why it is due (empty: current), whether it runs) for the stages asked for, in STAGES order. ``tools``:
-    this machine's toolchain, None where there is no GPU to compare. A stage that writes no record (the builds, the
-    README, the notebooks) comes with the stages it serves and runs where one of them does."""
+    """(stage, why it is due, whether it runs) for the stages asked for, in STAGES order. ``tools``: this machine's
+    toolchain, None without a GPU. A stage that writes no record runs where a stage it serves does."""
     wanted = set(names or BY_NAME)
     why = {s.name: s.due(gpu, tools, results_dir) for s in STAGES if s.job}
     due = {n for n in wanted if BY_NAME[n].job and (force or why[n])}
@@ -117,11 +106,10 @@ def plan(gpu: str, tools: dict | None, names=None, force: bool = False,
 
 
 def lines(rows, gpu: str, results_dir: Path | None = None) -> list[str]:
-    """``--plan``'s lines: each stage, current or due and why, with how long its last run took where its record says;
-    then the GPU time of the stages that run, as far as their records tell."""
+    """``--plan``'s lines: each stage, current or due and why, and its last run's time; then the total to run."""
     out, known, unknown = [], 0.0, []
     for stage, why, runs in rows:
-        seconds = (stage.held(gpu, results_dir)[1] or {}).get("seconds") if stage.job else None
+        seconds = (stage.held(gpu, results_dir) or {}).get("seconds")
         state = ("due" if why else "runs") if runs else "current"
         took = f" (last run {seconds:.0f} s)" if seconds is not None else ""
         out.append(f"  {stage.name:<9} {state:<8}{took}" + (f" {fingerprint.summary(why)}" if why else ""))
@@ -136,22 +124,12 @@ def lines(rows, gpu: str, results_dir: Path | None = None) -> list[str]:
 
 def stamp(stage: Stage, gpu: str, log: Path, tools: dict, results_dir: Path | None = None,
           seconds: float | None = None) -> None:
-    """Write the fingerprint of a stage that just ran into its record: its code, the builds its processes logged,
-    this machine's toolchain."""
+    """Write the fingerprint of a stage that just ran into its record (the rest of the file as it was)."""
     taken = fingerprint.fingerprint(stage.roots, stage.files, fingerprint.logged_builds(log), tools, job=stage.job)
     if seconds is not None:
         taken["seconds"] = round(seconds, 1)
-    record.set_part(record.record_path(gpu, stage.job, results_dir), ("fingerprint",), taken)
-
-
-def build_all_defaults() -> None:
-    """Every build of every job at once (ninja, in parallel), the launch sweep and the drop-in's defaults too."""
-    from elu_study.core.build import build_all  # noqa: PLC0415 - only this stage builds
-    from elu_study.core.entries import ENTRIES, builds  # noqa: PLC0415
-    from elu_study.pytorch import ops  # noqa: PLC0415
-
-    build_all(builds(list(ENTRIES.values())) + [("sweeps/launch_shapes", ()), ("1_naive", ()),
-                                                *ops.default_builds().values()])
+    path = record.record_path(gpu, stage.job, results_dir)
+    path.write_text(record.dumps({**json.loads(path.read_text()), "fingerprint": taken}) + "\n")
 
 
 def pack(archive: Path) -> None:
@@ -169,14 +147,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pack", type=Path, help="after every stage, write the records etc. into this .tar.gz")
     parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the build stage's process
     args = parser.parse_args(argv)
-    if args.build_only:
-        build_all_defaults()
+    if args.build_only:  # every build of every job at once (ninja, in parallel)
+        from elu_study.core.entries import ENTRIES, builds  # noqa: PLC0415 - only this stage builds
+        from elu_study.pytorch import ops  # noqa: PLC0415
+
+        build.build_all(builds(list(ENTRIES.values())) + [("sweeps/launch_shapes", ()), ("1_naive", ()),
+                                                          *ops.default_builds().values()])
         return 0
     if unknown := set(args.stages) - set(BY_NAME):
         parser.error(f"unknown stages {sorted(unknown)}; stages: {', '.join(BY_NAME)}")
     here = torch.cuda.is_available()
     gpu = torch.cuda.get_device_name() if here else record.REFERENCE_GPU
-    tools = fingerprint.toolchain(hardware.provenance()) if here else None
+    provenance = hardware.provenance() if here else {}
+    tools = {k: provenance.get(k) for k in fingerprint.TOOLCHAIN} if here else None
     rows = plan(gpu, tools, args.stages, args.force)
     print(f"records of {gpu}" + ("" if here else " (no GPU here: the toolchain is not compared)") + ":")
     print("\n".join(lines(rows, gpu)))
@@ -185,9 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if not here:
         parser.exit(2, "elu-study records: needs a CUDA GPU (--plan shows what would run)\n")
     failed = []
-    for stage, _, runs in rows:
-        if not runs:
-            continue
+    for stage in (stage for stage, _, runs in rows if runs):
         start = time.monotonic()
         command = stage.argv()
         print(f"\n=== {stage.name}: python -m {' '.join(command)}", flush=True)

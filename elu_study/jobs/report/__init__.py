@@ -1,6 +1,5 @@
 """``python -m elu_study report [gpu]``: every job's figures and README blocks again, from the committed records
-(no GPU): each job's ``write_report(gpu)`` where that GPU has its record, then the README's first screen and its
-figure."""
+(no GPU needed)."""
 
 from __future__ import annotations
 
@@ -29,14 +28,12 @@ def write(gpu: str, readme: bool = True) -> list[Path]:
 
 
 def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
-    """Every README block's text as ``write`` writes it, without drawing a figure: {block name: text}."""
-    recs = {job: record.load(gpu, job, required=False) for job in ("study", "sizes", "beyond")}
+    """{block name: text} as ``write`` writes them, without drawing a figure."""
     out = front.blocks(gpu)
-    if recs["study"]:
-        out[study_report.README_BLOCK] = study_report.readme_block(recs["study"])
-    for job, make in (("sizes", sizes_readme.block), ("beyond", beyond_analysis.readme_block)):
-        if recs[job]:
-            out[job] = make(recs[job])
+    for job, name, make in (("study", study_report.README_BLOCK, study_report.readme_block),
+                            ("sizes", "sizes", sizes_readme.block), ("beyond", "beyond", beyond_analysis.readme_block)):
+        if rec := record.load(gpu, job, required=False):
+            out[name] = make(rec)
     return out
 
 

@@ -1,6 +1,5 @@
-"""The README's first screen (``front``): the verdict, one table and one figure of the steps, and the notebooks. Its
-words are templates/report/front.md.j2; its numbers are read here from the committed records, its notebook titles
-from the notebooks themselves."""
+"""The README's first screen (templates/report/front.md.j2): the verdict, the steps' table and figure, the notebooks;
+and its checks (templates/report/checks.md.j2)."""
 
 from __future__ import annotations
 
@@ -19,14 +18,13 @@ REFERENCE = "F.elu"  # PyTorch's op: every dtype's reference row
 
 
 def step_entries() -> list[entries.Entry]:
-    """The table's rows: every step of the catalogue and F.elu (float32), then step 7 and F.elu on each 16-bit
-    dtype."""
+    """The table's rows: every step and F.elu (float32), then step 7 and F.elu on each 16-bit dtype."""
     sixteen = [entries.ENTRIES[f"{name} {dtype}"] for dtype in entries.DTYPES16 for name in (STEP7, REFERENCE)]
     return [*entries.STEPS, entries.ENTRIES[REFERENCE], *sixteen]
 
 
 def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
-    """A float32 row's worst error over every float32 input (its kernel file's formula, where the accuracy job found
+    """A float32 row's worst ulp over every float32 input (its kernel file's formula's, where the accuracy job found
     the file's results to be that formula's bit for bit); a 16-bit row's exhaustive check against PyTorch."""
     if entry.dtype in entries.DTYPES16:
         if not row.get("exhaustive"):
@@ -44,8 +42,8 @@ def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
 
 
 def sustained(r: dict) -> dict | None:
-    """A row's sustained protocol (run alone until power and clocks settle, then timed): its time over its own roof's
-    sustained time, SM clock (MHz) and energy per pass (J); None where it or its roof was not timed so."""
+    """A row's sustained time over its own roof's, SM clock (MHz) and energy per pass (J); None where it or its
+    roof was not timed so."""
     if r.get("x_roof_sustained") is None:
         return None
     mine = r["timing"]["sustained"]
@@ -53,9 +51,8 @@ def sustained(r: dict) -> dict | None:
 
 
 def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
-    """One line per step_entries() row: median ms, time over its own dtype's copy_, TB/s and worst ulp (or bit-exact);
-    where the record has sustained timings, the same ratio under sustained load and the energy per pass there. A step
-    the record lacks says so in its last column."""
+    """One line per step_entries() row: median ms, time over its own dtype's copy_ (also sustained, with the energy
+    per pass, where the record has sustained timings), TB/s and worst ulp; a step the record lacks says so."""
     rows, run = {r["name"]: r for r in study["rows"]}, next(iter(accuracy["runs"].values()))
     regimes = any(r["timing"].get("sustained") for r in study["rows"])
 
@@ -71,7 +68,7 @@ def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
 
 
 def figure(study: dict):
-    """The steps' figure: each measured row of the table over its own copy_, a panel per dtype on one scale."""
+    """Each measured row of the table over its own copy_, a panel per dtype on one scale."""
     rows, panels = {r["name"]: r for r in study["rows"]}, {}
     for r in (rows[e.name] for e in step_entries() if e.name in rows):
         panels.setdefault(f"{r['dtype']}, over {r['roof']}", []).append(r["name"])
@@ -79,7 +76,7 @@ def figure(study: dict):
 
 
 def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[tuple[str, str]]:
-    """(title, file name) of each notebook: its first markdown heading, without the study's name before a dash."""
+    """(title, file name) of each notebook: its first heading, without the study's name before a dash."""
     found = []
     for path in sorted(folder.glob("*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
@@ -90,8 +87,7 @@ def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[tuple[str, str]]:
 
 
 def checks(gpu: str) -> dict | None:
-    """The GPU's sanitize and tests records in brief (None where either is missing): compute-sanitizer's errors over
-    every build and tool, and the GPU test suite's counts and failures."""
+    """What checks.md.j2 fills in from the GPU's sanitize and tests records; None where either is missing."""
     sanitize, tests = record.load(gpu, "sanitize", required=False), record.load(gpu, "tests", required=False)
     if not (sanitize and tests):
         return None
@@ -104,7 +100,7 @@ def checks(gpu: str) -> dict | None:
 
 
 def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
-    """Everything front.md.j2 fills in, from ``gpu``'s main record and its accuracy record."""
+    """What front.md.j2 fills in, from ``gpu``'s main and accuracy records."""
     study, accuracy = record.load(gpu), record.load(gpu, "accuracy")
     rows, steps = {r["name"]: r for r in study["rows"]}, steps_frame(study, accuracy)
     best = min((r for r in study["rows"] if r["kind"] == "step"), key=lambda r: r["x_copy"])
@@ -119,14 +115,14 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
 
 
 def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
-    """The README's first screen, from one reading of the GPU's records, and its checks where both records exist."""
+    """The README's first screen, and its checks where both records exist."""
     found = checks(gpu)
     return {BLOCK: text.render("report/front.md.j2", **numbers(gpu))} | (
         {"checks": text.render("report/checks.md.j2", **found)} if found else {})
 
 
 def write_figure(gpu: str) -> list[Path]:
-    """The steps' figure, and where the record has sustained timings, the regimes' figure."""
+    """The steps' figure and, where rows were timed both ways with a clock reading, the regimes' figure."""
     study = record.load(gpu)
     paths = [record.save_figure(figure(study), record.figure_path(gpu, FIGURE))]
     rows = {r["name"]: r for r in study["rows"]}
