@@ -1,15 +1,10 @@
 """elu-study: a custom CUDA ELU, step by step, measured against the memory floor.
 
-``from elu_study import compile_variant, check_variant, time_variant, known_variants, ELU, swap_elu``. The names
-load on first use (PEP 562), so ``import elu_study`` stays cheap: no torch, no op registration until one is asked
-for.
-"""
+The names of ``__all__`` load on first use (PEP 562), so ``import elu_study`` imports no torch."""
 
 import importlib
 
 __all__ = ["ELU", "check_variant", "compile_variant", "known_variants", "swap_elu", "time_variant"]
-
-# name -> the module that defines it
 _HOMES = {"compile_variant": "elu_study.core.build", "known_variants": "elu_study.core.build",
           "check_variant": "elu_study.core.variant", "time_variant": "elu_study.core.variant",
           "ELU": "elu_study.pytorch.nn", "swap_elu": "elu_study.pytorch.nn"}

@@ -1,10 +1,8 @@
 """Build a kernel file (a ``.cu`` defining ``launch_elu``) into a module with ``cpp_extension.load_inline``.
 
-Two extensions: the binding (``kernels/common/binding.cpp``: argument checks, the dispatcher operator, autograd),
-compiled once per torch and CUDA version and shared by every build; and each build, its kernel file alone (with
-``common/backward.cu`` and the table of its launch functions, ``common/table.cu``), no torch header in it. Loading
-a build registers its table with the binding, which gives it ``module.elu(x, alpha=1.0, out=None)`` and a
-dispatcher operator, ``torch.ops.<module.op_namespace>.elu`` (elu_study.pytorch.ops is its Python side)."""
+The binding (``kernels/common/binding.cpp``: argument checks, the dispatcher operator, autograd) is compiled once
+and shared; each build compiles its kernel file alone, no torch header in it, and registers its table of launch
+functions with the binding as ``torch.ops.<module.op_namespace>`` (elu_study.pytorch.ops is its Python side)."""
 
 from __future__ import annotations
 
@@ -30,25 +28,19 @@ from tqdm import tqdm  # text bars: tqdm.auto warns on stderr in a notebook with
 from elu_study.core.paths import KERNELS_DIR
 
 COMMON_DIR = KERNELS_DIR / "common"
-# Appended to every build's CUDA source: module.elu_backward (hashed by extension_name with the rest of common/).
-BACKWARD_SOURCE = COMMON_DIR / "backward.cu"
-TABLE_SOURCE = COMMON_DIR / "table.cu"  # put before it: the build's launch functions, for the binding
-BINDING_SOURCE = COMMON_DIR / "binding.cpp"  # compiled once, shared by every build
-_DELEGATE_FLAG = "-DELU_DELEGATE16="
+BINDING_SOURCE = COMMON_DIR / "binding.cpp"
 BASE_CUDA_CFLAGS = ("-O3", "-lineinfo")
 BUILD_LOG_ENV = "ELU_STUDY_BUILD_LOG"  # a file every build a run loads is appended to (core.fingerprint)
+_NAMESPACE_FLAG, _DELEGATE_FLAG = "-DELU_OP_NAMESPACE=", "-DELU_DELEGATE16="
 _FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.MULTILINE)
-_NAMESPACE_FLAG = "-DELU_OP_NAMESPACE="
 _BINDING_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*binding\s*=\s*(.*)$", re.MULTILINE)
-# What a kernel file's "// elu-study: binding = WORD" line asks binding.cpp for (compiled with -DELU_BINDING_<WORD>):
-# storage16, elu() on float16 and bfloat16 (launch_elu_16); backward16, elu_backward() too (launch_elu_backward_16);
-# launch-shape, set_launch_shape(threads, vectors, hints, blocks_per_sm) chosen at run time.
+# A kernel file's "// elu-study: binding = WORD" puts its -DELU_BINDING_<WORD> functions in its table (common/table.h).
 BINDING_FEATURES = ("storage16", "backward16", "launch-shape")
 
 
 def configure_toolchain() -> None:
-    """Let the build work without a GPU unless the user chose otherwise: target Hopper (torch cannot guess), and set
-    CUDA_HOME to the toolkit holding nvcc (a wrapper in /usr/local/bin would make torch link against /usr/local)."""
+    """Without a GPU (and unless the user chose), target Hopper, which torch cannot guess; set CUDA_HOME to the
+    toolkit holding nvcc (a wrapper in /usr/local/bin would make torch link against /usr/local)."""
     if not os.environ.get("CUDA_HOME") and not os.environ.get("CUDA_PATH"):
         if home := next((c for c in ("/usr/local/cuda", "/usr/local/cuda-13.0") if Path(c, "bin", "nvcc").exists()), None):
             os.environ["CUDA_HOME"] = home
@@ -72,12 +64,12 @@ def known_variants() -> dict[str, Path]:
 
 
 def resolve_variant(name_or_path: str | os.PathLike) -> Path:
-    """A step name (``"2_float4"``, ``"float4"`` or ``"2"``), a file in a folder of kernels/ (``"peers/cub_transform"``),
-    or the path of a user's own .cu file."""
+    """A step name (``"2_float4"``, ``"float4"`` or ``"2"``), a file in a folder of kernels/ (``"peers/cub_transform"``,
+    ``"sweeps/launch_shapes.cu"``), or the path of a user's own .cu file."""
     path = Path(name_or_path)
     under_kernels = KERNELS_DIR / path.with_suffix(".cu")
     if not path.is_absolute() and len(path.parts) > 1 and under_kernels.is_file():
-        return under_kernels  # a file beside the steps, e.g. "peers/cub_transform" or "sweeps/launch_shapes.cu"
+        return under_kernels
     if path.suffix == ".cu":
         if not path.is_file():
             raise FileNotFoundError(f"no kernel file at {path}")
@@ -86,10 +78,8 @@ def resolve_variant(name_or_path: str | os.PathLike) -> Path:
         raise ValueError(f"{name_or_path}: compile_variant builds a CUDA file ending in .cu that defines launch_elu "
                          f"(examples/my_elu.cu is a template), not a {path.suffix} file")
     variants, key = known_variants(), str(name_or_path)
-    for stem, file in variants.items():
-        number, _, label = stem.partition("_")
-        if key in (stem, number, label):
-            return file
+    if file := next((f for stem, f in variants.items() if key in (stem, *stem.split("_", 1))), None):
+        return file
     raise ValueError(f"unknown variant {key!r}; known variants: {', '.join(variants)} (or a path to a .cu file)")
 
 
@@ -112,37 +102,27 @@ class BuildSpec:
 
     source_path: Path
     cuda_flags: tuple[str, ...]
-    # How the binding registers it: -DELU_OP_NAMESPACE=ns (torch.ops.<ns>, else the extension's name) and
-    # -DELU_DELEGATE16=ns (16-bit tensors computed by the build registered as torch.ops.<ns>).
-    cpp_flags: tuple[str, ...] = ()
+    cpp_flags: tuple[str, ...] = ()  # -DELU_OP_NAMESPACE=<ns> and -DELU_DELEGATE16=<ns>: how the binding registers it
 
     @property
     def label(self) -> str:
         return self.source_path.stem
 
-    def cuda_source(self) -> str:
-        return self.source_path.read_text()
-
     def extension_name(self) -> str:
-        digest = hashlib.sha256()
         # Headers are #included, so load_inline's own check would miss edits to them.
-        for part in (self.cuda_source(), *(p.read_text() for p in sorted(COMMON_DIR.iterdir())
-                                           if p.is_file() and p != BINDING_SOURCE),
-                     " ".join(self.cuda_flags), " ".join(self.cpp_flags), os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
-                     torch.__version__):
-            digest.update(part.encode())
-        safe = re.sub(r"\W", "_", self.label)
-        return f"elu_{safe}_{digest.hexdigest()[:12]}"
+        common = [p.read_text() for p in sorted(COMMON_DIR.iterdir()) if p.is_file() and p != BINDING_SOURCE]
+        digest = hashlib.sha256("".join([self.source_path.read_text(), *common, " ".join(self.cuda_flags),
+                                         " ".join(self.cpp_flags), os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
+                                         torch.__version__]).encode())
+        return "elu_" + re.sub(r"\W", "_", self.label) + f"_{digest.hexdigest()[:12]}"
+
+    def given(self, flag: str) -> str:
+        """The value of the last ``<flag><value>`` in cpp_flags ("": none)."""
+        return next((f.removeprefix(flag) for f in reversed(self.cpp_flags) if f.startswith(flag)), "")
 
     def op_namespace(self) -> str:
         """torch.ops' namespace of the build's operator: a -DELU_OP_NAMESPACE= flag's, else the extension name."""
-        given = [f.removeprefix(_NAMESPACE_FLAG) for f in self.cpp_flags if f.startswith(_NAMESPACE_FLAG)]
-        return given[-1] if given else self.extension_name()
-
-    def delegate16(self) -> str:
-        """The namespace whose build computes this build's 16-bit tensors ("": none)."""
-        given = [f.removeprefix(_DELEGATE_FLAG) for f in self.cpp_flags if f.startswith(_DELEGATE_FLAG)]
-        return given[-1] if given else ""
+        return self.given(_NAMESPACE_FLAG) or self.extension_name()
 
 
 def build_spec(name_or_path: str | os.PathLike, extra_cuda_cflags: list[str] | tuple[str, ...] | None = None,
@@ -176,9 +156,9 @@ def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[
 
     The module: ``elu(x, alpha=1.0, out=None)`` and ``elu_backward(grad_output, x, alpha=1.0, is_result=False,
     out=None)``, the kernels alone; ``call_elu(x, alpha)`` and ``call_elu_(x, alpha)``, the dispatcher operator
-    ``torch.ops.<op_namespace>.elu`` / ``elu_`` (autograd; ATen for what the kernels do not take);
-    ``op_namespace``; ``spec``, what was built; with
-    a ``// elu-study: binding = launch-shape`` line, ``set_launch_shape`` and ``launch_shapes``.
+    ``torch.ops.<op_namespace>.elu`` / ``elu_`` (autograd; ATen for what the kernels do not take); ``op_namespace``;
+    ``spec``, what was built; with a ``// elu-study: binding = launch-shape`` line, ``set_launch_shape`` and
+    ``launch_shapes``.
     ``elu_study.check_variant(module)`` checks it against F.elu and ``elu_study.time_variant(module)`` times it
     against copy_, as the study does its steps (on a GPU)."""
     configure_toolchain()
@@ -191,15 +171,14 @@ def _shown_as(path: Path) -> str:
 
 
 def load_arguments(spec: BuildSpec) -> dict:
-    """What ``load_inline`` receives for a build, but its name and verbosity: its kernel file with the backward
-    pass and the table of its launch functions (no torch header: ``no_implicit_headers``), flags, include paths.
-    ``#line`` makes compiler messages name the kernel file and its own line numbers."""
-    features = [f"-DELU_BINDING_{w.upper().replace('-', '_')}" for w in binding_features(spec.cuda_source())]
+    """What ``load_inline`` receives for a build, but its name and verbosity: the table of its launch functions, its
+    kernel file, ELU's backward (every build's), no torch header; ``#line`` makes compiler messages name each file
+    and its own line numbers."""
+    features = [f"-DELU_BINDING_{w.upper().replace('-', '_')}" for w in binding_features(spec.source_path.read_text())]
     return {
         "cpp_sources": "",  # no host code of its own: the shared binding registers it
-        "cuda_sources": [f'#line 1 "{_shown_as(TABLE_SOURCE)}"\n{TABLE_SOURCE.read_text()}',
-                         f'#line 1 "{_shown_as(spec.source_path)}"\n{spec.cuda_source()}',
-                         f'#line 1 "{_shown_as(BACKWARD_SOURCE)}"\n{BACKWARD_SOURCE.read_text()}'],
+        "cuda_sources": [f'#line 1 "{_shown_as(p)}"\n{p.read_text()}'
+                         for p in (COMMON_DIR / "table.cu", spec.source_path, COMMON_DIR / "backward.cu")],
         "extra_cuda_cflags": [*spec.cuda_flags, *features],
         "extra_include_paths": [str(KERNELS_DIR), str(spec.source_path.parent)],
         "extra_ldflags": ["-Wl,--no-undefined"],  # a missing launch function fails here, not at load time
@@ -239,7 +218,7 @@ def explain(spec: BuildSpec, log: str) -> str:
 
 
 def _compile(spec: BuildSpec) -> Path:
-    """The build's shared library, compiled (or found in the disk cache) and loaded into this process."""
+    """The build's shared library, compiled (or found in the disk cache)."""
     try:
         return Path(_cpp_extension().load_inline(name=spec.extension_name(), **load_arguments(spec)))
     except RuntimeError as err:
@@ -256,23 +235,22 @@ def register(library: Path, name: str, namespace: str, delegate16: str = ""):
     return module
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(spec: BuildSpec):
-    module = register(_compile(spec), spec.extension_name(), spec.op_namespace(), spec.delegate16())
+    module = register(_compile(spec), spec.extension_name(), spec.op_namespace(), spec.given(_DELEGATE_FLAG))
     module.spec = spec
     note_build(spec)
     return module
 
 
 def note_build(spec: BuildSpec) -> None:
-    """Append a build this process loaded to the run's build log, where one is set (``$ELU_STUDY_BUILD_LOG``, read
-    by elu_study.core.fingerprint). Only files under kernels/: a file written elsewhere (a test's own kernel) is an
-    input of the code that wrote it."""
+    """Append a loaded build to the run's build log ($ELU_STUDY_BUILD_LOG), if any. Only files under kernels/: a file
+    written elsewhere (a test's own kernel) is an input of the code that wrote it."""
     log = os.environ.get(BUILD_LOG_ENV)
     if not log or not spec.source_path.is_relative_to(KERNELS_DIR):
         return
     variant = spec.source_path.relative_to(KERNELS_DIR).with_suffix("").as_posix()
-    extra = list(spec.cuda_flags[len(BASE_CUDA_CFLAGS) + len(file_flags(spec.cuda_source())):])
+    extra = list(spec.cuda_flags[len(BASE_CUDA_CFLAGS) + len(file_flags(spec.source_path.read_text())):])
     with open(log, "a") as f:  # one short append a line: the processes of one run share the file
         f.write(json.dumps({"variant": variant, "flags": extra, "cpp_flags": list(spec.cpp_flags)}) + "\n")
 
@@ -285,20 +263,18 @@ def built_library(module) -> Path:
 def find_cuda_tool(tool: str) -> str:
     """A CUDA binary tool (cuobjdump, nvdisasm, ncu): from PATH, $CUDA_HOME/bin, or Triton's wheel."""
     configure_toolchain()
-    dirs = [os.environ.get("CUDA_HOME") and str(Path(os.environ["CUDA_HOME"], "bin"))]
+    dirs = [Path(os.environ["CUDA_HOME"], "bin")] if os.environ.get("CUDA_HOME") else []
     with contextlib.suppress(ImportError):
         import triton  # noqa: PLC0415 - ships cuobjdump and nvdisasm beside its ptxas
-        dirs.append(str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin"))
-    found = shutil.which(tool) or next((str(Path(d, tool)) for d in dirs if d and Path(d, tool).is_file()), None)
-    if found is None:
+        dirs.append(Path(triton.__file__).parent / "backends" / "nvidia" / "bin")
+    if not (found := shutil.which(tool) or next((str(d / tool) for d in dirs if (d / tool).is_file()), None)):
         raise FileNotFoundError(f"{tool} not found on PATH, in $CUDA_HOME/bin or in Triton's wheel: install the CUDA "
                                 "toolkit")
     return found
 
 
 def build_in_subprocess(job: tuple) -> str:
-    """One build of ``build_all``: (variant, nvcc flags) or (variant, nvcc flags, binding flags); compiled only
-    (the process that uses it registers it)."""
+    """One job of ``build_all`` compiled: (variant, nvcc flags) or (variant, nvcc flags, binding flags)."""
     name, flags, *cpp = job
     configure_toolchain()
     return str(_compile(build_spec(name, list(flags), list(cpp[0]) if cpp else None)))
@@ -311,8 +287,7 @@ def default_workers(builds: int) -> int:
 
 def build_all(jobs: list[tuple], workers: int | None = None) -> None:
     """Compile several (variant, extra flags) builds side by side, each in its own process, for the disk cache;
-    the progress bar names each build as it is done. A process that has used CUDA already builds in spawned workers
-    (a fork could not initialize CUDA again)."""
+    spawned workers where this process has used CUDA already (a fork could not initialize CUDA again)."""
     binding()  # once, before the builds that share it
     context = multiprocessing.get_context("spawn") if torch.cuda.is_initialized() else None
     with ProcessPoolExecutor(max_workers=workers or default_workers(len(jobs)), mp_context=context) as pool, \

@@ -1,10 +1,6 @@
-"""The ops a kernel module registers, each with the PyTorch reference it must match.
-
-The fuzz tests and the sanitizer exercise every op listed here that a build has (a new op is one more ``OpSpec``;
-tests/test_fuzz_harness.py fails while a build registers one this table lacks). An op is called as
-``module.<name>(*inputs, alpha, out=out)``: CUDA tensors of one shape, a runtime alpha, an optional contiguous out.
-``elu_backward`` is fuzzed with its default ``is_result=False``; ``messages`` names inputs as the binding's errors do.
-"""
+"""The ops a kernel module registers, each with the PyTorch reference it must match, for the fuzz tests and the
+sanitizer: ``module.<name>(*inputs, alpha, out=out)``, CUDA tensors of one shape (``elu_backward`` with its default
+``is_result=False``). tests/test_fuzz_harness.py fails while a build registers an op this table lacks."""
 
 from __future__ import annotations
 
@@ -43,8 +39,8 @@ OPS: dict[str, OpSpec] = {
     "elu": OpSpec("elu", ("x",), F.elu, in_place=0, messages=("input",)),
     "elu_backward": OpSpec("elu_backward", ("grad_output", "x"), _elu_backward_reference, in_place=0),
 }
-# Public names of a module that are not kernel ops: its BuildSpec, the dispatcher operator's entry points and
-# namespace (binding.cpp), and the launch-shape controls (binding = launch-shape).
+# A module's public names that are not kernel ops: its BuildSpec, the operator's entry points and namespace, the
+# launch-shape controls.
 NOT_OPS = frozenset({"spec", "op_namespace", "call_elu", "call_elu_", "set_launch_shape", "launch_shapes"})
 SIXTEEN_BIT_FEATURE = {"elu": "storage16", "elu_backward": "backward16"}  # core.build.BINDING_FEATURES for 16 bits
 
@@ -60,9 +56,9 @@ def ops_of(module) -> list[OpSpec]:
 
 
 def accepted_dtypes(module, op: OpSpec) -> tuple[torch.dtype, ...]:
-    """float32, plus float16 and bfloat16 where the build's spec asks for the op's SIXTEEN_BIT_FEATURE (every other
-    tensor of the call then has the first input's dtype); a module without a spec takes float32 only."""
+    """float32, plus float16 and bfloat16 where the build's spec asks for the op's SIXTEEN_BIT_FEATURE (the call's
+    other tensors then have the first input's dtype)."""
     spec = getattr(module, "spec", None)
-    if spec is not None and SIXTEEN_BIT_FEATURE.get(op.name) in binding_features(spec.cuda_source()):
+    if spec is not None and SIXTEEN_BIT_FEATURE.get(op.name) in binding_features(spec.source_path.read_text()):
         return (torch.float32, torch.float16, torch.bfloat16)
     return (torch.float32,)

@@ -14,8 +14,9 @@ from elu_study.core.build import built_library, find_cuda_tool
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)", re.MULTILINE)
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 _RESOURCES = re.compile(r"Function\s+(\S+):\s*\n\s*REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
-# Shared helpers live in namespace elu (kernels/common/elu.cuh); the rest is the step's own kernel.
+# Not a step's own kernel: the shared helpers (namespace elu, kernels/common/elu.cuh) and 16-bit storage paths.
 _HELPER_PREFIX = "_ZN3elu"
+_SIXTEEN_BIT = re.compile(r"__half|__nv_bfloat16|scalar16")
 
 
 def _cuobjdump(*args: str) -> str:
@@ -56,7 +57,7 @@ class KernelReport:
     @property
     def access_bits(self) -> set[int]:
         """Widths of the global loads and stores, in bits (32 for plain LDG.E)."""
-        return {_width(op) for op in (*self.loads, *self.stores)}
+        return {int(m.group(1)) if (m := re.search(r"\.(64|128)\b", op)) else 32 for op in (*self.loads, *self.stores)}
 
     @property
     def fp32_ops_per_ex2(self) -> float:
@@ -83,11 +84,6 @@ class KernelReport:
         )
 
 
-def _width(opcode: str) -> int:
-    match = re.search(r"\.(64|128)\b", opcode)
-    return int(match.group(1)) if match else 32
-
-
 def resource_usage(library: Path) -> dict[str, dict[str, int]]:
     """Registers, stack, shared and local bytes per kernel, from the compiler's resource report."""
     text = _cuobjdump("--dump-resource-usage", str(library))
@@ -95,28 +91,23 @@ def resource_usage(library: Path) -> dict[str, dict[str, int]]:
             for name, r, st, sh, lo in _RESOURCES.findall(text)}
 
 
-_SIXTEEN_BIT = re.compile(r"__half|__nv_bfloat16|scalar16")
-
-
 def inspect_variant(module) -> KernelReport:
-    """The SASS report of a variant's own kernel (not the shared fallback)."""
+    """The SASS report of a variant's own kernel (not the shared fallback, nor a 16-bit path's)."""
     library = built_library(module)
     sass = sass_by_function(library)
-    # Not a shared helper, nor a 16-bit storage path's kernel (step 6 has those too).
     own = [name for name in sass if not name.startswith(_HELPER_PREFIX) and not _SIXTEEN_BIT.search(name)]
     if len(own) != 1:
         raise ValueError(f"expected one kernel outside namespace elu in {library.name}, found {own}")
     name, ops = own[0], sass[own[0]]
     usage = resource_usage(library)[name]
+    fp32 = [op for op in ops if op.split(".")[0] in ("FFMA", "FMUL", "FADD")]
     return KernelReport(
         function=name,
         loads=dict(Counter(op for op in ops if op.startswith("LDG"))),
         stores=dict(Counter(op for op in ops if op.startswith("STG"))),
-        mufu_ex2=sum(op == "MUFU.EX2" for op in ops),
-        fp32_ops=sum(op.split(".")[0] in ("FFMA", "FMUL", "FADD") for op in ops),
+        mufu_ex2=ops.count("MUFU.EX2"),
+        fp32_ops=len(fp32),
         round_down_ffma=sum(op.startswith("FFMA") and ".RM" in op for op in ops),
-        ftz_ops=sum(op.split(".")[0] in ("FFMA", "FMUL", "FADD") and ".FTZ" in op for op in ops),
-        registers=usage["registers"],
-        stack_bytes=usage["stack"],
-        local_bytes=usage["local"],
+        ftz_ops=sum(".FTZ" in op for op in fp32),
+        registers=usage["registers"], stack_bytes=usage["stack"], local_bytes=usage["local"],
     )

@@ -81,8 +81,8 @@ def check_variant(mod_or_path, *, alphas=REQUIRED_ALPHAS, shape=SHAPE, lengths=L
     written. The verdict also holds the worst error in ulp of the exact ELU (float64), and where it was."""
     alphas, (trials,), shape, lengths = _alphas(alphas), _positive("trials", trials), _positive("shape", shape), \
         _positive("lengths", lengths)
-    module = _build(mod_or_path, "check_variant")
-    fns, verdict = layouts(module), Verdict(_name(module))
+    module, name = _build(mod_or_path, "check_variant")
+    fns, verdict = layouts(module), Verdict(name)
     cases = [(f"shape {shape}, out=", shape, "out=", trials)]
     cases += [(f"n={n}, {layout}", (n,), layout, 1) for n in lengths for layout in fns]
     for alpha in alphas:
@@ -115,8 +115,8 @@ def time_variant(mod_or_path, *, against=("F.elu",), shape=SHAPE, alpha: float =
     Returns the timings, ``{"copy_": ..., **against, name: ...}``, as time_interleaved gives them."""
     (alpha,), (rounds,), shape = _alphas([alpha]), _positive("rounds", rounds), _positive("shape", shape)
     against = _against(against)
-    module = _build(mod_or_path, "time_variant")
-    name, x = _name(module), input_tensor(shape)
+    module, name = _build(mod_or_path, "time_variant")
+    x = input_tensor(shape)
     y = torch.empty_like(x)
     calls = {"copy_": timed_call(ENTRIES["copy_"], x, y), **{n: timed_call(ENTRIES[n], x, y) for n in against}}
     timings = time_interleaved({**calls, name: lambda: module.elu(x, alpha, out=y)}, rounds=rounds)
@@ -158,10 +158,11 @@ def _positive(what: str, values) -> tuple[int, ...]:
     return values
 
 
-def _build(mod_or_path, helper: str):
-    """A module as it is, or the path of a kernel file (said wrong before anything runs) compiled, once the GPU that
-    running it needs is there."""
-    if not callable(getattr(mod_or_path, "elu", None)):
+def _build(mod_or_path, helper: str) -> tuple:
+    """(module, its name): a module as it is, or the path of a kernel file (said wrong before anything runs)
+    compiled, once the GPU that running it needs is there."""
+    is_module = callable(getattr(mod_or_path, "elu", None))
+    if not is_module:
         if not isinstance(mod_or_path, (str, os.PathLike)):
             raise TypeError(f"{helper} takes a module from compile_variant or the path of a .cu file, "
                             f"got {type(mod_or_path).__name__}")
@@ -169,9 +170,5 @@ def _build(mod_or_path, helper: str):
     if not torch.cuda.is_available():
         raise RuntimeError(f"{helper} runs the build's kernel, so it needs a CUDA GPU, and torch sees none here "
                            "(compile_variant needs none: it compiles without one)")
-    return mod_or_path if callable(getattr(mod_or_path, "elu", None)) else compile_variant(mod_or_path)
-
-
-def _name(module) -> str:
-    spec = getattr(module, "spec", None)
-    return spec.label if spec is not None else getattr(module, "__name__", "build")
+    module = mod_or_path if is_module else compile_variant(mod_or_path)
+    return module, getattr(getattr(module, "spec", None), "label", None) or getattr(module, "__name__", "build")

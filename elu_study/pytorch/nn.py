@@ -1,9 +1,7 @@
 """Drop-ins for ``torch.nn.ELU``: ``ELU`` runs the study's operator (``elu_study.pytorch.ops.elu``, in PyTorch's
 dispatcher: autograd to any order, forward-mode AD, vmap, autocast, CUDA graphs, torch.export, every dtype, device
 and layout; ``F.elu``, which Inductor fuses, under torch.compile), with no parameters, so state dicts are unchanged.
-
->>> model = swap_elu(model)   # every nn.ELU, at any depth, now runs the study's best builds (ops.DEFAULTS)
-"""
+``swap_elu(model)`` puts it in place of every nn.ELU of a model."""
 
 from __future__ import annotations
 
@@ -11,11 +9,10 @@ import os
 
 import torch
 from torch import nn
-
 from torch.overrides import has_torch_function_unary
 
 from elu_study.core.build import resolve_variant
-from elu_study.pytorch.ops import elu, entry_points
+from elu_study.pytorch.ops import LOADED, elu
 
 
 class ELU(nn.Module):
@@ -48,26 +45,14 @@ class ELU(nn.Module):
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.ELU's name
         # Eager, plain and not strict, the build loaded: straight to the operator's entry point (ops.elu's own eager
         # route, one Python call fewer: nn.ELU spends the same on F.elu's). Everything else: ops.elu.
-        if not torch.compiler.is_dynamo_compiling() and self._entry is not None and not has_torch_function_unary(input):
-            return self._entry[self.inplace](input, self.alpha)
-        out = elu(input, self.alpha, self.inplace, variant=self.variant, strict=self.strict)
-        if not self.strict and not torch.compiler.is_dynamo_compiling():
-            self._entry = entry_points(self.variant)  # None until a CUDA tensor (or module_for) loads the build
-        return out
+        module = None if self.strict or torch.compiler.is_dynamo_compiling() else LOADED.get(self.variant)
+        if module is None or has_torch_function_unary(input):
+            return elu(input, self.alpha, self.inplace, variant=self.variant, strict=self.strict)
+        return module.call_elu_(input, self.alpha) if self.inplace else module.call_elu(input, self.alpha)
 
     def __prepare_scriptable__(self):  # torch.jit.script(model) calls it first
         raise NotImplementedError("torch.jit.script(ELU()): TorchScript does not run the drop-in's Python; use "
                                   "torch.compile or torch.export, which take it")
-
-    def __setattr__(self, name, value):
-        if name in ("variant", "strict"):  # the entry points are the variant's, and strict checks every call
-            self.__dict__["_entry"] = None
-        super().__setattr__(name, value)
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state["_entry"] = None  # a compiled module's functions: found again after unpickling
-        return state
 
     def extra_repr(self) -> str:
         inplace_str = ", inplace=True" if self.inplace else ""

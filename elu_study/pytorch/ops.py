@@ -1,12 +1,9 @@
 """The kernels as a PyTorch operator: its Python side, and the drop-in's defaults.
 
 Every build registers in C++ (``kernels/common/binding.cpp``) ``torch.ops.<namespace>.elu``, ``elu_`` and
-``elu_backward``: its CUDA kernels, ATen for every input no kernel takes, autograd in C++. This module adds what
-PyTorch's docs register from Python: the fake implementations and the vmap rules. ``DEFAULTS`` is the drop-in's
-table, dtype x direction -> the study entry whose build runs it. ``elu`` is the eager entry point of
-``elu_study.ELU``: the dispatcher from its top (``module.call_elu``), its build loaded at the first CUDA tensor
-(a tensor elsewhere needs none: ``F.elu``); under torch.compile ``F.elu`` (Inductor fuses it), or the operator
-with ``strict=True``. Where a GPU is, a build is used only once its kernel is found to compute ELU (``verdict``).
+``elu_backward``: its CUDA kernels, ATen for every input no kernel takes, autograd. This module adds what PyTorch
+registers from Python (fake implementations, vmap rules), the drop-in's ``DEFAULTS``, the probe that refuses a build
+whose kernel is not ELU (``verdict``), and ``elu``, the function behind ``elu_study.ELU``.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ SIXTEEN_BITS = (torch.bfloat16, torch.float16)
 @dataclass(frozen=True)
 class Default:
     """One row of the drop-in's table: the study's entry (core/catalog.toml) whose build computes a dtype in one
-    direction; its build is that entry's, so the drop-in runs exactly what the study measured."""
+    direction, so the drop-in runs exactly what the study measured."""
 
     dtype: torch.dtype
     direction: str  # "forward" or "backward"
@@ -47,9 +44,8 @@ DEFAULTS = (
 
 
 def default_builds() -> dict[str, tuple]:
-    """The two builds of DEFAULTS as ``build_all`` jobs, {"float32": ..., "16-bit": ...}, each its dtype group's
-    entries' one build (tests/test_ops.py checks they share it): the float32 one registers NAMESPACE and delegates
-    16-bit tensors to the other's namespace."""
+    """The two builds of DEFAULTS as ``build_all`` jobs, {"16-bit": ..., "float32": ...}: the float32 one registers
+    NAMESPACE and hands 16-bit tensors to the other's namespace."""
     first = {r.dtype in SIXTEEN_BITS: ENTRIES[r.measured] for r in reversed(DEFAULTS)}  # each group's first row's
     b16, b32 = first[True], first[False]
     delegate = build_spec(b16.variant, b16.flags).op_namespace()
@@ -71,18 +67,15 @@ def table():
 
 def register_python_side(ns: str) -> None:
     """The fake implementations and vmap rules of namespace ``ns``'s three ops (once per loaded build)."""
-    op = getattr(torch.ops, ns)
-    torch.library.register_fake(f"{ns}::elu")(fake_elu)
-    torch.library.register_fake(f"{ns}::elu_")(fake_elu_)
-    torch.library.register_fake(f"{ns}::elu_backward")(fake_elu_backward)
-    torch.library.register_vmap(f"{ns}::elu")(functools.partial(vmap_elu, op.elu.default))
-    torch.library.register_vmap(f"{ns}::elu_")(functools.partial(vmap_elu_, op.elu_.default))
-    torch.library.register_vmap(f"{ns}::elu_backward")(functools.partial(vmap_elu_backward, op.elu_backward.default))
+    for name, fake, vmap in (("elu", fake_elu, vmap_elu), ("elu_", fake_elu_, vmap_elu_),
+                             ("elu_backward", fake_elu_backward, vmap_elu_backward)):
+        torch.library.register_fake(f"{ns}::{name}")(fake)
+        torch.library.register_vmap(f"{ns}::{name}")(functools.partial(vmap, getattr(getattr(torch.ops, ns), name).default))
 
 
 _REGISTERED: set[str] = set()  # the namespaces whose Python side is registered
 _CHECKED: set = set()  # the builds whose verdict this process has
-_LOADED: dict = {}  # variant -> its module, once module_for loaded it: one dict lookup per eager call
+LOADED: dict = {}  # variant -> its module, once module_for loaded it: one dict lookup per eager call
 
 
 def loaded(module):
@@ -104,10 +97,9 @@ def loaded(module):
 
 @functools.cache
 def module_for(variant: str | os.PathLike | None = None):
-    """The compiled module whose operator ``elu`` calls: the defaults (``variant=None``), or the build of a
-    step name or .cu path with its own defaults. Built on first use (disk-cached), then kept: from then on ``elu``
-    sends every tensor of that variant through it (call it to have a CPU tensor's ELU recorded as the operator, by
-    torch.export for one)."""
+    """The compiled module whose operator ``elu`` calls: the defaults (``variant=None``), or the build of a step
+    name or .cu path. Built on first use (disk-cached), then kept: from then on ``elu`` sends every tensor of that
+    variant through it (call it to have a CPU tensor's ELU recorded as the operator, by torch.export for one)."""
     if variant is None:
         builds = default_builds()
         loaded(compile_variant(builds["16-bit"][0], extra_cuda_cflags=builds["16-bit"][1]))  # the delegate first
@@ -115,7 +107,7 @@ def module_for(variant: str | os.PathLike | None = None):
         module = loaded(compile_variant(v32, extra_cuda_cflags=f32, extra_cflags=cpp))
     else:
         module = loaded(compile_variant(variant))
-    _LOADED[variant] = module
+    LOADED[variant] = module
     return module
 
 
@@ -124,13 +116,6 @@ def sixteen_bit_module():
     module_for(None)
     v16, f16, _ = default_builds()["16-bit"]
     return loaded(compile_variant(v16, extra_cuda_cflags=f16))
-
-
-def entry_points(variant: str | os.PathLike | None = None) -> tuple | None:
-    """(out of place, in place): the eager entry points into ``variant``'s operator, indexed by ``inplace``; None
-    while its build is not loaded."""
-    module = _LOADED.get(variant)
-    return None if module is None else (module.call_elu, module.call_elu_)
 
 
 @torch.compiler.assume_constant_result  # Dynamo: a constant (it builds or loads a module)
@@ -205,9 +190,8 @@ def fake_elu_(x, alpha=1.0):
 def fake_elu_backward(grad_output, self_or_result, alpha, is_result):
     torch._check(grad_output.shape == self_or_result.shape,
                  lambda: f"elu_backward: shapes {tuple(self_or_result.shape)} and {tuple(grad_output.shape)} differ")
-    if dense(grad_output) and self_or_result.stride() == grad_output.stride():
-        return torch.empty_like(grad_output)
-    return torch.empty_like(grad_output, memory_format=torch.contiguous_format)
+    kept = dense(grad_output) and self_or_result.stride() == grad_output.stride()
+    return torch.empty_like(grad_output, memory_format=torch.preserve_format if kept else torch.contiguous_format)
 
 
 def vmap_elu(op, info, in_dims, x, alpha=1.0):
@@ -220,9 +204,8 @@ def vmap_elu_(op, info, in_dims, x, alpha=1.0):
 
 
 def vmap_elu_backward(op, info, in_dims, grad, saved, alpha, is_result):
-    """Both tensors batched along dimension 0 (an unbatched one expanded), then the op: it is elementwise."""
-    if in_dims[0] is None and in_dims[1] is None:
-        return op(grad, saved, alpha, is_result), None
+    """Both tensors batched along dimension 0 (an unbatched one expanded), then the op: it is elementwise. (functorch
+    calls no rule where no tensor is batched.)"""
 
     def front(t, dim):
         return t.movedim(dim, 0) if dim is not None else t.expand(info.batch_size, *t.shape)
@@ -274,7 +257,7 @@ def elu(input: torch.Tensor, alpha: float = 1.0, inplace: bool = False, *,  # no
             op.elu_(input, alpha)
             return input
         return op.elu(input, alpha)
-    module = _LOADED.get(variant)
+    module = LOADED.get(variant)
     if module is None:
         if not input.is_cuda:
             return F.elu(input, alpha, inplace)
