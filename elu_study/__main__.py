@@ -9,8 +9,6 @@ records: every record above measured again at one commit, each job in a fresh pr
 notebooks: execute the notebooks in place (on the GPU whose numbers they should carry; needs nbclient).
 """
 
-from __future__ import annotations
-
 import importlib
 import sys
 

@@ -4,8 +4,6 @@ The binding (``kernels/common/binding.cpp``: argument checks, the dispatcher ope
 and shared; each build compiles its kernel file alone, no torch header in it, and registers its table of launch
 functions with the binding as ``torch.ops.<module.op_namespace>`` (elu_study.pytorch.ops is its Python side)."""
 
-from __future__ import annotations
-
 import contextlib
 import ctypes
 import functools

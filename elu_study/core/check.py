@@ -1,7 +1,5 @@
 """Correctness: every element written, within the task's tolerance of F.elu, and how far from float64."""
 
-from __future__ import annotations
-
 import math
 from dataclasses import asdict, dataclass
 from typing import Callable

@@ -1,8 +1,6 @@
 """The derived columns of a record that holds rows, computed from its measured medians and never stored
 (``record.save`` strips them, ``record.read`` annotates), so that no file can disagree with its own measurements."""
 
-from __future__ import annotations
-
 from elu_study.core.entries import BYTES_PER_ELEMENT, STREAM_HALVES, roof_for, stream_floor_ms
 from elu_study.core.hardware import floor_ms, tbps
 

@@ -1,8 +1,6 @@
 """The entry catalogue: every row the study can measure, what it builds and which question it answers. The entries
 are data (``catalog.toml`` beside this file); this module loads them and answers questions about them."""
 
-from __future__ import annotations
-
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path

@@ -1,8 +1,6 @@
 """Every input of a 16-bit dtype, bit for bit, through a kernel's forward (vs ``F.elu``) or backward (vs
 ``aten.elu_backward``) at many alphas into a NaN-poisoned output; and the float32 backward vs aten at full size."""
 
-from __future__ import annotations
-
 import torch
 import torch.nn.functional as F
 

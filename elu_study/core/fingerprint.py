@@ -11,8 +11,6 @@
 ``changes`` names the inputs that differ; ``python -m elu_study records --plan`` prints them.
 """
 
-from __future__ import annotations
-
 import ast
 import fnmatch
 import hashlib

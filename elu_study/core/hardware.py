@@ -1,7 +1,5 @@
 """The problem's byte count, the datasheet floor of known GPUs, and the provenance of a run."""
 
-from __future__ import annotations
-
 import datetime as dt
 import os
 import platform

@@ -1,8 +1,6 @@
 """The harness: every entry checked, then timed in rounds that interleave every entry (so that a drift of the
 GPU's clocks or temperature touches every entry alike), in one process."""
 
-from __future__ import annotations
-
 import functools
 import warnings
 from dataclasses import asdict

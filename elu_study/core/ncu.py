@@ -1,8 +1,6 @@
 """Hardware counters of the study's kernels, read with Nsight Compute (``ncu --clock-control none``): each entry
 runs once at full size inside a profiler range that a marker kernel opens, so that an entry's kernels are combined."""
 
-from __future__ import annotations
-
 import csv
 import json
 import os

@@ -2,8 +2,6 @@
 sanitizer: ``module.<name>(*inputs, alpha, out=out)``, CUDA tensors of one shape (``elu_backward`` with its default
 ``is_result=False``). tests/test_fuzz_harness.py fails while a build registers an op this table lacks."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Callable
 

@@ -1,7 +1,5 @@
 """Where the study's files live: the repository's kernels/, results/, notebooks/ and README."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -1,8 +1,6 @@
 """Fresh processes: a margin of a fraction of a percent must survive a new process to count. Each one
 (``python -m elu_study.core.processes PATH ROUNDS NAME...``) writes its medians, x_copy and x_roof to a scratch file."""
 
-from __future__ import annotations
-
 import json
 import os
 import subprocess

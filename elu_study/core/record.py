@@ -4,8 +4,6 @@ Strict JSON whose first key is ``"schema": {"job": <job>, "version": <n>}``; ``r
 and a body not of its job's type (``core.schema``; ``python -m elu_study.core.record JOB`` prints its JSON Schema).
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import math

@@ -1,7 +1,5 @@
 """What the compiler made of a variant: its SASS and its resource report, read with cuobjdump."""
 
-from __future__ import annotations
-
 import os
 import re
 import subprocess

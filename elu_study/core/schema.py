@@ -6,8 +6,6 @@ coercion); the record itself stays the plain dict its readers use. A field is re
 keyed by a name, an alpha or a length. A number's unit is in its JSON schema (``record.json_schema``) as "unit".
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Generic, Literal, TypeVar
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field

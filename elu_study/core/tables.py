@@ -1,7 +1,5 @@
 """Tables as the study prints them: pipe tables whose measured floats all carry a decimal point."""
 
-from __future__ import annotations
-
 import re
 
 import pandas as pd

@@ -1,8 +1,6 @@
 """Prose from templates (``elu_study/templates/**/*.md.j2``) filled with numbers the jobs compute; code here only
 formats numbers. ``show`` gives a notebook text whose plain-text form is the text itself, so that nbval compares it."""
 
-from __future__ import annotations
-
 import jinja2
 
 from elu_study.core.tables import compact, markdown

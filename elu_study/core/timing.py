@@ -1,8 +1,6 @@
 """Timing with CUDA events in two protocols, short (``time_interleaved``) and sustained (``time_sustained``), with
 the GPU's clocks, power, clock-event ("throttle") reasons and energy read through NVML, which nothing here changes."""
 
-from __future__ import annotations
-
 import threading
 import time
 from collections import Counter, defaultdict

@@ -5,8 +5,6 @@ size class, so a sweep tunes once per class. 16-bit inputs use float32 math with
 PyTorch does; float32 keeps the tutorial's exp - 1. ``elu_study`` imports this module (and triton) only when needed.
 """
 
-from __future__ import annotations
-
 import contextlib
 import functools
 

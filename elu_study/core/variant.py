@@ -1,8 +1,6 @@
 """Your own build (a module from ``compile_variant`` or the path of a .cu file), checked and timed as the study
 checks and times its steps: ``check_variant`` with core.check, ``time_variant`` with core.timing (a CUDA GPU)."""
 
-from __future__ import annotations
-
 import math
 import numbers
 import os

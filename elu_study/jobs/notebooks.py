@@ -1,8 +1,6 @@
 """``python -m elu_study notebooks [NOTEBOOK ...]``: execute the notebooks in place, so that their committed outputs
 are a real run (on the GPU whose numbers they should carry)."""
 
-from __future__ import annotations
-
 import argparse
 import os
 import sys

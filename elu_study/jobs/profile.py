@@ -1,8 +1,6 @@
 """``python -m elu_study profile``: hardware counters of every kernel of the main study, read with
 Nsight Compute (GPU and ncu), saved as results/<gpu>-ncu.json. How they are read: elu_study.core.ncu."""
 
-from __future__ import annotations
-
 import argparse
 
 import torch

@@ -7,8 +7,6 @@ notebook 09), and is fingerprinted once it succeeds: a run that ran out of time 
 every stage, so that nothing measured is lost.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import os

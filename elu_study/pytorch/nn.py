@@ -3,8 +3,6 @@ dispatcher: autograd to any order, forward-mode AD, vmap, autocast, CUDA graphs,
 and layout; ``F.elu``, which Inductor fuses, under torch.compile), with no parameters, so state dicts are unchanged.
 ``swap_elu(model)`` puts it in place of every nn.ELU of a model."""
 
-from __future__ import annotations
-
 import os
 
 import torch

@@ -6,8 +6,6 @@ registers from Python (fake implementations, vmap rules), the drop-in's ``DEFAUL
 whose kernel is not ELU (``verdict``), and ``elu``, the function behind ``elu_study.ELU``.
 """
 
-from __future__ import annotations
-
 import functools
 import math
 import os

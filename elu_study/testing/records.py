@@ -1,7 +1,5 @@
 """What the tests hold a committed record to, whatever entries the catalogue has gained since it was measured."""
 
-from __future__ import annotations
-
 from elu_study.core import fingerprint
 
 

@@ -1,8 +1,6 @@
 """The GPU test suite's settings (examples per fuzz test, the builds, the seed: tests/conftest.py reads them from the
 command line) and its record, ``results/<gpu>-tests.json``, written after a run in which GPU tests ran on a GPU."""
 
-from __future__ import annotations
-
 import contextlib
 import datetime as dt
 import secrets

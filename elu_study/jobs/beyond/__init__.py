@@ -3,8 +3,6 @@
 ``python -m elu_study beyond`` (GPU, ncu) writes results/<gpu>-beyond.json (``measure.run``).
 """
 
-from __future__ import annotations
-
 import argparse
 import sys
 from pathlib import Path

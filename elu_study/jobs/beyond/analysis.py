@@ -1,8 +1,6 @@
 """What step 6's record says (no GPU): every attempt with its counters, and step 6 against copy_ in the recorded
 run and in fresh processes (the README's verdict row)."""
 
-from __future__ import annotations
-
 import pandas as pd
 
 from elu_study.core import text

@@ -1,7 +1,5 @@
 """Step 6's figures: each float32 attempt's time over copy_'s, and time against DRAM throughput."""
 
-from __future__ import annotations
-
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch

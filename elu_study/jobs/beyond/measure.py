@@ -1,8 +1,6 @@
 """Step 6's measurement (GPU): the attempts timed beside copy_ (each 16-bit row checked on every bit pattern by the
 harness), their DRAM counters (Nsight Compute), and step 6 against copy_ again in fresh processes."""
 
-from __future__ import annotations
-
 import re
 
 import torch

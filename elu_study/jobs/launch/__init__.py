@@ -3,8 +3,6 @@ threads x float4s x hints; grid-stride loops: blocks per SM x threads) from one 
 kernels/sweeps/launch_shapes.cu; on a GPU each cell checked, then timed with copy_ and 2_float4 in interleaved rounds:
 results/<gpu>-launch.json and its heatmaps (notebook 10 shows them)."""
 
-from __future__ import annotations
-
 import argparse
 import sys
 from pathlib import Path

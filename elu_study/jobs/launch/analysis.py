@@ -1,8 +1,6 @@
 """The sweep's plan (its cells, their occupancy) and the numbers the record keeps beside its timings: x copy_, the
 noise, the best cell."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 from elu_study.core.timing import noise_ms

@@ -1,8 +1,6 @@
 """The sweep's figures: x copy_ per cell as heatmaps (one-shot grids, a panel per hints setting; grid-stride loops),
 and against block size."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import matplotlib.pyplot as plt

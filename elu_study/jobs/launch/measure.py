@@ -1,7 +1,5 @@
 """The GPU run: one build, every cell checked, then every cell and the references timed in interleaved rounds."""
 
-from __future__ import annotations
-
 from dataclasses import asdict, astuple
 from functools import partial
 

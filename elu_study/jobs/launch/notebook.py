@@ -1,7 +1,5 @@
 """The record as tables (pipe tables, as ``Text`` for nbval): notebook 10's and the CLI's."""
 
-from __future__ import annotations
-
 import pandas as pd
 
 from elu_study.core.text import Text, table

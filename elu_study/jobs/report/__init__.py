@@ -1,8 +1,6 @@
 """``python -m elu_study report [gpu]``: every job's figures and README blocks again, from the committed records
 (no GPU needed)."""
 
-from __future__ import annotations
-
 import argparse
 from pathlib import Path
 

@@ -1,8 +1,6 @@
 """The README's first screen (templates/report/front.md.j2): the verdict, the steps' table and figure, the notebooks;
 and its checks (templates/report/checks.md.j2)."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 

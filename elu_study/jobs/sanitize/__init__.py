@@ -6,8 +6,6 @@ repeated build by build, to name the build. 0 errors everywhere is the verdict, 
 ``results/<gpu>-sanitize.json``.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 import os

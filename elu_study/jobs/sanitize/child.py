@@ -3,8 +3,6 @@
 SPEC is a JSON file ``{"builds": [library_entry, ...]}``; the child loads each library (compiling nothing),
 calls each op on small inputs and prints ``CHILD_OK`` once every result was right."""
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path

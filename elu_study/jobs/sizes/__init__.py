@@ -2,8 +2,6 @@
 checked and timed cold, warm and on the host at every length of ``plan.plan()``, 2^10 to 2^31 elements; writes
 results/<gpu>-sizes.json, its two figures and the README's sizes block (notebook 09 shows the record)."""
 
-from __future__ import annotations
-
 import argparse
 import sys
 from pathlib import Path

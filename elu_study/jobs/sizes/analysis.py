@@ -1,7 +1,5 @@
 """The sweep's record read back (points, series) and the numbers derived from it (floors, regimes). No GPU needed."""
 
-from __future__ import annotations
-
 import numpy as np
 
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, STREAMS

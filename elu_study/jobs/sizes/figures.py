@@ -1,8 +1,6 @@
 """The sweep's two figures, results/<gpu>-sizes-bandwidth.png and -time.png: effective bandwidth and time per call
 against the length, cold, warm and on the host."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import matplotlib.pyplot as plt

@@ -12,8 +12,6 @@ The GPU timings, too, are enqueued behind a sleep kernel that outlasts the host'
 brackets time the GPU spent waiting for the host (at a few µs per kernel the host is slower than the GPU).
 """
 
-from __future__ import annotations
-
 import functools
 import time
 

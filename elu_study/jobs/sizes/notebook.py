@@ -1,8 +1,6 @@
 """Notebook 09's view of the sweep, each a cell's value: the prediction graded, the figures, one row per entry. No
 GPU needed."""
 
-from __future__ import annotations
-
 import matplotlib.pyplot as plt
 import pandas as pd
 

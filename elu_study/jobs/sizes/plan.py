@@ -1,7 +1,5 @@
 """The sweep's plan: which lengths and entries, and how many timed calls per point."""
 
-from __future__ import annotations
-
 from elu_study.core.entries import ENTRIES, Entry, resolve
 from elu_study.core.text import fmt_bytes, fmt_n  # noqa: F401 - re-exported: how the sweep writes 2^20 and 8 KiB
 

@@ -1,7 +1,5 @@
 """The README's sizes block: where the sweep comes from, its checks, and its figures."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 from elu_study.core import text

@@ -1,7 +1,5 @@
 """``python -m elu_study [study]``: time every entry on a GPU (record, figures, README block), else show SASS."""
 
-from __future__ import annotations
-
 import argparse
 import os
 import sys

@@ -1,7 +1,5 @@
 """Diagrams of what the threads touch, from each launch's numbers (``launches.py``); each figure returned closed."""
 
-from __future__ import annotations
-
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.collections import LineCollection

@@ -1,7 +1,5 @@
 """The study's figures; labels of six words or more are in ``templates/study/labels.md.j2`` (``label``)."""
 
-from __future__ import annotations
-
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch

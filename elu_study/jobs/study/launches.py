@@ -1,7 +1,5 @@
 """Each step's full-size launch from its kernel's knobs and flags, and the bytes each thread touches (no GPU)."""
 
-from __future__ import annotations
-
 import math
 import re
 from dataclasses import dataclass

@@ -1,7 +1,5 @@
 """What every notebook does with a committed record: kernels, SASS, times, graded predictions."""
 
-from __future__ import annotations
-
 import difflib
 import os
 import re

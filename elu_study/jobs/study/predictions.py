@@ -1,7 +1,5 @@
 """The one prediction each notebook (00-05, and step 6's 08) wrote before its run, graded against the record."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 import pandas as pd

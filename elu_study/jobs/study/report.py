@@ -1,7 +1,5 @@
 """The main study's report from its record: the table, its caption, the figures and the README's results block."""
 
-from __future__ import annotations
-
 import textwrap
 from pathlib import Path
 
