@@ -290,3 +290,35 @@ def test_the_schema_takes_the_new_fields_and_refuses_wrong_types(steady_record):
     del r["timing"]["sustained"]["median_ms"]
     with pytest.raises(record.RecordError, match="median_ms"):
         record.check_schema(body, "study", "test")
+
+
+def test_the_harness_writes_a_record_its_type_accepts(monkeypatch, fake_passes):
+    """harness.measure end to end without a GPU (fake NVML at the power cap, fake do_bench and passes; each check
+    and SASS report the committed record's): what it returns, saved, is a record the study's type accepts, with the
+    short protocol's and the sustained protocol's fields on every row timed both ways. A GPU run must not lose its
+    record to a field the code stopped writing."""
+    import functools
+
+    import torch
+
+    from elu_study.core import entries, harness
+
+    committed = {r["name"]: r for r in record.load()["rows"]}
+    nvml = _nvml(monkeypatch, FakeNvml(power=lambda t: 699.0, sm=lambda t: 1500, reasons=lambda t: CAP))
+    names = ("copy_", "F.elu", "2_float4", "6_beyond_copy")
+    monkeypatch.setitem(sys.modules, "triton.testing", _fake_do_bench(nvml, dict.fromkeys(names, 2000)))
+    monkeypatch.setattr(entries.Entry, "build", lambda self: None)
+    monkeypatch.setattr(harness, "input_tensor", lambda shape=None: torch.zeros(16))
+    monkeypatch.setattr(harness, "check_entry", lambda e, row, shape, trials: setattr(row, "check",
+                                                                                        committed[e.name]["check"]))
+    monkeypatch.setattr(harness, "inspect_variant", lambda module: types.SimpleNamespace(
+        to_dict=lambda: committed["2_float4"]["sass"]))
+    monkeypatch.setattr(harness, "timed_call", lambda e, x, y, cache: lambda: nvml.run_pass() or e.name)
+    monkeypatch.setattr(harness, "time_sustained", functools.partial(timing.time_sustained, rule=QUICK))
+    monkeypatch.setattr(harness, "provenance", lambda: record.load()["provenance"])
+    rec = harness.measure(list(names), rounds=2, sustained=["copy_", "6_beyond_copy"])
+    saved = record.stamped(derived.strip(copy.deepcopy(rec)), "study")
+    record.check_schema(saved, "study", "harness.measure")
+    step6 = next(r for r in rec["rows"] if r["name"] == "6_beyond_copy")
+    assert step6["timing"]["capped_fraction"] == 1.0 and step6["timing"]["sustained"]["sm_clock_mhz"] == 1500.0
+    assert step6["x_roof_sustained"] is not None and step6["sass"] == committed["2_float4"]["sass"]
