@@ -23,12 +23,24 @@ def test_the_opening_line_says_whether_a_gpu_was_found_and_what_runs(monkeypatch
     assert str(record.record_path()) in line
     line = re.sub(r"\s+", " ", study.plan("NVIDIA H200", 95, 16, 3, 5, 26, True))
     entries = len(study.study_entries())
-    assert line.startswith("GPU: NVIDIA H200. Compiling 95 builds in 16 processes")
+    assert line.startswith("GPU: NVIDIA H200 (") and "Compiling 95 builds in 16 processes" in line
     assert (f"checking and timing {entries} entries (3 full-size check trials and 5 interleaved timing rounds each, "
             "then 26 of them under sustained load)") in line
     assert "README's results block" in line
     assert "sustained" not in study.plan("NVIDIA H200", 95, 16, 3, 5, 0, True)
     assert "README" not in study.plan("NVIDIA H200", 95, 16, 3, 5, 0, False)
+
+
+def test_the_opening_line_says_roughly_how_long(monkeypatch):
+    """Builds from their costs on the slowest machine the study runs on; the measurement from the last run's
+    seconds where the record has them, and no guess where it has none."""
+    builds = study.BINDING_S + study.BUILD_S * 8 / 2 + study.SASS_S * len(study.SASS_SHOWN)
+    assert study.estimate(None, 8, 2) == f"about {builds / 60:.0f} min cold, less where builds are cached"
+    monkeypatch.setattr(record, "load", lambda gpu, required=True: {"fingerprint": {"seconds": 600.0}})
+    cold = study.BINDING_S + study.BUILD_S * 96 / 16 + study.SASS_S * len(study.SASS_SHOWN)
+    assert study.estimate("NVIDIA H200", 96, 16) == f"about {(cold + 600) / 60:.0f} min cold, less where builds are cached"
+    monkeypatch.setattr(record, "load", lambda gpu, required=True: None)
+    assert "no earlier run here says how long" in study.estimate("NVIDIA H200", 96, 16)
 
 
 def test_jobs_default_in_help_is_what_build_all_takes(monkeypatch, capsys):

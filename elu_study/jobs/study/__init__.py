@@ -17,6 +17,19 @@ __all__ = ["main", "write_report"]
 
 # Each kernel file's SASS, shown by every run: the steps, and step 7's build (its float32 kernel).
 SASS_SHOWN = (*STEPS, ENTRIES[f"7_sixteen_bits {DTYPES16[0]}"])
+# Seconds for the opening line's estimate, cold, as a 2-core machine without a GPU took (2026-12-05): the shared
+# binding once, a build on one core, one build's SASS shown.
+BINDING_S, BUILD_S, SASS_S = 25.0, 6.0, 3.0
+
+
+def estimate(gpu: str | None, builds: int, workers: int) -> str:
+    """Roughly how long the run takes: the builds and SASS from the costs above; the measurement, as long as the last
+    record's run took (its fingerprint's seconds), where there is one."""
+    seconds = BINDING_S + BUILD_S * builds / max(workers, 1) + SASS_S * len(SASS_SHOWN)
+    last = ((record.load(gpu, required=False) if gpu else None) or {}).get("fingerprint", {}).get("seconds")
+    if gpu and last is None:
+        return f"builds about {seconds / 60:.0f} min cold; no earlier run here says how long the measurement takes"
+    return f"about {(seconds + (last or 0)) / 60:.0f} min cold, less where builds are cached"
 
 
 def plan(gpu: str | None, builds: int, workers: int, trials: int, rounds: int, sustained: int, readme: bool) -> str:
@@ -24,6 +37,7 @@ def plan(gpu: str | None, builds: int, workers: int, trials: int, rounds: int, s
     configure_toolchain()
     arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
     return fit(text.render("study/plan.md.j2", gpu=gpu, builds=builds, workers=workers, entries=len(study_entries()),
+                           estimate=estimate(gpu, builds, workers),
                            trials=trials, rounds=rounds, sustained=sustained, readme=readme,
                            path=record.record_path(gpu or record.REFERENCE_GPU),
                            arch="/".join(f"sm_{a.replace('.', '')}" for a in arch.replace(";", " ").split())))
