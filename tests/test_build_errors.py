@@ -37,6 +37,20 @@ def test_flags_given_as_a_string_and_unknown_binding_flags_are_refused():
         build.compile_variant("2_float4", extra_cuda_cflags="-DMY_THREADS=128")
     with pytest.raises(ValueError, match="extra_cflags takes -DELU_OP_NAMESPACE=<ns> and -DELU_DELEGATE16=<ns> only"):
         build.compile_variant("2_float4", extra_cflags=["-O3"])
+    with pytest.raises(TypeError, match=r"e\.g\. \['-DMY_THREADS=128', '-O2'\], not a string"):  # split as a shell would
+        build.compile_variant("2_float4", extra_cuda_cflags="-DMY_THREADS=128 -O2")
+    with pytest.raises(TypeError, match=r"extra_cuda_cflags must hold strings \(one flag each\), got \[128\]"):
+        build.compile_variant("2_float4", extra_cuda_cflags=["-DMY_THREADS", 128])
+
+
+def test_two_errors_on_one_line_each_keep_their_source_line():
+    """nvcc prints each error with the source line and a caret under it; two errors on the same line share that
+    source line, and each is shown with it (the log's line repeated is not a line to drop)."""
+    log = ("mine.cu(5): error: expected an expression\n  int a = ;\n          ^\n"
+           "mine.cu(5): error: expected a \";\"\n  int a = ;\n           ^\n")
+    spec = build.BuildSpec(Path("/tmp/mine.cu"), (), ())
+    shown = build.explain(spec, log).splitlines()
+    assert shown[1:] == log.splitlines()
 
 
 @pytest.mark.parametrize("name", ["my_elu.cpp", "kernels/common/elu.cuh", "/tmp/mine.py"])

@@ -13,6 +13,7 @@ import logging
 import multiprocessing
 import os
 import re
+import shlex
 import shutil
 import textwrap
 import types
@@ -128,7 +129,9 @@ def build_spec(name_or_path: str | os.PathLike, extra_cuda_cflags: list[str] | t
     path = resolve_variant(name_or_path)
     for what, given in (("extra_cuda_cflags", extra_cuda_cflags), ("extra_cflags", extra_cflags)):
         if isinstance(given, (str, bytes)):
-            raise TypeError(f"{what} must be a list of flags, e.g. [{given!r}], not a string")
+            raise TypeError(f"{what} must be a list of flags, e.g. {shlex.split(str(given))!r}, not a string")
+        if bad := [f for f in given or () if not isinstance(f, str)]:
+            raise TypeError(f"{what} must hold strings (one flag each), got {bad!r}")
     if unknown := [f for f in extra_cflags or () if not f.startswith((_NAMESPACE_FLAG, _DELEGATE_FLAG))]:
         raise ValueError(f"extra_cflags takes {_NAMESPACE_FLAG}<ns> and {_DELEGATE_FLAG}<ns> only (the binding is "
                          f"compiled once for every build); got {unknown}")
@@ -164,7 +167,8 @@ def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[
 
 
 def _shown_as(path: Path) -> str:
-    """A source's name in compiler messages: kernels/... for the study's files, the full path for a user's."""
+    """A source's name in compiler messages: relative to the repository for a file in it (kernels/..., a copy of
+    examples/my_elu.cu beside the README), so that its builds hash alike in every checkout; else its full path."""
     return path.relative_to(KERNELS_DIR.parent).as_posix() if path.is_relative_to(KERNELS_DIR.parent) else str(path)
 
 
@@ -208,11 +212,12 @@ def explain(spec: BuildSpec, log: str) -> str:
     noise = (" -o ", "ninja", "error detected in the compilation", "collect2", "FAILED")
     keep = [i for i, line in enumerate(lines) if re.search(r"\berror\b|undefined reference", line)
             and not any(n in line for n in noise)]
-    shown = [line for i in keep for line in lines[i:i + 3] if line.strip()]
+    blocks = dict.fromkeys(tuple(line for line in lines[i:i + 3] if line.strip()) for i in keep)  # each error once
+    shown = [line for block in blocks for line in block]
     for name, args in dict(_UNDEFINED.findall(log)).items():
         shown.append(f"{spec.source_path.name} does not define void {name}({args}): every build defines launch_elu "
                      "(see kernels/common/table.h for each launch function and what it receives)")
-    return f"{_shown_as(spec.source_path)} did not build:\n" + "\n".join(dict.fromkeys(shown) or lines[-20:])
+    return f"{_shown_as(spec.source_path)} did not build:\n" + "\n".join(shown or lines[-20:])
 
 
 def _compile(spec: BuildSpec) -> Path:
