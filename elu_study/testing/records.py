@@ -1,6 +1,9 @@
-"""What the tests hold a committed record to, whatever entries the catalogue has gained since it was measured."""
+"""What the tests hold a committed record to, whatever entries the catalogue has gained since it was measured or
+the protocols it holds."""
 
-from elu_study.core import fingerprint
+import copy
+
+from elu_study.core import derived, fingerprint
 
 
 def assert_rows_are_the_catalogues(rec: dict, entries) -> None:
@@ -11,3 +14,14 @@ def assert_rows_are_the_catalogues(rec: dict, entries) -> None:
     assert len(names) == len(set(names)), "a row twice"
     if fingerprint.catalogue_current(rec):
         assert set(names) == {e.name for e in entries}, "rows and catalogue differ, though measured with it"
+
+
+def without_sustained(rec: dict) -> dict:
+    """A copy of a record with rows as the short protocol alone leaves them (no ``sustained`` timing), its derived
+    columns made again: what a test that adds its own sustained timings starts from, whichever protocols the
+    committed record holds."""
+    out = copy.deepcopy(rec)
+    for r in out["rows"]:
+        r["timing"].pop("sustained", None)
+    out.get("method", {}).pop("sustained", None)
+    return derived.annotate(out)
