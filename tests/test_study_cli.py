@@ -36,10 +36,10 @@ def test_the_opening_line_says_roughly_how_long(monkeypatch):
     seconds where the record has them, and no guess where it has none."""
     builds = study.BINDING_S + study.BUILD_S * 8 / 2 + study.SASS_S * len(study.SASS_SHOWN)
     assert study.estimate(None, 8, 2) == f"about {builds / 60:.0f} min cold, less where builds are cached"
-    monkeypatch.setattr(record, "load", lambda gpu, required=True: {"fingerprint": {"seconds": 600.0}})
+    monkeypatch.setattr(record, "held_fingerprint", lambda gpu: {"seconds": 600.0})
     cold = study.BINDING_S + study.BUILD_S * 96 / 16 + study.SASS_S * len(study.SASS_SHOWN)
     assert study.estimate("NVIDIA H200", 96, 16) == f"about {(cold + 600) / 60:.0f} min cold, less where builds are cached"
-    monkeypatch.setattr(record, "load", lambda gpu, required=True: None)
+    monkeypatch.setattr(record, "held_fingerprint", lambda gpu: None)
     assert "no earlier run here says how long" in study.estimate("NVIDIA H200", 96, 16)
 
 

@@ -57,6 +57,13 @@ def record_path(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path 
     return Path(results_dir or RESULTS_DIR) / f"{slug(gpu)}{suffix}.json"
 
 
+def held_fingerprint(gpu: str, job: str = "study", results_dir: Path | None = None) -> dict | None:
+    """A record's fingerprint ({} if it holds none; None without a record), read from its JSON alone: the rest of
+    the record is neither checked nor derived (``load`` does that)."""
+    path = record_path(gpu, job, results_dir)
+    return json.loads(path.read_text()).get("fingerprint") or {} if path.is_file() else None
+
+
 def figure_path(gpu: str, name: str = "", results_dir: Path | None = None) -> Path:
     """results/<gpu>[-<name>].png: where a record's figure is saved."""
     return Path(results_dir or RESULTS_DIR) / f"{slug(gpu)}{'-' + name if name else ''}.png"

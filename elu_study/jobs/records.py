@@ -50,9 +50,8 @@ class Stage:
         return tuple(".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for f in files)
 
     def held(self, gpu: str, results_dir: Path | None = None) -> dict | None:
-        """Its record's fingerprint ({} if it holds none; None without a record), the rest of the record unchecked."""
-        path = record.record_path(gpu, self.job, results_dir) if self.job else None
-        return json.loads(path.read_text()).get("fingerprint") or {} if path and path.is_file() else None
+        """Its record's fingerprint ({} if it holds none; None without a record or without a job)."""
+        return record.held_fingerprint(gpu, self.job, results_dir) if self.job else None
 
     def due(self, gpu: str, tools: dict | None, results_dir: Path | None = None) -> list[str]:
         """Why its record must be measured again (empty: current)."""

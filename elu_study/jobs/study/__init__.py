@@ -26,7 +26,7 @@ def estimate(gpu: str | None, builds: int, workers: int) -> str:
     """Roughly how long the run takes: the builds and SASS from the costs above; the measurement, as long as the last
     record's run took (its fingerprint's seconds), where there is one."""
     seconds = BINDING_S + BUILD_S * builds / max(workers, 1) + SASS_S * len(SASS_SHOWN)
-    last = ((record.load(gpu, required=False) if gpu else None) or {}).get("fingerprint", {}).get("seconds")
+    last = ((record.held_fingerprint(gpu) if gpu else None) or {}).get("seconds")
     if gpu and last is None:
         return f"builds about {seconds / 60:.0f} min cold; no earlier run here says how long the measurement takes"
     return f"about {(seconds + (last or 0)) / 60:.0f} min cold, less where builds are cached"
