@@ -64,3 +64,19 @@ def test_step_7s_prediction_is_graded_per_dtype_against_its_own_copy():
                       "7_exact bfloat16, time over copy_ bfloat16's": "HELD",  # 1.6
                       "7_sixteen_bits float16, time over copy_ float16's": "MISSED (lower)",  # 0.98: kept its gain
                       "7_exact float16, time over copy_ float16's": "MISSED (higher)"}  # 2.1
+
+
+def test_a_roof_is_timed_under_sustained_load_only_where_a_row_is_taken_over_it():
+    """Each sustained row's roof runs sustained too, and no roof that no sustained row needs: step 7's batches leave
+    float32's copy_ out (no float32 row of theirs is timed so), step 6's leaves bfloat16's out."""
+    from elu_study.core.entries import ATTEMPTS, ENTRIES, resolve, roof_for, sustained_entries
+    from elu_study.jobs.beyond import measure as beyond
+    from elu_study.jobs.sixteen import measure as sixteen
+
+    for among in (None, [ENTRIES[n] for n in beyond.COMPARED] + list(ATTEMPTS),
+                  *(resolve(sixteen.timed_names(d)) for d in ("bfloat16", "float16"))):
+        names = {e.name for e in sustained_entries(among)}
+        assert {roof_for(e.direction, e.dtype) for e in sustained_entries(among)} <= names
+    assert "copy_" not in {e.name for e in sustained_entries(resolve(sixteen.timed_names("float16")))}
+    step6 = [ENTRIES[n] for n in beyond.COMPARED] + list(ATTEMPTS)
+    assert "copy_ bfloat16" not in {e.name for e in sustained_entries(step6)}

@@ -114,10 +114,14 @@ READS = {
 
 def sustained_entries(among: list[Entry] | tuple[Entry, ...] | None = None) -> list[Entry]:
     """The rows of ``among`` (default: the main study's) also timed under sustained load (3.5-6.5 s each): the
-    baselines, steps and peers, step 7's and the backward's defaults with their roofs, and those marked ``sustained``."""
-    return [e for e in (study_entries() if among is None else among) if e.sustained
-            or e.kind in ("baseline", "step", "peer")
-            or e.name.split()[0] in ("elu_backward", "torch.add", "copy_", "7_sixteen_bits", "7_backward")]
+    baselines, steps and peers, step 7's and the backward's defaults, those marked ``sustained``, and the roof of
+    each of them (its dtype's copy_ or torch.add) only where one of them is taken over it."""
+    rows = [e for e in (study_entries() if among is None else among) if e.sustained
+            or e.kind in ("baseline", "step", "peer") or e.name.split()[0] in ("elu_backward", "7_sixteen_bits",
+                                                                               "7_backward", "copy_", "torch.add")]
+    roofs = {e.name for e in rows} & {roof_for(d, t) for d in ("forward", "backward") for t in ("float32", *DTYPES16)}
+    needed = {roof_for(e.direction, e.dtype) for e in rows if e.name not in roofs}
+    return [e for e in rows if e.name not in roofs or e.name in needed]
 
 
 def profiled_entries() -> list[Entry]:
