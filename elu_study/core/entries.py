@@ -61,7 +61,14 @@ _CATALOG = tomllib.loads((Path(__file__).with_name("catalog.toml")).read_text())
 KERNELS = {name: Kernel(name, k["formula"], k["sass"], Launch(**k["launch"]) if "launch" in k else None)
            for name, k in _CATALOG["kernels"].items()}
 GROUPS: dict[str, str] = _CATALOG["groups"]
-_ALL = tuple(Entry(**{**e, "flags": tuple(e.get("flags", ()))}) for e in _CATALOG["entry"])
+
+
+def entry_of(table: dict) -> Entry:
+    """An ``[[entry]]`` table of catalog.toml as an Entry."""
+    return Entry(**{**table, "flags": tuple(table.get("flags", ()))})
+
+
+_ALL = tuple(entry_of(e) for e in _CATALOG["entry"])
 ENTRIES = {e.name: e for e in _ALL}
 if len(ENTRIES) != len(_ALL):
     raise ValueError("elu_study/core/catalog.toml: entry names must be unique")

@@ -104,7 +104,7 @@ def catalogue_digest(root: Path = REPO_ROOT, job: str | None = None) -> str:
     on every machine)."""
     data = tomllib.loads((root / CATALOGUE).read_text())
     if (reads := entries.READS.get(job)) is not None:
-        chosen = [e for e in data.get("entry", []) if reads(entries.Entry(**{**e, "flags": tuple(e.get("flags", ()))}))]
+        chosen = [e for e in data.get("entry", []) if reads(entries.entry_of(e))]
         kernels = set(data["kernels"]) if job == "accuracy" else {e.get("variant") for e in chosen}
         data = {"entry": chosen, "kernels": {n: f for n, f in data["kernels"].items() if n in kernels}}
     data["entry"] = [{k: v for k, v in e.items() if k != "what"} for e in data.get("entry", [])]
