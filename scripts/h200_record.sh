@@ -4,6 +4,7 @@
 #   bash scripts/h200_record.sh notebooks tests          # notebooks executed and checked, GPU tests
 #   bash scripts/h200_record.sh build optests model:checks,host,eager notebook:11_in_a_model
 #   bash scripts/h200_record.sh records          # every due record (its inputs changed), resumable (python -m elu_study records)
+#   UNTIL=540 bash scripts/h200_record.sh records:study,beyond  # those if due; none started that would end past 540 s
 # Stages: build (every kernel build of every job, in parallel), study (results/<gpu>.json, figures, README block), profile (results/<gpu>-ncu.json),
 # accuracy (results/<gpu>-accuracy.json), sanitize (results/<gpu>-sanitize.json), notebooks
 # (executed in place, then re-run by nbval), tests (the whole suite, GPU tests and fuzzing
@@ -31,7 +32,9 @@ for stage in "$@"; do
                || status=1 ;;  # -o addopts="": no nbval (the GPU test record is rewritten: commit the full suite's)
     model:*) python3 -m elu_study model --parts "${stage#model:}" || status=1 ;;
     tests) python3 -m pytest -q -x --durations=15 || status=1 ;;
-    records) python3 -m elu_study records ${OUT:+--pack "$OUT/record.tar.gz"} || status=1 ;;
+    records|records:*) stages=${stage#records}; stages=${stages#:}
+      python3 -m elu_study records ${stages//,/ } ${UNTIL:+--until "$UNTIL"} ${OUT:+--pack "$OUT/record.tar.gz"} \
+        || status=1 ;;
     *) python3 -m elu_study "$stage" || status=1 ;;  # a job of python -m elu_study (study, profile, ...)
   esac
   if [ -n "${OUT:-}" ]; then  # after every stage, so a later stage that runs out of time loses nothing

@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan", action="store_true", help="print each record, current or due (and why)")
     parser.add_argument("--force", action="store_true", help="run the stages even where their record is current")
     parser.add_argument("--pack", type=Path, help="after every stage, write the records etc. into this .tar.gz")
+    parser.add_argument("--until", type=float, metavar="SECONDS",
+                        help="start no stage whose last run would end past this many seconds from now (a device "
+                             "call's limit): it is left due for the next run")
     parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the build stage's process
     args = parser.parse_args(argv)
     if args.build_only:  # every build of every job at once (ninja, in parallel)
@@ -164,9 +167,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not here:
         parser.exit(2, "elu-study records: needs a CUDA GPU (--plan shows what would run)\n")
-    failed = []
+    failed, left, began = [], [], time.monotonic()
     for stage in (stage for stage, _, runs in rows if runs):
         start = time.monotonic()
+        expected = (stage.held(gpu) or {}).get("seconds") or 0.0
+        if args.until is not None and start - began + expected > args.until:
+            left.append(stage.name)
+            print(f"\n=== {stage.name}: left for the next run ({start - began:.0f} s gone, its last run took "
+                  f"{expected:.0f} s, --until {args.until:.0f} s)", flush=True)
+            continue
         command = stage.argv()
         print(f"\n=== {stage.name}: python -m {' '.join(command)}", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
@@ -182,4 +191,6 @@ def main(argv: list[str] | None = None) -> int:
             pack(args.pack)
     if failed:
         print(f"failed: {', '.join(failed)}")
-    return 1 if failed else 0
+    if left:
+        print(f"left due: {', '.join(left)}")
+    return 1 if failed or left else 0
