@@ -8,7 +8,12 @@ keyed by a name, an alpha or a length. A number's unit is in its JSON schema (``
 
 from typing import Annotated, Generic, Literal, TypeVar
 
-from msgspec import UNSET, Meta, Struct, UnsetType, field
+from msgspec import UNSET, Meta, Struct, UnsetType, defstruct, field
+
+
+def _alike(name: str, kind, fields: str, **options) -> type[Struct]:
+    """A Struct whose fields (named in ``fields``, space-separated, in order) are all of one type."""
+    return defstruct(name, [(f, kind) for f in fields.split()], **options)
 
 
 def _unit(kind: type, unit: str):
@@ -63,25 +68,14 @@ class Record(Struct, kw_only=True):
 
 
 # -- timing -------------------------------------------------------------------------------------------------------
-class Center(Struct):
-    median_ms: Ms
-    p10_ms: Ms
-    p90_ms: Ms
+Center = _alike("Center", Ms, "median_ms p10_ms p90_ms")
 
 
 class Quantiles(Center):
     runs: int
 
 
-class Spread(Struct):
-    min: float
-    median: float
-    max: float
-
-
-class Power(Struct):
-    mean: float
-    max: float
+Spread, Power = _alike("Spread", float, "min median max"), _alike("Power", float, "mean max")
 
 
 class Nvml(Struct):  # core.timing.NvmlSampler.summary: one round's clocks, power and clock-event reasons
@@ -429,9 +423,7 @@ class PointCheck(Struct):
     elements_compared: int
 
 
-class SleepRetries(Struct):
-    cold: int
-    warm: int
+SleepRetries = _alike("SleepRetries", int, "cold warm")
 
 
 class Point(Struct):
@@ -447,10 +439,7 @@ class Point(Struct):
     host_loops_gpu_busy: int
 
 
-class Floor(Struct):
-    datasheet_ms: Ms
-    stream_cold_ms: Ms
-    stream_warm_ms: Ms
+Floor = _alike("Floor", Ms, "datasheet_ms stream_cold_ms stream_warm_ms")
 
 
 class Regimes(Struct):
@@ -503,11 +492,7 @@ class References(Struct):
     float4: CheckedTimed = field(name="2_float4")
 
 
-class Occupancy(Struct):
-    registers: int
-    resident_blocks_per_sm: int
-    resident_threads_per_sm: int
-    load_bytes_in_flight_per_sm: int
+Occupancy = _alike("Occupancy", int, "registers resident_blocks_per_sm resident_threads_per_sm load_bytes_in_flight_per_sm")
 
 
 class Cell(Struct):
@@ -561,20 +546,9 @@ class Opcheck(Struct):
     failed: list[str]
 
 
-class Gradients(Struct):
-    passed: bool
-    gradcheck_float64: bool
-    gradgradcheck_float64: bool
-    float32_grad_bit_identical: bool
-    float32_double_backward_bit_identical: bool
-    forward_ad_equal: bool
-    vmap_close: bool
-
-
-class CudaGraph(Struct):
-    passed: bool
-    replay_equals_eager_forward: bool
-    replay_equals_eager_backward: bool
+Gradients = _alike("Gradients", bool, "passed gradcheck_float64 gradgradcheck_float64 float32_grad_bit_identical "
+                   "float32_double_backward_bit_identical forward_ad_equal vmap_close")
+CudaGraph = _alike("CudaGraph", bool, "passed replay_equals_eager_forward replay_equals_eager_backward")
 
 
 class Layouts(Struct):
@@ -643,13 +617,7 @@ class Sanitize(Record, kw_only=True):
     builds: dict[str, dict[str, Verdict]]  # build -> tool
 
 
-class Counts(Struct):
-    passed: int
-    failed: int
-    error: int
-    skipped: int
-    xfailed: int
-    xpassed: int
+Counts = _alike("Counts", int, "passed failed error skipped xfailed xpassed")
 
 
 class Fuzz(Struct):
