@@ -225,6 +225,13 @@ def readme_link(path: Path, readme: Path = README) -> str:
     return Path(path).resolve().relative_to(Path(readme).resolve().parent).as_posix()
 
 
+def closed(fig, **layout):
+    """The figure laid out (``tight_layout``) and closed: returned to be shown once, as a cell's value, or saved."""
+    fig.tight_layout(**layout)
+    plt.close(fig)
+    return fig
+
+
 def save_figure(fig, path: Path) -> Path:
     """Save a matplotlib figure and close it."""
     path = Path(path)

@@ -5,6 +5,7 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from elu_study.core.ncu import counter_rows
+from elu_study.core.record import closed
 from elu_study.jobs.beyond.analysis import float32_rows
 
 def times_figure(record: dict, right: float = 1.3):
@@ -30,9 +31,7 @@ def times_figure(record: dict, right: float = 1.3):
     handles = [Patch(color=c, label=k) for k, c in (("attempt (one change)", "tab:purple"), ("step", "tab:blue"),
                                                     ("baseline", "tab:gray"))]
     ax.legend(handles=handles + lines, fontsize=8, loc="upper right", framealpha=0.9)
-    fig.tight_layout()
-    plt.close(fig)  # returned to be shown once, as a cell's value
-    return fig
+    return closed(fig)
 
 
 def dram_figure(record: dict):
@@ -55,6 +54,4 @@ def dram_figure(record: dict):
     ax.set(xlabel="DRAM throughput, % of peak", ylabel="time / copy_'s (median)",
            title="Same bytes, different DRAM efficiency")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)  # returned to be shown once, as a cell's value
-    return fig
+    return closed(fig)

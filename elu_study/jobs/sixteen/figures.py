@@ -7,6 +7,7 @@ import torch
 from matplotlib.patches import Patch
 
 from elu_study.core.entries import is_backward
+from elu_study.core.record import closed
 from elu_study.jobs.sixteen.analysis import DEFAULT, DTYPES, GOALS, ms, rows_of, x_own_copy
 
 COLORS = {"default": "tab:blue", "backward": "tab:cyan", "step7": "tab:purple", "other": "tab:gray"}
@@ -47,9 +48,7 @@ def xcopy_figure(record: dict):
     handles.append(plt.Line2D([], [], **LINES[0], label="roof: copy_ (torch.add for a backward row)"))
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(f"Step 7 against its own roof, {record['provenance']['gpu']}")
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    plt.close(fig)  # returned to be shown once, as a cell's value
-    return fig
+    return closed(fig, rect=(0, 0.1, 1, 1))
 
 
 def rounding_figure(eps: float = 0.012):
@@ -74,9 +73,7 @@ def rounding_figure(eps: float = 0.012):
         ax.set_title(word, fontsize=9, loc="left")
         ax.set(yticks=[], ylim=(-1, 1))
     axes[1].set(xlim=(0.86, 1.08), xlabel="value (a toy format)")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return closed(fig)
 
 
 def table_figure():
@@ -99,6 +96,4 @@ def table_figure():
         ax.set(xlabel=f"magnitude bits of {dtype}", ylabel="expm1(x)")
         ax.set_title(f"{dtype}: x, the band, -1", fontsize=10)
         ax.legend(fontsize=8, loc="lower left")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return closed(fig)

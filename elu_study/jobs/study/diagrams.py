@@ -6,7 +6,8 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import ListedColormap, to_rgba
 from matplotlib.patches import Patch
 
-from elu_study.jobs.study.figures import bars, done, label
+from elu_study.core.record import closed
+from elu_study.jobs.study.figures import bars, label
 from elu_study.jobs.study.launches import (LINE_BYTES, ORDERS, WARP, Launch, block_pass_map, lines_per_instruction,
                                            persistent_runs, schedule, thread_accesses, wave_sizes)
 
@@ -39,7 +40,7 @@ def access_figure(launches: list[Launch], count: int = WARP, title: str | None =
             ax.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set(xlabel=label("byte_offset", step=step), xlim=(0, right))
     fig.suptitle(title or "What the threads read", fontsize=10)
-    return done(fig)
+    return closed(fig)
 
 
 def grid_stride_figure(seed: Launch):
@@ -57,7 +58,7 @@ def grid_stride_figure(seed: Launch):
     waves = [Patch(color=c, label=f"wave {w + 1}: {n} blocks") for w, (n, c) in enumerate(zip(sizes, colors))]
     ax.legend(handles=[*waves, Patch(facecolor="white", edgecolor="gray", label=label("empty_pass"))],
               fontsize=7, loc="lower left", framealpha=0.9)
-    return done(fig)
+    return closed(fig)
 
 
 def tile_order_figure(launches: list[Launch]):
@@ -85,7 +86,7 @@ def tile_order_figure(launches: list[Launch]):
         ax.set_title(f"{lau.name}: {ORDERS[lau.order]}\n{sub}", fontsize=8)
         ax.tick_params(labelsize=7)
     fig.suptitle(label("where_read", tile_bytes=launches[0].tile * launches[0].access_bytes), fontsize=10)
-    return done(fig)
+    return closed(fig)
 
 
 def issue_figure(rows: list[tuple[str, float, float]]):
@@ -98,7 +99,7 @@ def issue_figure(rows: list[tuple[str, float, float]]):
     ax.set(xlim=(0, total.max() * 1.3), xlabel="ms, one full-size launch")
     ax.set_title(label("issue_title"), fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.22), ncol=2, frameon=False)
-    return done(fig)
+    return closed(fig)
 
 
 def in_flight_figure(launches: list[Launch]):
@@ -110,4 +111,4 @@ def in_flight_figure(launches: list[Launch]):
         for lau in launches], "tab:blue")}, 7)
     ax.set(xlim=(0, kib.max() * 1.9), xlabel=label("in_flight_x"))
     ax.set_title(label("in_flight_title"), fontsize=10)
-    return done(fig)
+    return closed(fig)

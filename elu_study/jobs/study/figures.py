@@ -5,6 +5,7 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from elu_study.core import text
+from elu_study.core.record import closed
 
 COLORS = {"step": "tab:blue", "baseline": "tab:gray", "peer": "tab:purple", "ablation": "tab:olive"}
 KIND_LABELS = {"step": "step", "baseline": "baseline (PyTorch, copies, streams)", "peer": "peer (Triton, CUB)",
@@ -48,18 +49,11 @@ def _off_scale(ax, y, value, x, unit=""):
             bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1})
 
 
-def done(fig, **layout):
-    """The figure laid out and closed: returned to be shown once, as a cell's value, or saved."""
-    fig.tight_layout(**layout)
-    plt.close(fig)
-    return fig
-
-
 def _legend(ax, rows, extra=(), loc="lower right", **where):
     """The kind legend (with ``extra`` handles), and the layout."""
     handles = [Patch(color=COLORS[k], label=KIND_LABELS[k]) for k in COLORS if any(r["kind"] == k for r in rows)]
     ax.legend(handles=handles + list(extra), loc=loc, framealpha=0.9, fontsize=8, **where)
-    return done(ax.figure)
+    return closed(ax.figure)
 
 
 def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = NEAR[1]):
@@ -139,7 +133,7 @@ def counters_figure(counters: dict):
     title = "Hardware counters per kernel" + (f" (profiled at commit {commit})" if commit else "")
     ax.set(xlim=(0, 115), xlabel=label("counters_x"), title=title)
     ax.legend(fontsize=8, loc="lower right")
-    return done(fig)
+    return closed(fig)
 
 
 ROLE_COLORS = {"this study": "tab:blue", "PyTorch": "tab:gray", "peer": "tab:purple"}
@@ -178,7 +172,7 @@ def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None =
     axes[-1, 0].set_xlabel(label("own_roof_x"))
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8)
     fig.suptitle(title or label("roofs_title", gpu=record["provenance"]["gpu"]), fontsize=11)
-    return done(fig, rect=(0, 0.07, 1, 1))
+    return closed(fig, rect=(0, 0.07, 1, 1))
 
 
 def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]]):
@@ -199,4 +193,4 @@ def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]]):
     ax.legend(handles=handles, fontsize=8, loc="best")
     ax.set(xlabel=label("regime_clock"), ylabel=label("own_roof_x"), title=label("regimes_title", gpu=gpu))
     ax.grid(alpha=0.3)
-    return done(fig)
+    return closed(fig)
