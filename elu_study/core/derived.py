@@ -10,8 +10,7 @@ JOBS = ("study", "beyond", "sixteen")  # the records whose rows these are
 
 
 def annotate(record: dict) -> dict:
-    """Derived columns for every row: TB/s, % of the datasheet floor, time over float32 copy_ (x_copy), time over
-    the row's own roof (x_roof, if held) and, where both were timed under sustained load too, x_roof_sustained."""
+    """Every row's TB/s, % of the datasheet floor, x_copy (float32 copy_), x_roof and x_roof_sustained where held."""
     numel = record["problem"]["numel"]
     peak = record.get("peak_bytes_per_s")
     roof = next((r["timing"]["median_ms"] for r in record["rows"] if r["name"] == "copy_"), None)

@@ -132,8 +132,7 @@ def sustained_entries(among: list[Entry] | tuple[Entry, ...] | None = None) -> l
 
 
 def profiled_entries() -> list[Entry]:
-    """The entries ``python -m elu_study profile`` reads counters of by default: the float32 forward rows that
-    launch a kernel (copy_ is a driver copy)."""
+    """What ``profile`` reads counters of: the float32 forward rows that launch a kernel (copy_ is a driver copy)."""
     return [e for e in study_entries() if READS["ncu"](e)]
 
 
@@ -170,8 +169,7 @@ def resolve(entries) -> list[Entry]:
 
 
 def stream_floor_ms(rows) -> float | None:
-    """The measured floor of a read+write stream: the summed medians of a read-only and a write-only stream of the
-    same bytes, or None if a row is missing."""
+    """A read+write stream's measured floor: read_only's and write_only's medians summed (None: one is missing)."""
     ms = {r["name"]: r["timing"]["median_ms"] for r in rows}
     return sum(ms[n] for n in STREAM_HALVES) if all(n in ms for n in STREAM_HALVES) else None
 

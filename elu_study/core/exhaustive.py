@@ -61,8 +61,7 @@ def tally(dtype: str, alpha_list, bad: dict, untouched: int, grads: int = 0) -> 
 
 
 def grads_for(dtype: str) -> list[torch.Tensor]:
-    """One grad per pass over every x: randn at three scales, every bit pattern reversed (NaN, inf, 0, subnormal)
-    and ones."""
+    """One grad per pass over every x: randn at three scales, every bit pattern reversed (NaN, inf, 0...) and ones."""
     t = getattr(torch, dtype)
     gen = torch.Generator(device="cuda").manual_seed(99)
     drawn = [(torch.randn(1 << 16, device="cuda", generator=gen) * s).to(t) for s in (1e-3, 1.0, 1e3)]

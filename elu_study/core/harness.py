@@ -46,8 +46,7 @@ def _compiled_elu():
 
 
 def timed_call(entry: Entry, x, y, cache: dict | None = None) -> Callable[[], object]:
-    """The exact call that is timed (and profiled); a batch's entries share their 16-bit tensors and grads through
-    ``cache``."""
+    """The exact call that is timed (and profiled); a batch's entries share 16-bit tensors and grads via ``cache``."""
     cache = {} if cache is None else cache
     if entry.mode in DTYPES16:
         dtype = getattr(torch, entry.mode)

@@ -54,8 +54,7 @@ def _number(text: str) -> float | None:
 
 
 def parse_raw_csv(text: str) -> list[dict]:
-    """Rows of ``ncu --import ... --csv --page raw --print-units base`` as {column: value} (base units: the row of
-    units under the header is passed over)."""
+    """Rows of ``ncu --import ... --csv --page raw --print-units base`` as {column: value} (its units row skipped)."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:

@@ -58,8 +58,7 @@ def record_path(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path 
 
 
 def held_fingerprint(gpu: str, job: str = "study", results_dir: Path | None = None) -> dict | None:
-    """A record's fingerprint ({} if it holds none; None without a record), read from its JSON alone: the rest of
-    the record is neither checked nor derived (``load`` does that)."""
+    """A record's fingerprint ({} if it holds none; None without a record), from its JSON alone: no check, no derive."""
     path = record_path(gpu, job, results_dir)
     return json.loads(path.read_text()).get("fingerprint") or {} if path.is_file() else None
 
@@ -102,8 +101,7 @@ def save(record: dict, job: str = "study", results_dir: Path | None = None) -> P
 
 
 def check_schema(record: dict, job: str, path: Path | str) -> dict:
-    """The record as it was, if it is ``job``'s, of this code's version and of its type (strictly: nothing coerced);
-    else a RecordError naming the file and the field."""
+    """The record, if ``job``'s, of this code's version and strictly of its type; else a RecordError naming the field."""
     found = record.get("schema")
     if not isinstance(found, dict) or found.get("job") != job:
         raise RecordError(f"{path}: not a {job!r} record (its schema stamp is {found!r})")

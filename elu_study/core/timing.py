@@ -77,8 +77,7 @@ class NvmlSampler:
         )
 
     def query(self, fn: str, scale: float = 1.0) -> float | None:
-        """One NVML reading of this GPU by function name, divided by ``scale``; None without NVML or where the GPU
-        does not report it."""
+        """One NVML reading by function name, over ``scale``; None without NVML or where the GPU does not report it."""
         try:
             return getattr(self._nvml, fn)(self._handle) / scale
         except Exception:  # noqa: BLE001 - no NVML, or not supported: no reading
@@ -125,8 +124,7 @@ class NvmlSampler:
         }
 
     def regime(self, samples: list[tuple]) -> dict:
-        """Over some of its samples: SM clock (median, MHz), power (mean, W) and the share at the power limit
-        (a POWER_CAP reason set); None where there are none."""
+        """Over some samples: SM clock (median, MHz), power (mean, W), share at the power limit (POWER_CAP); or None."""
         if not samples:
             return dict.fromkeys(("sm_clock_mhz", "power_w", "capped_fraction"))
         capped = sum(not set(POWER_CAP).isdisjoint(decode_reasons(s[3], self._nvml)) for s in samples)

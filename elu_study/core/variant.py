@@ -157,8 +157,7 @@ def _positive(what: str, values) -> tuple[int, ...]:
 
 
 def _build(mod_or_path, helper: str) -> tuple:
-    """(module, its name): a module as it is, or the path of a kernel file (said wrong before anything runs)
-    compiled, once the GPU that running it needs is there."""
+    """(module, its name): a module as it is, or a kernel file's path (checked first) compiled once a GPU is there."""
     is_module = callable(getattr(mod_or_path, "elu", None))
     if not is_module:
         if not isinstance(mod_or_path, (str, os.PathLike)):

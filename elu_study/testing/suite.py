@@ -31,8 +31,7 @@ class FuzzSettings:
 
 
 def fuzz_settings(examples: int | None = None, seed: str | int | None = None, builds: str | None = None) -> FuzzSettings:
-    """The command line's values, else the defaults: a fresh random seed, and one build per kernel file unless more
-    examples than the default are asked for (then every build)."""
+    """The command line's values, else a fresh seed and one build per kernel file (every build with more examples)."""
     examples = DEFAULT_FUZZ_EXAMPLES if examples is None else examples
     if examples < 1:
         raise ValueError(f"the fuzz budget must be at least 1 example per test, got {examples}")

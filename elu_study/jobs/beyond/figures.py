@@ -9,8 +9,8 @@ from elu_study.core.record import closed
 from elu_study.jobs.beyond.analysis import float32_rows
 
 def times_figure(record: dict, right: float = 1.3):
-    """Every float32 attempt's time over copy_'s as a bar from the roof (median, p10-p90 whiskers), with the two
-    streams' floor; a row past ``right`` is an arrow at the edge with its value."""
+    """Each float32 attempt's time over copy_'s, a bar from the roof (median, p10-p90), the streams' floor; past
+    ``right``: an arrow at the edge with its value."""
     rows = sorted(float32_rows(record), key=lambda r: r["x_copy"])
     roof, floor = record["roof_ms"], record.get("stream_floor_ms")
     fig, ax = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.8))

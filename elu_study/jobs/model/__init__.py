@@ -12,8 +12,7 @@ from elu_study.pytorch import ops
 
 
 def write_report(gpu: str = REFERENCE_GPU, readme: bool = True) -> list[Path]:
-    """The model figures again from ``gpu``'s record (no GPU needed); nothing where that GPU has none (``readme``: the
-    report loop's switch; this job writes no README block)."""
+    """The model figures again from ``gpu``'s record, if any (no GPU needed; ``readme``: no README block here)."""
     record = load(gpu, "model", required=False)
     return [save_figure(analysis.host_figure(record), figure_path(gpu, "model-host")),
             save_figure(analysis.end_to_end_figure(record), figure_path(gpu, "model"))] if record else []

@@ -78,8 +78,7 @@ def stepper(net: nn.Module, mode: str, autocast: bool, compiled: bool):
 
 
 def profiled_step(step, x, target) -> dict:
-    """One profiled step's device time (ms): ELU's kernels (``elu_ms``) and everything the device ran, kernels,
-    copies and fills (``device_ms``)."""
+    """One profiled step's device time (ms): ELU's kernels (``elu_ms``) and all it ran, copies too (``device_ms``)."""
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         step(x, target)

@@ -41,8 +41,7 @@ def time_group(numel: int, requires_grad: bool, autocast: bool) -> list:
 
 
 def measure_host() -> list[dict]:
-    """host_cost: one row per (route, numel, requires_grad, autocast), timed on one CPU core (no migration
-    between cores in the middle of a repeat)."""
+    """host_cost: a row per (route, numel, requires_grad, autocast), timed on one CPU core (no migration mid-repeat)."""
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(allowed)})
     try:

@@ -40,8 +40,7 @@ def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
 
 
 def sustained(r: dict) -> dict | None:
-    """A row's sustained time over its own roof's, SM clock (MHz) and energy per pass (J); None where it or its
-    roof was not timed so."""
+    """A row's sustained time over its roof's, SM clock (MHz), energy per pass (J); None unless both were timed so."""
     if r.get("x_roof_sustained") is None:
         return None
     mine = r["timing"]["sustained"]

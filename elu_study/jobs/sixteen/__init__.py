@@ -16,8 +16,7 @@ from elu_study.jobs.sixteen import analysis, figures, measure
 
 
 def write_report(gpu: str = REFERENCE_GPU, readme: bool = True) -> list[Path]:
-    """Step 7's figure again from ``gpu``'s record (no GPU needed); nothing where that GPU has none (``readme``: the
-    report loop's switch; this job writes no README block)."""
+    """Step 7's figure again from ``gpu``'s record, if any (no GPU needed; ``readme``: no README block here)."""
     record = load(gpu, "sixteen", required=False)
     return [save_figure(figures.xcopy_figure(record), figure_path(gpu, "sixteen"))] if record else []
 

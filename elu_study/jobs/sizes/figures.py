@@ -15,8 +15,7 @@ STREAM_SHOWN_FROM = 32 * 2**20
 
 
 def _style(record: dict) -> dict:
-    """A colour and line style per entry: steps in blues, peers in purples, baselines in greys/greens, the modules
-    dash-dotted (nn.ELU black, the drop-in red)."""
+    """A colour and line per entry: steps blue, peers purple, baselines grey/green, modules dash-dotted (drop-in red)."""
     steps, peers = ([e["name"] for e in record["entries"] if e["kind"] == k] for k in ("step", "peer"))
     styles = {n: {"color": c, "ls": "-"} for n, c in zip(steps, plt.cm.Blues(np.linspace(0.35, 1.0, len(steps))))}
     styles |= {n: {"color": ("tab:purple", "tab:pink", "tab:brown")[i % 3], "ls": "--"} for i, n in enumerate(peers)}

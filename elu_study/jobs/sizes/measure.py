@@ -188,8 +188,7 @@ def prime(entries) -> None:
 
 
 def measure(entries, sizes) -> dict:
-    """Check and time every entry at every length, length by length (one input per length, seeded by it), each peer
-    primed first; return the sizes record."""
+    """The sizes record: every entry checked and timed length by length (one input each, seeded by it), peers primed."""
     entries, points, errors, graphs_before = list(entries), [], [], dynamo_graphs()
     with quiet(), tqdm(total=len(entries) * len(sizes), desc="sizes (entry x length)", unit="point") as bar:
         gpu = Gpu()

@@ -111,8 +111,7 @@ COUNTER_BARS = (("dram_pct_of_peak", "DRAM throughput, % of peak"),
 
 
 def bars(ax, names, series: dict, fontsize: float = 8) -> None:
-    """Horizontal bars, a group per name from the top, a bar per ``series`` item (label -> (values, texts, colour)),
-    each with its text at its end."""
+    """Horizontal bars, a group per name from the top, a bar per ``series`` item (label -> (values, texts, colour))."""
     h = 0.8 / len(series)
     for k, (name, (values, texts, color)) in enumerate(series.items()):
         y = np.arange(len(names)) + (k - (len(series) - 1) / 2) * h
@@ -147,8 +146,7 @@ def role(name: str) -> str:
 
 
 def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None = None, one_scale: bool = False):
-    """Each row's time over its own roof, one panel per ``panels`` item (title -> row names), the roof at 1; with
-    ``one_scale``, every panel on the same x scale."""
+    """Each row's time over its own roof (at 1), a panel per ``panels`` item (title -> row names), one x scale or not."""
     by_name = {r["name"]: r for r in record["rows"]}
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(0.36 * len(n) + 1.0 for n in panels.values()) + 1.2),
                              gridspec_kw={"height_ratios": [len(n) + 1.5 for n in panels.values()]}, squeeze=False,
@@ -176,8 +174,7 @@ def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None =
 
 
 def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]]):
-    """Each row's time over its own roof against its SM clock, ``points``: name -> ((MHz, x) short, (MHz, x)
-    sustained), joined by an arrow per row."""
+    """Each row's time over its roof against its SM clock, short to sustained: ``points``, name -> ((MHz, x), (MHz, x))."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for name, ((x0, y0), (x1, y1)) in points.items():
         color = ROLE_COLORS[role(name)]

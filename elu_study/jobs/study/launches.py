@@ -95,8 +95,7 @@ def persistent_runs(lau: Launch) -> tuple[np.ndarray, np.ndarray]:
 
 
 def thread_accesses(lau: Launch, count: int = WARP) -> np.ndarray:
-    """Byte offsets threads 0 to ``count`` of block 0 read (grid-stride: in its first pass): a row per thread, a column
-    per access."""
+    """Byte offsets threads 0 to ``count`` of block 0 read (grid-stride: first pass), a row per thread, a column each."""
     thread = np.arange(count, dtype=np.int64)[:, None]
     tile = tile_of(lau.order, 0, lau.tiles)
     return (tile * lau.tile + thread + np.arange(lau.vectors)[None, :] * lau.threads) * lau.access_bytes
