@@ -206,8 +206,7 @@ _UNDEFINED = re.compile(r"undefined reference to `(\w+)\(([^)]*)\)'")
 
 
 def explain(spec: BuildSpec, log: str) -> str:
-    """The lines of a failed build's log that say what is wrong (the compiler's errors with their context, the
-    launch functions the file does not define), without the compiler's command lines."""
+    """What a failed build's log says is wrong: the compiler's errors in context, the launch functions missing."""
     lines = log.splitlines()
     noise = (" -o ", "ninja", "error detected in the compilation", "collect2", "FAILED")
     keep = [i for i, line in enumerate(lines) if re.search(r"\berror\b|undefined reference", line)

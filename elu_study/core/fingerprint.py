@@ -8,8 +8,7 @@
 - ``builds``: every kernel build its processes loaded (sources, included headers, flags), from the run's build log.
 - ``toolchain``: GPU, driver, CUDA and torch (``TOOLCHAIN``), compared only where a GPU runs the plan.
 
-``changes`` names the inputs that differ; ``python -m elu_study records --plan`` prints them.
-"""
+``changes`` names the inputs that differ; ``python -m elu_study records --plan`` prints them."""
 
 import ast
 import fnmatch

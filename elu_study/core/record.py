@@ -1,8 +1,7 @@
 """The one record format: every job's ``results/<gpu>[-<job>].json``, written and read here only.
 
 Strict JSON whose first key is ``"schema": {"job": <job>, "version": <n>}``; ``read`` refuses another job or version
-and a body not of its job's type (``core.schema``; ``python -m elu_study.core.record JOB`` prints its JSON Schema).
-"""
+and a body not of its job's type (``core.schema``; ``python -m elu_study.core.record JOB`` prints its JSON Schema)."""
 
 import argparse
 import json

@@ -3,8 +3,7 @@
 ``record.check_schema`` validates a record read from disk against its job's type (``msgspec.convert``, strict: no
 coercion); the record itself stays the plain dict its readers use. A field is required unless it has a default
 (``UNSET``: the key may be absent, never null); keys a type does not name are allowed. ``dict[str, X]`` is a map
-keyed by a name, an alpha or a length. A number's unit is in its JSON schema (``record.json_schema``) as "unit".
-"""
+keyed by a name, an alpha or a length. A number's unit is in its JSON schema (``record.json_schema``) as "unit"."""
 
 from typing import Annotated, Generic, Literal, TypeVar
 

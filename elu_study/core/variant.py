@@ -132,8 +132,7 @@ def _against(names) -> tuple[str, ...]:
 
 
 def timing_line(name: str, timings: dict, numel: int) -> str:
-    """One line from ``time_variant``'s timings: the build's median, its ratio to copy_'s, its bandwidth (float32,
-    read once and written once), the spread of its round medians and the SM clock while it ran (where NVML read it)."""
+    """A line of ``time_variant``'s: median, x copy_, bandwidth (float32, 8 B/element), round-median spread, SM clock."""
     t, copy = timings[name], timings["copy_"]
     clocks = [s["sm_clock_mhz"] for s in t.get("nvml", []) if s.get("samples")]
     clock = clocks and {"median": statistics.median(c["median"] for c in clocks),

@@ -4,8 +4,7 @@ A record is due when its fingerprint (``elu_study.core.fingerprint``) differs fr
 Each due stage runs in a fresh process, in ``STAGES`` order (a peer's time depends on its process's history,
 notebook 09), and is fingerprinted once it succeeds: a run that ran out of time resumes where it stopped.
 ``--plan`` prints each record, current or due and why; ``--pack`` archives the records, notebooks and README after
-every stage, so that nothing measured is lost.
-"""
+every stage, so that nothing measured is lost."""
 
 import argparse
 import json

@@ -3,8 +3,7 @@
 Every build registers in C++ (``kernels/common/binding.cpp``) ``torch.ops.<namespace>.elu``, ``elu_`` and
 ``elu_backward``: its CUDA kernels, ATen for every input no kernel takes, autograd. This module adds what PyTorch
 registers from Python (fake implementations, vmap rules), the drop-in's ``DEFAULTS``, the probe that refuses a build
-whose kernel is not ELU (``verdict``), and ``elu``, the function behind ``elu_study.ELU``.
-"""
+whose kernel is not ELU (``verdict``), and ``elu``, the function behind ``elu_study.ELU``."""
 
 import functools
 import math

@@ -45,8 +45,7 @@ def both(record: dict, table) -> pd.DataFrame:
 
 # -- the tables -----------------------------------------------------------------------------------------------------
 def formulas(record: dict) -> pd.DataFrame:
-    """Per formula: what it computes, its documented bound, and the builds that run it (inputs whose bits differ from
-    it, per alpha)."""
+    """Per formula: what it computes, its documented bound, the builds that run it (inputs differing, per alpha)."""
     same = [run["same_as"] for run in record["runs"].values()]
     return frame({f["name"]: {"computes": f["what"], "documented bound": f["documented_bound"].replace("|", "\\|"),
                               "also run by: inputs differing": ", ".join(
@@ -82,8 +81,7 @@ def summary(record: dict, alpha: str) -> pd.DataFrame:
 
 
 def classes(record: dict, alpha: str) -> pd.DataFrame:
-    """Per class of inputs (and their count), each formula's share correctly rounded (NaN for NaN), and where not
-    all, the share that comes out +0.0."""
+    """Per class of inputs (count): each formula's share correctly rounded (NaN for NaN), else also its share of +0.0."""
     def short(c: dict) -> str:
         zero = c["plus_zero_out"] and c["correctly_rounded"] < c["n"]
         return pct(c["correctly_rounded"], c["n"]) + (f"; +0.0 for {pct(c['plus_zero_out'], c['n'])}" if zero else "")

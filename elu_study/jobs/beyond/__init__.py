@@ -1,7 +1,6 @@
 """Step 6's experiments: can a kernel beat copy_, and the sure way past it (fewer bytes).
 
-``python -m elu_study beyond`` (GPU, ncu) writes results/<gpu>-beyond.json (``measure.run``).
-"""
+``python -m elu_study beyond`` (GPU, ncu) writes results/<gpu>-beyond.json (``measure.run``)."""
 
 import argparse
 import sys

@@ -20,8 +20,7 @@ ALPHA = 1.0
 
 @dataclass(frozen=True)
 class Cell:
-    """One launch shape (its fields in order: set_launch_shape's arguments): blocks_per_sm = 0 is a one-shot grid,
-    > 0 a grid-stride loop."""
+    """One launch shape, fields in set_launch_shape's order: blocks_per_sm 0 is a one-shot grid, > 0 a grid-stride loop."""
 
     threads: int
     vectors: int = 1

@@ -1,5 +1,4 @@
-"""The sweep's figures: x copy_ per cell as heatmaps (one-shot grids, a panel per hints setting; grid-stride loops),
-and against block size."""
+"""The sweep's figures: x copy_ per cell as heatmaps (one-shot grids by hints; grid-stride loops) and by block size."""
 
 from pathlib import Path
 

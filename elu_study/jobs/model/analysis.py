@@ -37,8 +37,7 @@ def median_ci(values: pd.Series, z: float = CI_Z) -> tuple[float, float]:
 
 
 def host_ratios(record: dict) -> pd.DataFrame:
-    """Each route's time over nn.ELU's in the same round (paired, so that the host's drift cancels): median and
-    p10-p90 of the paired ratios, per group."""
+    """Per group, each route's time over nn.ELU's in the same round (paired: drift cancels), median and p10-p90."""
     runs = pd.DataFrame(record["host_cost"]).pivot_table(index=GROUP, columns="route", values="us_runs",
                                                          aggfunc="first")
     return pd.DataFrame([{**dict(zip(GROUP, key)), "route": route, "ratio": q.median(), "p10": q.quantile(0.1),

@@ -3,8 +3,7 @@
 A row's times: ``PAIRS`` pairs of runs, one run of each net per pair, who goes first alternating; each run
 ``steps_per_run`` steps back to back, timed by CUDA events (host gaps included) and at least ``RUN_MS`` long: one
 step of the small MLPs spread the paired ratios by 10 % and more, beyond what the drop-in's host time can move them.
-A pair shares the GPU's clocks, whose drift over seconds (the power cap) cancels in its ratio.
-"""
+A pair shares the GPU's clocks, whose drift over seconds (the power cap) cancels in its ratio."""
 
 import copy
 import gc

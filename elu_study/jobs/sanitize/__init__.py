@@ -3,8 +3,7 @@
 memcheck, racecheck, initcheck and synccheck each watch a child process (``child``) that calls every op of every
 build on small, misaligned, in-place and strided inputs, without PyTorch's caching allocator; a run with errors is
 repeated build by build, to name the build. 0 errors everywhere is the verdict, written to
-``results/<gpu>-sanitize.json``.
-"""
+``results/<gpu>-sanitize.json``."""
 
 import argparse
 import json

@@ -1,8 +1,7 @@
 """Step 7: 16-bit ELU at its own roof, bit for bit PyTorch's (kernels/7_sixteen_bits.cu, notebook 12).
 
 ``python -m elu_study sixteen`` (GPU; ncu optional): every build on every bit pattern at every alpha
-(core.exhaustive), the SASS, every row timed against its dtype's copy_, the counters (or why none).
-"""
+(core.exhaustive), the SASS, every row timed against its dtype's copy_, the counters (or why none)."""
 
 import argparse
 import sys

@@ -1,5 +1,4 @@
-"""Step 7's figures: each 16-bit row's time over its own roof (the job's figure), and diagrams of the rounding check
-and of the table (notebook 12)."""
+"""Step 7's figures: each 16-bit row's time over its own roof; diagrams of the rounding check and the table (nb 12)."""
 
 import matplotlib.pyplot as plt
 import numpy as np

@@ -1,5 +1,4 @@
-"""The sweep's two figures, results/<gpu>-sizes-bandwidth.png and -time.png: effective bandwidth and time per call
-against the length, cold, warm and on the host."""
+"""The sweep's figures (results/<gpu>-sizes-*.png): bandwidth and time per call against length, cold, warm, host."""
 
 from pathlib import Path
 

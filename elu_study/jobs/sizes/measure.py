@@ -9,8 +9,7 @@
   GPU busy, so no call waits for the GPU: the CPU-side cost alone (checks, the binding or dispatcher, the launch).
 
 The GPU timings, too, are enqueued behind a sleep kernel that outlasts the host's loop, so that no event pair
-brackets time the GPU spent waiting for the host (at a few µs per kernel the host is slower than the GPU).
-"""
+brackets time the GPU spent waiting for the host (at a few µs per kernel the host is slower than the GPU)."""
 
 import functools
 import time

@@ -1,5 +1,4 @@
-"""Notebook 09's view of the sweep, each a cell's value: the prediction graded, the figures, one row per entry. No
-GPU needed."""
+"""Notebook 09's view of the sweep (no GPU): the prediction graded, the figures, a row per entry; each a cell's value."""
 
 import matplotlib.pyplot as plt
 import pandas as pd
