@@ -14,6 +14,13 @@ def test_code_digest_ignores_docstrings_comments_and_layout_but_not_code():
     assert fingerprint.code_digest(base) != fingerprint.code_digest(base.replace('"""Doc."""', 'print("Doc.")'))
 
 
+
+def test_code_digest_reads_the_text_not_this_pythons_unparse():
+    """ast.unparse writes some f-strings differently under Python 3.11 and 3.12: a record fingerprinted on the GPU
+    machine's Python must read as current under CI's. The digest is the text's, docstrings and comments cut."""
+    source = 'def f(w, x):\n    """Doc."""\n    return f"{x!r:>{w}} {\'q\'}"  # café\n'
+    assert fingerprint.code_digest(source) == fingerprint._digest("def f(w, x):\n    return f\"{x!r:>{w}} {'q'}\"")
+
 def package(tmp_path):
     """A copy of the package and its catalogue, to edit."""
     shutil.copytree(REPO_ROOT / "elu_study", tmp_path / "elu_study")

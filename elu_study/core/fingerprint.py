@@ -14,8 +14,10 @@ import ast
 import fnmatch
 import hashlib
 import importlib.util
+import io
 import json
 import re
+import tokenize
 import tomllib
 from pathlib import Path
 
@@ -39,14 +41,21 @@ def _digest(text: str | bytes) -> str:
 
 # -- code -------------------------------------------------------------------------------------------------------
 def code_digest(source: str) -> str:
-    """A Python file's syntax tree without docstrings, written back as source (``ast.dump`` differs between Python
-    versions; the code it gives does not)."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
+    """A Python file's text without docstrings, comments and blank lines. The text, not ``ast.unparse``'s: that
+    differs between Python versions (f-strings), and a record measured under one must stay current under another."""
+    lines = source.splitlines()
+    spans = [(t.start, t.end) for t in tokenize.generate_tokens(io.StringIO(source).readline)
+             if t.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
                 and ast.get_docstring(node, clean=False) is not None:
-            node.body = node.body[1:] or [ast.Pass()]
-    return _digest(ast.unparse(tree))
+            doc = node.body[0]  # ast's columns count UTF-8 bytes, tokenize's characters
+            chars = [len(lines[n - 1].encode()[:c].decode()) for n, c in ((doc.lineno, doc.col_offset),
+                                                                         (doc.end_lineno, doc.end_col_offset))]
+            spans.append(((doc.lineno, chars[0]), (doc.end_lineno, chars[1])))
+    for (l0, c0), (l1, c1) in sorted(spans, reverse=True):  # from the end: earlier positions stay valid
+        lines[l0 - 1:l1] = [lines[l0 - 1][:c0] + lines[l1 - 1][c1:]]
+    return _digest("\n".join(line.rstrip() for line in lines if line.strip()))
 
 
 def _module_path(name: str, root: Path) -> Path | None:
