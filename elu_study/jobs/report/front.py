@@ -40,11 +40,13 @@ def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
 
 
 def sustained(r: dict) -> dict | None:
-    """A row's sustained time over its roof's, SM clock (MHz), energy per pass (J); None unless both were timed so."""
+    """A row's sustained time over its roof's, SM clock (MHz), energy per pass (J) and whether most of its samples
+    were at the power limit; None unless both were timed so."""
     if r.get("x_roof_sustained") is None:
         return None
     mine = r["timing"]["sustained"]
-    return {"x": r["x_roof_sustained"], "mhz": mine.get("sm_clock_mhz"), "j": mine.get("energy_j")}
+    return {"x": r["x_roof_sustained"], "mhz": mine.get("sm_clock_mhz"), "j": mine.get("energy_j"),
+            "capped": (mine.get("capped_fraction") or 0) >= 0.5}
 
 
 def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
@@ -102,6 +104,7 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     rows, steps = {r["name"]: r for r in study["rows"]}, steps_frame(study, accuracy)
     best = min((r for r in study["rows"] if r["kind"] == "step"), key=lambda r: r["x_copy"])
     return {"gpu": study["provenance"]["gpu"], "study": study, "x": {n: r["x_roof"] for n, r in rows.items()},
+            "xs": {n: r.get("x_roof_sustained") for n, r in rows.items()},
             "best_sustained": sustained(best),
             "ms": {n: r["timing"]["median_ms"] for n, r in rows.items()}, "best": best, "step7": STEP7,
             "exact": all(steps.loc[f"{STEP7} {d}", "worst ulp"] == "bit-exact" for d in entries.DTYPES16),
@@ -118,17 +121,40 @@ def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
         {"checks": text.render("report/checks.md.j2", **found)} if found else {})
 
 
+def regime_points(study: dict) -> dict[str, tuple[tuple, tuple]]:
+    """The table's rows timed both ways with an NVML clock reading: name -> ((MHz, x own roof, p10 x, p90 x) short,
+    the same sustained), for ``figures.regimes_figure``."""
+    rows, points = {r["name"]: r for r in study["rows"]}, {}
+    for e in step_entries():
+        held = sustained(rows[e.name]) if e.name in rows else None
+        if held and None not in (held["mhz"], mhz := rows[e.name]["timing"].get("sm_clock_mhz")):
+            r = rows[e.name]
+            short, alone = r["timing"], r["timing"]["sustained"]
+            per = (r["x_roof"] / short["median_ms"], held["x"] / alone["median_ms"])  # x per ms, each regime
+            points[e.name] = ((mhz, r["x_roof"], short["p10_ms"] * per[0], short["p90_ms"] * per[0]),
+                              (held["mhz"], held["x"], alone["p10_ms"] * per[1], alone["p90_ms"] * per[1]))
+    return points
+
+
+def regimes_frame(study: dict) -> pd.DataFrame:
+    """The table's rows timed both ways, and their roofs: x own roof, SM clock, power, energy per pass and the share
+    of samples at the power limit, short and sustained."""
+    lines, points = [], regime_points(study)
+    shown = set(points) | {r["roof"] for r in study["rows"] if r["name"] in points}  # with their copy_ rows
+    for r in (r for r in study["rows"] if r["name"] in shown and r["timing"].get("sustained")):
+        short, alone = r["timing"], r["timing"]["sustained"]
+        lines.append({"entry": r["name"], "x own roof": r["x_roof"], "MHz": short["sm_clock_mhz"],
+                      "at the limit": short["capped_fraction"], "x sustained": r["x_roof_sustained"],
+                      "MHz sustained": alone["sm_clock_mhz"], "W sustained": alone["power_w"],
+                      "J per pass sustained": alone["energy_j"], "at the limit sustained": alone["capped_fraction"]})
+    return pd.DataFrame(lines).set_index("entry")
+
+
 def write_figure(gpu: str) -> list[Path]:
     """The steps' figure and, where rows were timed both ways with a clock reading, the regimes' figure."""
     study = record.load(gpu)
     paths = [record.save_figure(figure(study), record.figure_path(gpu, FIGURE))]
-    rows = {r["name"]: r for r in study["rows"]}
-    points = {}
-    for e in step_entries():  # rows timed both ways, with an NVML clock reading to place each by
-        held = sustained(rows[e.name]) if e.name in rows else None
-        if held and None not in (held["mhz"], mhz := rows[e.name]["timing"].get("sm_clock_mhz")):
-            points[e.name] = ((mhz, rows[e.name]["x_roof"]), (held["mhz"], held["x"]))
-    if points:
+    if points := regime_points(study):
         gpu_name = study["provenance"]["gpu"]
         paths.append(record.save_figure(plots.regimes_figure(gpu_name, points), record.figure_path(gpu, REGIMES)))
     return paths

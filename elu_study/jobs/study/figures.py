@@ -173,21 +173,32 @@ def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None =
     return closed(fig, rect=(0, 0.07, 1, 1))
 
 
-def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]]):
-    """Each row's time over its roof against its SM clock, short to sustained: ``points``, name -> ((MHz, x), (MHz, x))."""
+def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]], top: float = 1.2):
+    """Each row's time over its roof against its SM clock, short to sustained: ``points``, name -> ((MHz, x, p10 x,
+    p90 x), the same sustained). Rows above ``top`` would hide the differences near the roof: listed, not drawn."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for name, ((x0, y0), (x1, y1)) in points.items():
+    shown = {n: p for n, p in points.items() if max(p[0][1], p[1][1]) <= top}
+    for name, ((x0, y0, lo0, hi0), (x1, y1, lo1, hi1)) in shown.items():
         color = ROLE_COLORS[role(name)]
-        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.6})
-        ax.plot([x0], [y0], "o", color=color, mfc="white")
-        ax.plot([x1], [y1], "o", color=color)
-        ax.annotate(name, (x1, y1), xytext=(4, 0), textcoords="offset points", fontsize=7, va="center")
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.5})
+        ax.errorbar([x0], [y0], yerr=[[y0 - lo0], [hi0 - y0]], fmt="o", color=color, mfc="white", capsize=2)
+        ax.errorbar([x1], [y1], yerr=[[y1 - lo1], [hi1 - y1]], fmt="o", color=color, capsize=2)
+    labels: list[tuple[float, float, list[str]]] = []  # rows that end where another does share one label
+    for name, (_, (x1, y1, *_)) in sorted(shown.items(), key=lambda kv: kv[1][1][:2]):
+        near = next((g for g in labels if abs(g[0] - x1) <= 20 and abs(g[1] - y1) <= 0.004), None)
+        near[2].append(name) if near else labels.append((x1, y1, [name]))
+    for x1, y1, names in labels:
+        ax.annotate(", ".join(names), (x1, y1), xytext=(6, 0), textcoords="offset points", fontsize=7, va="center")
+    if hidden := [n for n in points if n not in shown]:
+        ax.text(0.01, 0.01, label("regimes_hidden", rows=", ".join(
+            f"{n} ({points[n][0][1]:.2f} to {points[n][1][1]:.2f})" for n in hidden)), transform=ax.transAxes,
+            fontsize=7, va="bottom")
     ax.axhline(1.0, **ROOF_STYLE)
     handles = [plt.Line2D([], [], color="k", marker="o", mfc="white", ls="", label=label("regime_short")),
                plt.Line2D([], [], color="k", marker="o", ls="", label=label("regime_sustained")),
                plt.Line2D([], [], **ROOF_STYLE, label=label("own_roof"))]
-    handles += [Patch(color=c, label=k) for k, c in ROLE_COLORS.items() if k in {role(n) for n in points}]
-    ax.legend(handles=handles, fontsize=8, loc="best")
+    handles += [Patch(color=c, label=k) for k, c in ROLE_COLORS.items() if k in {role(n) for n in shown}]
+    ax.legend(handles=handles, fontsize=8, loc="upper right")
     ax.set(xlabel=label("regime_clock"), ylabel=label("own_roof_x"), title=label("regimes_title", gpu=gpu))
     ax.grid(alpha=0.3)
     return closed(fig)
