@@ -178,6 +178,12 @@ def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]], top: float 
     p90 x), the same sustained). Rows above ``top`` would hide the differences near the roof: listed, not drawn."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
     shown = {n: p for n, p in points.items() if max(p[0][1], p[1][1]) <= top}
+    same: dict[tuple, list[str]] = {}  # rows at one clock in one regime: drawn side by side, so each bar is its own
+    for name, pair in shown.items():
+        for k in (0, 1):
+            same.setdefault((k, pair[k][0]), []).append(name)
+    shown = {n: tuple((p[k][0] + 8 * (same[(k, p[k][0])].index(n) - (len(same[(k, p[k][0])]) - 1) / 2),
+                       *p[k][1:]) for k in (0, 1)) for n, p in shown.items()}
     for name, ((x0, y0, lo0, hi0), (x1, y1, lo1, hi1)) in shown.items():
         color = ROLE_COLORS[role(name)]
         ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.5})
