@@ -20,6 +20,8 @@ def test_code_digest_reads_the_text_not_this_pythons_unparse():
     machine's Python must read as current under CI's. The digest is the text's, docstrings and comments cut."""
     source = 'def f(w, x):\n    """Doc."""\n    return f"{x!r:>{w}} {\'q\'}"  # café\n'
     assert fingerprint.code_digest(source) == fingerprint._digest("def f(w, x):\n    return f\"{x!r:>{w}} {'q'}\"")
+    with_form_feed = 'x = "\x0c"  # a form feed in a string\ny = 1  # one\n'
+    assert fingerprint.code_digest(with_form_feed) == fingerprint._digest('x = "\x0c"\ny = 1')
 
 def package(tmp_path):
     """A copy of the package and its catalogue, to edit."""

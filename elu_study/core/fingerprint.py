@@ -43,7 +43,7 @@ def _digest(text: str | bytes) -> str:
 def code_digest(source: str) -> str:
     """A Python file's text without docstrings, comments and blank lines. The text, not ``ast.unparse``'s: that
     differs between Python versions (f-strings), and a record measured under one must stay current under another."""
-    lines = source.splitlines()
+    lines = source.split("\n")  # as ast and tokenize count lines (splitlines also splits at \f, \x1c, ...)
     spans = [(t.start, t.end) for t in tokenize.generate_tokens(io.StringIO(source).readline)
              if t.type == tokenize.COMMENT]
     for node in ast.walk(ast.parse(source)):
