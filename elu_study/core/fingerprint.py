@@ -1,8 +1,9 @@
 """What determines a record, each input with its digest: a record is measured again only when one of them changed.
 
 - ``code``: the measuring modules its job imports (statically, lazy imports too), plus extra files such as
-  ``tests/``, as their AST without docstrings. Presentation and bookkeeping modules (``PRESENTATION``,
-  ``BOOKKEEPING``) are not inputs: the builds' digests capture what the build code passes to the compiler.
+  ``tests/``, as their text without docstrings, comments and blank lines (``code_digest``). Presentation and
+  bookkeeping modules (``PRESENTATION``, ``BOOKKEEPING``) are not inputs: the builds' digests capture what the build
+  code passes to the compiler.
 - ``catalogue``: the part of ``catalog.toml`` its job reads (``entries.READS``), without descriptions and SASS
   claims: a new step voids the records that would measure it, not every record.
 - ``builds``: every kernel build its processes loaded (sources, included headers, flags), from the run's build log.
