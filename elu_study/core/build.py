@@ -167,19 +167,21 @@ def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[
 
 
 def _shown_as(path: Path) -> str:
-    """A source's name in compiler messages: relative to the repository for a file in it (kernels/..., a copy of
-    examples/my_elu.cu beside the README), so that its builds hash alike in every checkout; else its full path."""
+    """A source's name in messages: relative to the repository for a file in it (kernels/..., a copy of
+    examples/my_elu.cu beside the README); else its full path."""
     return path.relative_to(KERNELS_DIR.parent).as_posix() if path.is_relative_to(KERNELS_DIR.parent) else str(path)
 
 
 def load_arguments(spec: BuildSpec) -> dict:
     """What ``load_inline`` receives for a build, but its name and verbosity: the table of its launch functions, its
-    kernel file, ELU's backward (every build's), no torch header; ``#line`` makes compiler messages name each file
-    and its own line numbers."""
+    kernel file, ELU's backward (every build's), no torch header. ``#line`` makes compiler messages name each file
+    and its own line numbers, by its full path: nvcc's dependency file lists those names, and a name ninja cannot
+    find (a relative one: the build runs in the extensions folder) is a missing input, which would compile the
+    build again on every load."""
     features = [f"-DELU_BINDING_{w.upper().replace('-', '_')}" for w in binding_features(spec.source_path.read_text())]
     return {
         "cpp_sources": "",  # no host code of its own: the shared binding registers it
-        "cuda_sources": [f'#line 1 "{_shown_as(p)}"\n{p.read_text()}'
+        "cuda_sources": [f'#line 1 "{p}"\n{p.read_text()}'
                          for p in (COMMON_DIR / "table.cu", spec.source_path, COMMON_DIR / "backward.cu")],
         "extra_cuda_cflags": [*spec.cuda_flags, *features],
         "extra_include_paths": [str(KERNELS_DIR), str(spec.source_path.parent)],
@@ -216,7 +218,8 @@ def explain(spec: BuildSpec, log: str) -> str:
     for name, args in dict(_UNDEFINED.findall(log)).items():
         shown.append(f"{spec.source_path.name} does not define void {name}({args}): every build defines launch_elu "
                      "(see kernels/common/table.h for each launch function and what it receives)")
-    return f"{_shown_as(spec.source_path)} did not build:\n" + "\n".join(shown or lines[-20:])
+    text = f"{_shown_as(spec.source_path)} did not build:\n" + "\n".join(shown or lines[-20:])
+    return text.replace(f"{KERNELS_DIR.parent}/", "")  # the repository's files by their names in it
 
 
 def _compile(spec: BuildSpec) -> Path:
