@@ -68,3 +68,17 @@ def test_header_edits_change_the_extension_name(tmp_path, monkeypatch):
         (common / f.name).write_text(f.read_text() + "\n// edited\n")
     monkeypatch.setattr(build, "COMMON_DIR", common)
     assert build.build_spec("2_float4").extension_name() != before
+
+
+def test_a_built_variant_is_up_to_date_for_ninja():
+    """A second load compiles nothing: every input nvcc's dependency file names exists, so ninja finds the build
+    current (a name it cannot find, such as a relative #line name, is a missing input: rebuilt on every load)."""
+    import subprocess  # noqa: PLC0415
+
+    module = compile_variant("2_float4")  # first: it sets CUDA_HOME, which cpp_extension reads when imported
+    from torch.utils.cpp_extension import _get_build_directory  # noqa: PLC0415
+
+    folder = _get_build_directory(module.spec.extension_name(), verbose=False)
+    explained = subprocess.run(["ninja", "-C", folder, "-n", "-d", "explain"], capture_output=True, text=True,
+                               check=True)
+    assert "no work to do" in explained.stdout, explained.stdout + explained.stderr
