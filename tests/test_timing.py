@@ -134,9 +134,10 @@ def test_regime_counts_a_sample_capped_by_the_software_cap_or_the_power_brake_no
     sampler = timing.NvmlSampler()
     sampler._nvml = FakeNvml()
     masks = (CAP | IDLE, BRAKE, BRAKE, IDLE, 0)  # capped, capped, capped, not, not
-    samples = [(1980 - 15 * i, 3201, 100.0 * (i + 1), m, i) for i, m in enumerate(masks)]
-    assert sampler.regime(samples) == {"sm_clock_mhz": 1950.0, "power_w": 300.0, "capped_fraction": 3 / 5}
-    assert sampler.regime([]) == {"sm_clock_mhz": None, "power_w": None, "capped_fraction": None}
+    samples = [(1980 - 15 * i, 3201 - 100 * (i % 2), 100.0 * (i + 1), m, i) for i, m in enumerate(masks)]
+    assert sampler.regime(samples) == {"sm_clock_mhz": 1950.0, "mem_clock_mhz": 3201.0, "power_w": 300.0,
+                                       "capped_fraction": 3 / 5}
+    assert sampler.regime([]) == dict.fromkeys(("sm_clock_mhz", "mem_clock_mhz", "power_w", "capped_fraction"))
 
 
 def _fake_do_bench(nvml: FakeNvml | None, per_pass_mj: dict, calls: int = 12, runs: int = 5):

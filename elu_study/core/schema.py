@@ -94,6 +94,7 @@ class Sustained(Center):  # core.timing.time_sustained: one entry alone, back to
     runs: int
     settle_s: Sec
     settled: bool | None  # null: no NVML to tell
+    mem_clock_mhz: MHz | None | Unset = UNSET  # the DRAM's clock, median (records before it: absent)
 
 
 class SustainedRule(Struct):  # core.timing.Sustained
@@ -111,6 +112,7 @@ class Timing(Quantiles):  # core.timing.time_interleaved: one entry over interle
     samples_ms: list[list[Ms]]
     nvml: list[Nvml]
     sm_clock_mhz: MHz | None | Unset = UNSET  # as Sustained's, over every round (records before it: absent)
+    mem_clock_mhz: MHz | None | Unset = UNSET
     power_w: Watts | None | Unset = UNSET
     capped_fraction: float | None | Unset = UNSET
     energy_j: Joules | None | Unset = UNSET

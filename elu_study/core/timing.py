@@ -124,11 +124,13 @@ class NvmlSampler:
         }
 
     def regime(self, samples: list[tuple]) -> dict:
-        """Over some samples: SM clock (median, MHz), power (mean, W), share at the power limit (POWER_CAP); or None."""
+        """Over some samples: SM and memory clocks (medians, MHz), power (mean, W), share at the power limit
+        (POWER_CAP); or None."""
         if not samples:
-            return dict.fromkeys(("sm_clock_mhz", "power_w", "capped_fraction"))
+            return dict.fromkeys(("sm_clock_mhz", "mem_clock_mhz", "power_w", "capped_fraction"))
         capped = sum(not set(POWER_CAP).isdisjoint(decode_reasons(s[3], self._nvml)) for s in samples)
         return {"sm_clock_mhz": float(np.median([s[0] for s in samples])),
+                "mem_clock_mhz": float(np.median([s[1] for s in samples])),
                 "power_w": float(np.mean([s[2] for s in samples])), "capped_fraction": capped / len(samples)}
 
 
