@@ -75,7 +75,8 @@ STAGES = (
     Stage("report", ELU + ("report",), None, serves=("tests",)),
     Stage("notebooks", ELU + ("notebooks",), None, serves=("tests",)),
     # One test file per worker (pytest-xdist, six of the H200 machine's 16 cores): one process could not run the suite
-    # within a session's device time (the record's duration_s is the parallel run's); all workers share one hypothesis seed, kept in fuzz.rerun_with.
+    # within a session's device time (the record's duration_s is the parallel run's); all workers share one
+    # hypothesis seed, kept in fuzz.rerun_with.
     Stage("tests", ("pytest", "-q", "-p", "no:cacheprovider", "--durations=15", "-n", "6", "--dist", "loadfile"),
           "tests", seed_option="--hypothesis-seed", files=("tests/*.py", "tests/data/*")),
 )
