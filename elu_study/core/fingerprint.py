@@ -144,7 +144,8 @@ def build_digest(variant: str, flags=(), cpp_flags=()) -> str:
     headers = included(args["cuda_sources"], [Path(p) for p in args["extra_include_paths"]])
     args["extra_include_paths"] = [Path(p).relative_to(REPO_ROOT).as_posix() if Path(p).is_relative_to(REPO_ROOT)
                                    else p for p in args["extra_include_paths"]]
-    args["cuda_sources"] = [strip_comments(c) for c in args["cuda_sources"]]
+    # #line names a file by its full path (core.build): the repository's by their names in it, as in every checkout
+    args["cuda_sources"] = [strip_comments(c.replace(f'"{REPO_ROOT}/', '"')) for c in args["cuda_sources"]]
     binding = strip_comments(build.BINDING_SOURCE.read_text())  # what registers it and checks its arguments
     return _digest(json.dumps({**args, "headers": headers, "binding": binding, "register": list(cpp_flags)},
                               sort_keys=True))
