@@ -150,3 +150,16 @@ def test_the_main_studys_rows_are_the_entries_its_record_reads():
     assert {e.name for e in entries.study_entries()} == {e.name for e in entries.ENTRIES.values() if entries.in_study(e)}
     assert {e.name for e in entries.profiled_entries()} == {
         e.name for e in entries.ENTRIES.values() if entries.READS["ncu"](e)}
+
+
+def test_a_build_digest_is_the_same_in_every_checkout(monkeypatch, tmp_path):
+    """#line names the kernel files by their full path (core.build); a checkout elsewhere gives the same digest."""
+    here = fingerprint.build_digest("2_float4")
+    kernels = tmp_path / "kernels"
+    shutil.copytree(build.KERNELS_DIR, kernels)
+    for name, value in {"KERNELS_DIR": kernels, "COMMON_DIR": kernels / "common",
+                        "BINDING_SOURCE": kernels / "common" / "binding.cpp"}.items():
+        monkeypatch.setattr(build, name, value)
+    monkeypatch.setattr(fingerprint, "REPO_ROOT", tmp_path)
+    assert str(tmp_path) in build.load_arguments(build.build_spec("2_float4"))["cuda_sources"][1]
+    assert fingerprint.build_digest("2_float4") == here
