@@ -6,6 +6,7 @@ command line's job table, and reports through one loop."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ def _run(*command: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("ruff") is None, reason="ruff is not installed (the H200 machine's python)")
 def test_ruff_finds_nothing():
     result = _run(sys.executable, "-m", "ruff", "check", "elu_study", "tests", "scripts")
     assert result.returncode == 0, result.stdout + result.stderr
