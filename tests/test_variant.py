@@ -204,7 +204,7 @@ def test_the_template_passes_the_study_s_check_on_a_gpu(template):
     # Its formula is F.elu's (alpha * expm1f): within F.elu's worst ulp over every float32 input at the accuracy
     # record's alphas, plus alpha's own rounding to float32, which the exact ELU of the Python alpha charges to it
     # (on the H200: 2.56 ulp at alpha = 1.3, against 2.13 + 0.62).
-    accuracy = record.load(record.record_path(record.REFERENCE_GPU, "accuracy"))
+    accuracy = record.load(job="accuracy")
     expm1f = max(max(v["ulp"] for v in run["formulas"]["F.elu"]["max_ulp"].values())
                  for run in accuracy["runs"].values())
     rounding = max(abs(float(np.float32(a)) - a) / abs(a) for a in REQUIRED_ALPHAS if a) * 2**24
