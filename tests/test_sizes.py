@@ -122,7 +122,7 @@ def test_readme_block_quotes_the_record(committed):
     rec, block = committed, readme.block(committed)
     checked = [p["check"]["passed"] for p in rec["points"] if p["check"]]
     assert f"{sum(checked)} of {len(checked)} element-by-element checks pass" in block
-    assert f"at commit {rec['provenance']['commit']} " in block and "`results/nvidia-h200-sizes.json`" in block
+    assert f"on {rec['provenance']['date_utc'][:10]}:" in block and "`results/nvidia-h200-sizes.json`" in block
     assert f"{len(rec['entries'])} entries at {len(rec['sizes'])} lengths" in block
     assert "![nvidia-h200-sizes-time](results/nvidia-h200-sizes-time.png)" in block
 

@@ -177,7 +177,7 @@ def test_the_readmes_checks_count_every_sanitizer_error_and_name_every_failed_te
     found = front.checks("nvidia-h200")
     assert (found["builds"], found["errors"], found["unread"]) == (2, 3, 1)
     line = front.text.render("report/checks.md.j2", **found)
-    assert "2 builds at commit abc1234 (2026-12-04): 3 errors (and 1 runs that gave no count)" in line
+    assert "2 builds on 2026-12-04: 3 errors (and 1 runs that gave no count)" in line
     assert "5 passed, 1 failed: `tests/test_fuzz.py::test_every_case" in line
     monkeypatch.setattr(record, "load", lambda gpu, job, required=True: tests if job == "tests" else None)
     assert front.checks("nvidia-h200") is None  # no sanitize record: no line

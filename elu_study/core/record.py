@@ -133,26 +133,27 @@ def read(path: Path | str, job: str) -> dict:
     """The record at ``path``, checked (``check_schema``), with its derived columns."""
     path = Path(path)
     record = check_schema(json.loads(path.read_text()), _check_job(job), path)
-    SHOWN[path.name] = commits_of(record)
+    SHOWN[path.name] = dates_of(record)
     return derived.annotate(record) if job in derived.JOBS else record
 
 
-SHOWN: dict[str, list[str]] = {}  # every record this process read: file name -> its commits (``shown``)
+SHOWN: dict[str, list[str]] = {}  # every record this process read: file name -> the days it was measured (``shown``)
 
 
-def commits_of(record: dict) -> list[str]:
-    """The commits a record's parts were measured at: its provenance's and those of parts with their own."""
-    found = [record["provenance"].get("commit")]
+def dates_of(record: dict) -> list[str]:
+    """The days (UTC) a record's parts were measured: its provenance's and those of parts with their own."""
+    found = [record["provenance"].get("date_utc"), record.get("date_utc")]
     for part in record.values():
         if isinstance(part, dict):
-            found += [p.get("commit") for p in (part.get("provenance"), *part.values()) if isinstance(p, dict)]
-    return sorted({c for c in found if c})
+            found += [p.get("date_utc") for p in (part.get("provenance"), *part.values()) if isinstance(p, dict)]
+    return sorted({d[:10] for d in found if d})
 
 
 def shown() -> text.Text:
-    """For a notebook's last cell: every record it read, and their commits where they differ."""
-    rows = [{"file": file, "commits": commits} for file, commits in sorted(SHOWN.items())]
-    return text.show("record/shown.md.j2", rows=rows, commits=sorted({c for cs in SHOWN.values() for c in cs}))
+    """For a notebook's last cell: every record it read and the days it was measured (its commit, information only,
+    stays in its provenance: whether a record is current is its fingerprint's to say)."""
+    rows = [{"file": file, "dates": ", ".join(dates)} for file, dates in sorted(SHOWN.items())]
+    return text.show("record/shown.md.j2", rows=rows)
 
 
 def load(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path | None = None,

@@ -94,7 +94,7 @@ def checks(gpu: str) -> dict | None:
     return {"builds": len(sanitize["builds"]), "tools": sanitize["tools"], "errors": sum(e or 0 for e in errors),
             "unread": errors.count(None), "counts": tests["counts"], "failures": tests["failures"],
             "examples": tests["fuzz"]["examples_per_test"],
-            "at": [f"commit {r['provenance']['commit']} ({r['provenance']['date_utc'][:10]})" for r in (sanitize, tests)],
+            "at": [f"on {r['provenance']['date_utc'][:10]}" for r in (sanitize, tests)],
             "records": [record.record_path(gpu, job).name for job in ("sanitize", "tests")]}
 
 

@@ -128,8 +128,8 @@ def counters_figure(counters: dict):
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.8))
     values = {name: [r.get(key) or 0.0 for r in rows] for key, name in COUNTER_BARS}
     bars(ax, [r["name"] for r in rows], {k: (v, [f"{x:.1f}" for x in v], None) for k, v in values.items()}, 7)
-    commit = counters.get("provenance", {}).get("commit")
-    title = "Hardware counters per kernel" + (f" (profiled at commit {commit})" if commit else "")
+    day = counters.get("provenance", {}).get("date_utc", "")[:10]
+    title = "Hardware counters per kernel" + (f" (profiled on {day})" if day else "")
     ax.set(xlim=(0, 115), xlabel=label("counters_x"), title=title)
     ax.legend(fontsize=8, loc="lower right")
     return closed(fig)
