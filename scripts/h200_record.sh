@@ -20,6 +20,11 @@ if [ -d .whl ] && ! python3 -c "import nbval, ipykernel, msgspec" 2>/dev/null; t
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   python3 -m ipykernel install --user >/dev/null
 fi
+if [ -z "${ELU_STUDY_COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null | head -1)" ]; then
+  # A copy of a working tree sent to a GPU machine can keep an older git state than the files it holds.
+  echo "WARNING: uncommitted changes and no ELU_STUDY_COMMIT: records will name $(git describe --always --dirty)." \
+       "Commit, then run with ELU_STUDY_COMMIT=<the commit sent>." >&2
+fi
 status=0
 log() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 for stage in "$@"; do
