@@ -155,9 +155,15 @@ def _fake_runner(bad: dict[str, set[str]]):
 BUILDS = [Build(name, name) for name in ("1_naive", "2_float4", "3_grid_stride")]
 
 
-def test_clean_builds_take_one_run_per_tool():
+def test_clean_builds_take_one_run_per_tool_and_group():
     fake, calls = _fake_runner({})
-    done = sanitize.sanitize(BUILDS, sanitize.TOOLS, fake)
+    split = sanitize.sanitize(BUILDS, sanitize.TOOLS, fake, groups=2)  # 3 builds: runs of 2 and 1, per tool
+    assert sorted(calls) == sorted((t, ids) for t in sanitize.TOOLS for ids in ([b.id for b in BUILDS[:2]],
+                                                                               [BUILDS[2].id]))
+    assert sanitize.report(split, "v", {})["builds"] == sanitize.report(split[::-1], "v", {})["builds"]
+    assert list(sanitize.report(split, "v", {})["builds"]) == [b.id for b in BUILDS]
+    calls.clear()
+    done = sanitize.sanitize(BUILDS, sanitize.TOOLS, fake, groups=1)
     assert sorted(calls) == sorted((t, [b.id for b in BUILDS]) for t in sanitize.TOOLS)
     rep = sanitize.report(done, "2025.3", {"gpu": "NVIDIA H200"})
     assert rep["passed"] and rep["tools"] == list(sanitize.TOOLS) and list(rep["builds"]) == [b.id for b in BUILDS]
@@ -167,7 +173,7 @@ def test_clean_builds_take_one_run_per_tool():
 
 def test_a_failed_group_run_is_repeated_build_by_build_to_name_the_build():
     fake, calls = _fake_runner({"memcheck": {"2_float4"}})
-    done = sanitize.sanitize(BUILDS, ("memcheck", "initcheck"), fake)
+    done = sanitize.sanitize(BUILDS, ("memcheck", "initcheck"), fake, groups=1)
     assert len(calls) == 2 + len(BUILDS)  # two group runs, then memcheck alone on each build
     rep = sanitize.report(done, None, {"gpu": "NVIDIA H200"})
     assert not rep["passed"]

@@ -1,9 +1,9 @@
 """compute-sanitizer over every build: ``python -m elu_study sanitize [STEP or FILE.cu ...]``.
 
-memcheck, racecheck, initcheck and synccheck each watch a child process (``child``) that calls every op of every
-build on small, misaligned, in-place and strided inputs, without PyTorch's caching allocator; a run with errors is
-repeated build by build, to name the build. 0 errors everywhere is the verdict, written to
-``results/<gpu>-sanitize.json``."""
+memcheck, racecheck, initcheck and synccheck each watch child processes (``child``, one per group of builds,
+all side by side) that call every op of every build on small, misaligned, in-place and strided inputs, without
+PyTorch's caching allocator; a run with errors is repeated build by build, to name the build. 0 errors everywhere is
+the verdict, written to ``results/<gpu>-sanitize.json``."""
 
 import argparse
 import json
@@ -162,16 +162,26 @@ def run_one(runner: Runner, tool: str, builds: list[Build]) -> Run:
     return Run(tool, builds, errors, errors == 0 and returncode == 0 and CHILD_OK in output, output)
 
 
+GROUPS = 4  # each tool's builds split into this many runs: the tools' runs side by side, on a core each
+
+
 def run_all(runner: Runner, tasks: list[tuple[str, list[Build]]], desc: str) -> list[Run]:
-    """run_one over every (tool, builds) task, one tool's worth at a time."""
-    with ThreadPoolExecutor(max_workers=len(TOOLS)) as pool:
+    """run_one over every (tool, builds) task, side by side (a process each, one per core at most)."""
+    with ThreadPoolExecutor(max_workers=max(1, min(len(tasks), os.cpu_count() or 1))) as pool:
         done = pool.map(lambda task: run_one(runner, *task), tasks)
         return list(tqdm(done, total=len(tasks), desc=desc, unit="run"))
 
 
-def sanitize(builds: list[Build], tools, runner: Runner) -> list[Run]:
-    """Every tool over every build, side by side; a failed run is repeated build by build, to name the build."""
-    runs = run_all(runner, [(tool, builds) for tool in tools], "sanitizing")
+def groups_of(builds: list[Build], groups: int) -> list[list[Build]]:
+    """The builds in at most ``groups`` runs of consecutive builds, as even as can be."""
+    size = -(-len(builds) // max(1, groups))
+    return [builds[i:i + size] for i in range(0, len(builds), size)] if builds else []
+
+
+def sanitize(builds: list[Build], tools, runner: Runner, groups: int = GROUPS) -> list[Run]:
+    """Every tool over every build, in ``groups`` runs per tool, all side by side; a failed run is repeated build by
+    build, to name the build."""
+    runs = run_all(runner, [(tool, group) for tool in tools for group in groups_of(builds, groups)], "sanitizing")
     retry = [(r.tool, [b]) for r in runs if not r.ok and len(r.builds) > 1 for b in r.builds]
     return runs + (run_all(runner, retry, "finding the build") if retry else [])
 
