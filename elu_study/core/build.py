@@ -166,12 +166,6 @@ def compile_variant(name_or_path: str | os.PathLike, *, extra_cuda_cflags: list[
     return _load(build_spec(name_or_path, extra_cuda_cflags, extra_cflags))
 
 
-def _shown_as(path: Path) -> str:
-    """A source's name in messages: relative to the repository for a file in it (kernels/..., a copy of
-    examples/my_elu.cu beside the README); else its full path."""
-    return path.relative_to(KERNELS_DIR.parent).as_posix() if path.is_relative_to(KERNELS_DIR.parent) else str(path)
-
-
 def load_arguments(spec: BuildSpec) -> dict:
     """What ``load_inline`` receives for a build, but its name and verbosity: the table of its launch functions, its
     kernel file, ELU's backward (every build's), no torch header. ``#line`` makes compiler messages name each file
@@ -218,8 +212,8 @@ def explain(spec: BuildSpec, log: str) -> str:
     for name, args in dict(_UNDEFINED.findall(log)).items():
         shown.append(f"{spec.source_path.name} does not define void {name}({args}): every build defines launch_elu "
                      "(see kernels/common/table.h for each launch function and what it receives)")
-    text = f"{_shown_as(spec.source_path)} did not build:\n" + "\n".join(shown or lines[-20:])
-    return text.replace(f"{KERNELS_DIR.parent}/", "")  # the repository's files by their names in it
+    text = f"{spec.source_path} did not build:\n" + "\n".join(shown or lines[-20:])
+    return text.replace(f"{KERNELS_DIR.parent}/", "")  # the repository's files by their names in it (kernels/...)
 
 
 def _compile(spec: BuildSpec) -> Path:
