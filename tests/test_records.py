@@ -4,6 +4,8 @@ import json
 import re
 import shutil
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -161,13 +163,16 @@ def test_the_tests_stage_runs_one_file_per_worker_under_one_seed_per_run(monkeyp
     monkeypatch.setattr(records.torch.cuda, "get_device_name", lambda *a: record.REFERENCE_GPU)
     monkeypatch.setattr(records.hardware, "provenance", lambda: {"gpu": "NVIDIA H200", "torch": "x"})
     monkeypatch.setattr(records, "stamp", lambda *a, **k: None)
-    monkeypatch.setattr(records.subprocess, "run",
-                        lambda argv, **kw: calls.append((argv, kw["env"])) or subprocess.CompletedProcess(argv, 0))
+    done = subprocess.Popen(["true"])  # each stage's process: one that ran and exited 0
+    done.wait()
+    monkeypatch.setattr(records.subprocess, "Popen", lambda argv, **kw: calls.append((argv, kw["env"])) or done)
     assert records.main(["tests", "--force"]) == 0
     assert records.main(["tests", "--force"]) == 0
     steps = [argv[2:4] for argv, _ in calls]  # each run: the builds, the README, the notebooks, then the suite
     assert steps == [["elu_study", "records"], ["elu_study", "report"], ["elu_study", "notebooks"], ["pytest", "-q"]] * 2
-    assert all(env[build.BUILD_LOG_ENV].endswith("builds.jsonl") for _, env in calls)
+    # each stage's processes log their builds to one file of its own
+    assert [Path(env[build.BUILD_LOG_ENV]).name for _, env in calls] == [
+        "build.jsonl", "report.jsonl", "notebooks.jsonl", "tests.jsonl"] * 2
     seeds = []
     for argv, _ in calls:
         if argv[2] != "pytest":
@@ -232,3 +237,24 @@ def test_the_check_notices_a_notebook_that_misdates_or_leaves_out_a_record(tmp_p
     record.SHOWN.clear()
     with pytest.raises(AssertionError, match="names no record"):
         check_names_its_records(str(record.shown()), tmp_path)
+
+
+def test_only_stages_that_measure_no_time_run_side_by_side():
+    """accuracy and sanitize (checks, no time or counter) form one group; each timing stage runs alone."""
+    groups = [[s.name for s in g] for g in records.batches(list(records.STAGES))]
+    assert ["accuracy", "sanitize"] in groups
+    assert all(len(g) == 1 for g in groups if g != ["accuracy", "sanitize"])
+    assert [n for g in groups for n in g] == [s.name for s in records.STAGES]
+    timing = [records.BY_NAME[n] for n in ("study", "model", "profile")]
+    assert records.batches(timing) == [[s] for s in timing]
+
+
+def test_a_group_runs_at_once_and_names_the_stage_that_failed(capsys):
+    sleep = "import time; time.sleep(1.5)"
+    group = [records.Stage("a", ("timeit", "-n1", "-r1", sleep), None, alone=False),
+             records.Stage("b", ("timeit", "-n1", "-r1", sleep), None, alone=False),
+             records.Stage("c", ("timeit", "-n1", "-r1", "raise SystemExit(3)"), None, alone=False)]
+    start = time.monotonic()
+    assert records.run_side_by_side(group, record.REFERENCE_GPU, {}) == ["c"]
+    assert time.monotonic() - start < 2.9  # one after the other: 3 s and more
+    assert "=== c: exit 1" in capsys.readouterr().out  # timeit reports the raise, exit 1

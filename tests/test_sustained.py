@@ -73,10 +73,11 @@ def test_a_roof_is_timed_under_sustained_load_only_where_a_row_is_taken_over_it(
     from elu_study.jobs.beyond import measure as beyond
     from elu_study.jobs.sixteen import measure as sixteen
 
-    for among in (None, [ENTRIES[n] for n in beyond.COMPARED] + list(ATTEMPTS),
-                  *(resolve(sixteen.timed_names(d)) for d in ("bfloat16", "float16"))):
-        names = {e.name for e in sustained_entries(among)}
-        assert {roof_for(e.direction, e.dtype) for e in sustained_entries(among)} <= names
+    step6 = beyond.sustained([ENTRIES[n] for n in beyond.COMPARED] + list(ATTEMPTS))
+    for rows in (sustained_entries(), step6,
+                 *(sustained_entries(resolve(sixteen.timed_names(d))) for d in ("bfloat16", "float16"))):
+        assert {roof_for(e.direction, e.dtype) for e in rows} <= {e.name for e in rows}
     assert "copy_" not in {e.name for e in sustained_entries(resolve(sixteen.timed_names("float16")))}
-    step6 = [ENTRIES[n] for n in beyond.COMPARED] + list(ATTEMPTS)
-    assert "copy_ bfloat16" not in {e.name for e in sustained_entries(step6)}
+    assert "copy_ bfloat16" not in {e.name for e in step6}
+    # step 6's: the marked attempts, its default and copy_; the rows it is compared with are the main record's
+    assert {e.name for e in step6} == {e.name for e in ATTEMPTS if e.sustained} | {"copy_", "6_beyond_copy"}

@@ -121,11 +121,13 @@ READS = {
 
 def sustained_entries(among: list[Entry] | tuple[Entry, ...] | None = None) -> list[Entry]:
     """The rows of ``among`` (default: the main study's) also timed under sustained load (3.5-6.5 s each): the
-    baselines, steps and peers, step 7's and the backward's defaults, those marked ``sustained``, and the roof of
-    each of them (its dtype's copy_ or torch.add) only where one of them is taken over it."""
-    rows = [e for e in (study_entries() if among is None else among) if e.sustained
-            or e.kind in ("baseline", "step", "peer") or e.name.split()[0] in ("elu_backward", "7_sixteen_bits",
-                                                                               "7_backward", "copy_", "torch.add")]
+    steps and peers, F.elu and its compiled form, step 7's and the backward's defaults, those marked ``sustained``,
+    and the roof of each of them (its dtype's copy_ or torch.add) only where one of them is taken over it. The other
+    baselines (copy_kernel, F.elu_, read_only, write_only) bound or explain a short time; no table reads them
+    sustained."""
+    rows = [e for e in (study_entries() if among is None else among) if e.sustained or e.kind in ("step", "peer")
+            or e.name.split()[0] in ("F.elu", "torch.compile(F.elu)", "elu_backward", "7_sixteen_bits", "7_backward",
+                                     "copy_", "torch.add")]
     roofs = {e.name for e in rows} & {roof_for(d, t) for d in ("forward", "backward") for t in ("float32", *DTYPES16)}
     needed = {roof_for(e.direction, e.dtype) for e in rows if e.name not in roofs}
     return [e for e in rows if e.name not in roofs or e.name in needed]

@@ -16,7 +16,7 @@ from elu_study.core import derived, exhaustive, schema
 from elu_study.core.entries import ALPHA, DTYPES16, Entry, resolve
 from elu_study.core.hardware import SHAPE, gpu_spec, provenance
 from elu_study.core.sass import inspect_variant
-from elu_study.core.timing import Sustained, time_interleaved, time_sustained
+from elu_study.core.timing import REP_MS, WARMUP_MS, Sustained, time_interleaved, time_sustained
 
 
 def elu_fn(entry: Entry) -> Callable:
@@ -150,9 +150,10 @@ def check_entry(entry: Entry, row: schema.Row, shape, trials: int) -> None:
 
 
 def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress: bool = False,
-            sustained=()) -> dict:
-    """Check every entry, then time them all in interleaved rounds (the short protocol), then each of ``sustained``
-    (entries) alone under sustained load (``timing.time_sustained``); return a results record."""
+            sustained=(), check: bool = True) -> dict:
+    """Check every entry (``check``: False where the job has checked them its own way), then time them all in
+    interleaved rounds (the short protocol), then each of ``sustained`` (entries) alone under sustained load
+    (``timing.time_sustained``); return a results record."""
     entries = resolve(entries)
     rows = {}
     sass: dict[tuple, dict] = {}
@@ -161,7 +162,8 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
             row = schema.Row(name=entry.name, kind=entry.kind, what=entry.what, base=entry.base, flags=list(entry.flags),
                              timing={}, check=None, sass=None, mode=entry.mode, dtype=entry.dtype,
                              direction=entry.direction, exhaustive=None)  # its parts plain dicts, checked on read
-            check_entry(entry, row, shape, trials)
+            if check:
+                check_entry(entry, row, shape, trials)
             if entry.variant and not entry.variant.startswith("peers/"):  # a library's file holds its own kernels
                 key = (entry.variant, entry.flags)  # entries that call one build another way share its SASS
                 if key not in sass:
@@ -184,7 +186,8 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
         "problem": {"shape": list(shape), "dtype": "float32", "alpha": ALPHA, "numel": shape[0] * shape[1]},
         "peak_bytes_per_s": spec.peak_bytes_per_s if spec else None,
         "peak_source": f"{spec.label} {spec.source}" if spec else None,
-        "method": {"trials": trials, "rounds": rounds} | ({"sustained": asdict(Sustained())} if sustained else {}),
+        "method": {"trials": trials, "rounds": rounds, "warmup_ms": WARMUP_MS, "rep_ms": REP_MS}
+        | ({"sustained": asdict(Sustained())} if sustained else {}),
         "rows": [msgspec.structs.asdict(row) for row in rows.values()],
     }
     return derived.annotate(record)

@@ -203,6 +203,8 @@ class Row(Struct, kw_only=True):  # a row of the study, step 6's and step 7's re
 class Method(Struct, kw_only=True):
     trials: int
     rounds: int
+    warmup_ms: Ms | Unset = UNSET  # do_bench's, per call and round (records before it: 50)
+    rep_ms: Ms | Unset = UNSET  # (records before it: 200)
     sustained: SustainedRule | Unset = UNSET
 
 

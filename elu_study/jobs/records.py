@@ -2,7 +2,9 @@
 
 A record is due when its fingerprint (``elu_study.core.fingerprint``) differs from what this tree and machine give.
 Each due stage runs in a fresh process, in ``STAGES`` order (a peer's time depends on its process's history,
-notebook 09), and is fingerprinted once it succeeds: a run that ran out of time resumes where it stopped.
+notebook 09), and is fingerprinted once it succeeds: a run that ran out of time resumes where it stopped. A stage
+that records neither a time nor a counter (``alone`` False: the accuracy and sanitizer checks) runs side by side with
+the next such stage; every other runs alone on the GPU.
 ``--plan`` prints each record, current or due and why; ``--pack`` archives the records, notebooks and README after
 every stage, so that nothing measured is lost."""
 
@@ -36,6 +38,7 @@ class Stage:
     seed_option: str | None = None  # an option given a fresh random seed per run (one for all of pytest's workers)
     serves: tuple[str, ...] | None = None  # a stage without a record: the stages it prepares (None: every one)
     files: tuple[str, ...] = ()  # inputs beyond the job's modules: globs under the repository (the tests' files)
+    alone: bool = True  # False: it measures no time or counter, so it may share the GPU with another such stage
 
     def argv(self) -> tuple[str, ...]:
         return self.command + ((f"{self.seed_option}={secrets.randbelow(2**32)}",) if self.seed_option else ())
@@ -62,14 +65,14 @@ ELU = ("elu_study",)
 STAGES = (
     Stage("build", (*ELU, "records", "--build-only"), None),
     Stage("study", ELU + ("study",), "study"),
-    Stage("accuracy", ELU + ("accuracy",), "accuracy"),
     Stage("sixteen", ELU + ("sixteen",), "sixteen"),
     Stage("beyond", ELU + ("beyond",), "beyond"),
     Stage("model", ELU + ("model",), "model"),
     Stage("profile", ELU + ("profile",), "ncu"),
     Stage("sizes", ELU + ("sizes",), "sizes"),
     Stage("launch", ELU + ("launch",), "launch"),
-    Stage("sanitize", ELU + ("sanitize",), "sanitize"),
+    Stage("accuracy", ELU + ("accuracy",), "accuracy", alone=False),
+    Stage("sanitize", ELU + ("sanitize",), "sanitize", alone=False),
     # The suite compares the README and the notebooks' outputs with what the records give (nbval, the report's
     # byte-for-byte test): regenerated from the records just measured before it runs, not left at the last ones.
     Stage("report", ELU + ("report",), None, serves=("tests",)),
@@ -136,6 +139,44 @@ def pack(archive: Path) -> None:
             tar.add(path, arcname=path.relative_to(ROOT).as_posix())
 
 
+def batches(stages: list[Stage]) -> list[list[Stage]]:
+    """The stages to run, in order, as groups run side by side: a run of consecutive stages that need not be alone
+    (``Stage.alone`` False) forms one group, every other stage its own."""
+    groups: list[list[Stage]] = []
+    for stage in stages:
+        if groups and not stage.alone and not groups[-1][-1].alone:
+            groups[-1].append(stage)
+        else:
+            groups.append([stage])
+    return groups
+
+
+def run_side_by_side(group: list[Stage], gpu: str, tools: dict) -> list[str]:
+    """Each stage of ``group`` in its own fresh process, all at once; each one that succeeds is fingerprinted (its
+    ``seconds`` its own run's). Returns the names of those that failed."""
+    start, failed = time.monotonic(), []
+    with tempfile.TemporaryDirectory() as tmp:
+        running = {}
+        for stage in group:
+            command = stage.argv()
+            print(f"\n=== {stage.name}: python -m {' '.join(command)}", flush=True)
+            log = Path(tmp, f"{stage.name}.jsonl")
+            running[stage] = (log, subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT,
+                                                    env={**os.environ, build.BUILD_LOG_ENV: str(log)}))
+        while running:
+            for stage, (log, process) in list(running.items()):
+                if (status := process.poll()) is None:
+                    continue
+                del running[stage]
+                if status == 0 and stage.job:
+                    stamp(stage, gpu, log, tools, seconds=time.monotonic() - start)
+                print(f"=== {stage.name}: exit {status} after {time.monotonic() - start:.0f} s", flush=True)
+                if status:
+                    failed.append(stage.name)
+            time.sleep(0.2)
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elu_study records", description=__doc__.splitlines()[0])
     parser.add_argument("stages", nargs="*", help=f"of {', '.join(BY_NAME)} (default: all, in this order)")
@@ -168,27 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     if not here:
         parser.exit(2, "elu-study records: needs a CUDA GPU (--plan shows what would run)\n")
     failed, left, began = [], [], time.monotonic()
-    for stage in (stage for stage, _, runs in rows if runs):
+    for group in batches([stage for stage, _, runs in rows if runs]):
         start = time.monotonic()
-        expected = (stage.held(gpu) or {}).get("seconds") or 0.0
+        expected = max((stage.held(gpu) or {}).get("seconds") or 0.0 for stage in group)
         if args.until is not None and start - began + expected > args.until:
-            left.append(stage.name)
-            print(f"\n=== {stage.name}: left for the next run ({start - began:.0f} s gone, its last run took "
-                  f"{expected:.0f} s, --until {args.until:.0f} s)", flush=True)
+            left += [stage.name for stage in group]
+            print(f"\n=== {', '.join(s.name for s in group)}: left for the next run ({start - began:.0f} s gone, its "
+                  f"last run took {expected:.0f} s, --until {args.until:.0f} s)", flush=True)
             continue
-        command = stage.argv()
-        print(f"\n=== {stage.name}: python -m {' '.join(command)}", flush=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            log = Path(tmp, "builds.jsonl")
-            env = {**os.environ, build.BUILD_LOG_ENV: str(log)}
-            status = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, check=False, env=env).returncode
-            if status == 0 and stage.job:
-                stamp(stage, gpu, log, tools, seconds=time.monotonic() - start)
-        print(f"=== {stage.name}: exit {status} after {time.monotonic() - start:.0f} s", flush=True)
-        if status:
-            failed.append(stage.name)
+        failed += run_side_by_side(group, gpu, tools)
         if args.pack:
             pack(args.pack)
+    print(f"\n=== all stages run: {time.monotonic() - began:.0f} s", flush=True)
     if failed:
         print(f"failed: {', '.join(failed)}")
     if left:

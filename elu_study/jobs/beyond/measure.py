@@ -33,12 +33,18 @@ def failed(record: dict) -> list[str]:
         c["untouched"] or c["mismatches"] and formula16(r["name"]) == "Expm1f")]
 
 
+def sustained(todo) -> list:
+    """The rows of ``todo`` timed under sustained load too: the attempts marked so, step 6's default and copy_, their
+    roof. The other rows compared are timed so in the main record."""
+    return sustained_entries([e for e in todo if e.sustained or e.name in ("copy_", "6_beyond_copy")])
+
+
 def run(processes: int = 3, rounds: int = 5, profile_counters: bool = True) -> dict:
     """The record of ``python -m elu_study beyond``: the attempts beside COMPARED (those the catalogue marks
-    ``sustained`` under sustained load too), their counters and ``processes`` fresh processes."""
+    ``sustained``, step 6 and copy_ under sustained load too), their counters and ``processes`` fresh processes."""
     todo = [ENTRIES[n] for n in COMPARED] + list(ATTEMPTS)
     build_all(builds(todo))
-    record = measure(todo, trials=2, rounds=rounds, progress=True, sustained=sustained_entries(todo))
+    record = measure(todo, trials=2, rounds=rounds, progress=True, sustained=sustained(todo))
     torch.cuda.empty_cache()
     if profile_counters:  # copy_ of either dtype is a driver copy, not a kernel ncu can see
         counters = profile([e.name for e in todo if not e.name.startswith("copy_")])

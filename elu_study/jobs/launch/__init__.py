@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from elu_study.core.record import REFERENCE_GPU, load, save
+from elu_study.core.timing import REP_MS, WARMUP_MS
 from elu_study.jobs.launch import measure  # the module: a function of the same name would shadow it here
 from elu_study.jobs.launch.analysis import plan
 from elu_study.jobs.launch.figures import write_figures
@@ -24,8 +25,8 @@ def write_report(gpu: str = REFERENCE_GPU, readme: bool = True) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elu_study launch", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
-    parser.add_argument("--warmup-ms", type=float, default=25.0, help="do_bench warm-up per call, round")
-    parser.add_argument("--rep-ms", type=float, default=100.0, help="do_bench time per call, round")
+    parser.add_argument("--warmup-ms", type=float, default=WARMUP_MS, help="do_bench warm-up per call, round")
+    parser.add_argument("--rep-ms", type=float, default=REP_MS, help="do_bench time per call, round")
     parser.add_argument("--check-trials", type=int, default=1, help="full-size check_elu trials per cell")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
