@@ -9,6 +9,7 @@ the next such stage; every other runs alone on the GPU.
 every stage, so that nothing measured is lost."""
 
 import argparse
+import itertools
 import json
 import os
 import secrets
@@ -95,13 +96,9 @@ def plan(gpu: str, tools: dict | None, names=None, force: bool = False,
     due = {n for n in wanted if BY_NAME[n].job and (force or why[n])}
     rows = []
     for stage in STAGES:
-        if stage.job:
-            if stage.name in wanted:
-                rows.append((stage, why[stage.name], stage.name in due))
-            continue
-        serves = set(stage.serves) if stage.serves else set(why)
+        serves = {stage.name} if stage.job else set(stage.serves or why)
         if stage.name in wanted or serves & wanted:
-            rows.append((stage, [], force or bool(serves & due)))
+            rows.append((stage, why.get(stage.name, []), force or bool(serves & due)))
     return rows
 
 
@@ -113,10 +110,9 @@ def lines(rows, gpu: str, results_dir: Path | None = None) -> list[str]:
         state = ("due" if why else "runs") if runs else "current"
         took = f" (last run {seconds:.0f} s)" if seconds is not None else ""
         out.append(f"  {stage.name:<9} {state:<8}{took}" + (f" {fingerprint.summary(why)}" if why else ""))
-        if runs and seconds is not None:
-            known += seconds
-        elif runs:
-            unknown.append(stage.name)
+        if runs:
+            known += seconds or 0.0
+            unknown += [stage.name] if seconds is None else []
     out.append(f"  to run: about {known:.0f} s of stages" + (f", plus {', '.join(unknown)} (no timing recorded)"
                                                            if unknown else ""))
     return out
@@ -141,14 +137,8 @@ def pack(archive: Path) -> None:
 
 def batches(stages: list[Stage]) -> list[list[Stage]]:
     """The stages to run, in order, as groups run side by side: a run of consecutive stages that need not be alone
-    (``Stage.alone`` False) forms one group, every other stage its own."""
-    groups: list[list[Stage]] = []
-    for stage in stages:
-        if groups and not stage.alone and not groups[-1][-1].alone:
-            groups[-1].append(stage)
-        else:
-            groups.append([stage])
-    return groups
+    (``Stage.alone`` False) forms one group, every other stage its own (its name, a key of its own)."""
+    return [list(group) for _, group in itertools.groupby(stages, key=lambda s: s.alone and s.name)]
 
 
 def run_side_by_side(group: list[Stage], gpu: str, tools: dict) -> list[str]:
@@ -221,8 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.pack:
             pack(args.pack)
     print(f"\n=== all stages run: {time.monotonic() - began:.0f} s", flush=True)
-    if failed:
-        print(f"failed: {', '.join(failed)}")
-    if left:
-        print(f"left due: {', '.join(left)}")
+    for what, names in (("failed", failed), ("left due", left)):
+        if names:
+            print(f"{what}: {', '.join(names)}")
     return 1 if failed or left else 0

@@ -123,31 +123,27 @@ def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
 
 def regime_points(study: dict) -> dict[str, tuple[tuple, tuple]]:
     """The table's rows timed both ways with an NVML clock reading: name -> ((MHz, x own roof, p10 x, p90 x) short,
-    the same sustained), for ``figures.regimes_figure``."""
+    the same sustained), for ``figures.regimes_figure``: each quantile scaled by x own roof per ms of its regime."""
     rows, points = {r["name"]: r for r in study["rows"]}, {}
-    for e in step_entries():
-        held = sustained(rows[e.name]) if e.name in rows else None
-        if held and None not in (held["mhz"], mhz := rows[e.name]["timing"].get("sm_clock_mhz")):
-            r = rows[e.name]
-            short, alone = r["timing"], r["timing"]["sustained"]
-            per = (r["x_roof"] / short["median_ms"], held["x"] / alone["median_ms"])  # x per ms, each regime
-            points[e.name] = ((mhz, r["x_roof"], short["p10_ms"] * per[0], short["p90_ms"] * per[0]),
-                              (held["mhz"], held["x"], alone["p10_ms"] * per[1], alone["p90_ms"] * per[1]))
+    for r in (rows[e.name] for e in step_entries() if e.name in rows):
+        both = ((r["timing"], r["x_roof"]), (r["timing"].get("sustained") or {}, r.get("x_roof_sustained")))
+        if all(t.get("sm_clock_mhz") is not None and x is not None for t, x in both):
+            points[r["name"]] = tuple((t["sm_clock_mhz"], x, t["p10_ms"] * (x / t["median_ms"]),
+                                       t["p90_ms"] * (x / t["median_ms"])) for t, x in both)
     return points
 
 
 def regimes_frame(study: dict) -> pd.DataFrame:
     """The table's rows timed both ways, and their roofs: x own roof, SM clock, power, energy per pass and the share
     of samples at the power limit, short and sustained."""
-    lines, points = [], regime_points(study)
+    points = regime_points(study)
     shown = set(points) | {r["roof"] for r in study["rows"] if r["name"] in points}  # with their copy_ rows
-    for r in (r for r in study["rows"] if r["name"] in shown and r["timing"].get("sustained")):
-        short, alone = r["timing"], r["timing"]["sustained"]
-        lines.append({"entry": r["name"], "x own roof": r["x_roof"], "MHz": short["sm_clock_mhz"],
-                      "at the limit": short["capped_fraction"], "x sustained": r["x_roof_sustained"],
-                      "MHz sustained": alone["sm_clock_mhz"], "W sustained": alone["power_w"],
-                      "J per pass sustained": alone["energy_j"], "at the limit sustained": alone["capped_fraction"]})
-    return pd.DataFrame(lines).set_index("entry")
+    return pd.DataFrame([{
+        "entry": r["name"], "x own roof": r["x_roof"], "MHz": r["timing"]["sm_clock_mhz"],
+        "at the limit": r["timing"]["capped_fraction"], "x sustained": r["x_roof_sustained"],
+        "MHz sustained": alone["sm_clock_mhz"], "W sustained": alone["power_w"], "J per pass sustained": alone["energy_j"],
+        "at the limit sustained": alone["capped_fraction"],
+    } for r in study["rows"] if r["name"] in shown and (alone := r["timing"].get("sustained"))]).set_index("entry")
 
 
 def write_figure(gpu: str) -> list[Path]:
