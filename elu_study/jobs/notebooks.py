@@ -41,6 +41,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(failed)} of {len(paths)} notebooks failed: {', '.join(sorted(failed))}", file=sys.stderr)
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -136,14 +136,12 @@ def pack(archive: Path) -> None:
 
 
 def batches(stages: list[Stage]) -> list[list[Stage]]:
-    """The stages to run, in order, as groups run side by side: a run of consecutive stages that need not be alone
-    (``Stage.alone`` False) forms one group, every other stage its own (its name, a key of its own)."""
+    """Groups run side by side: consecutive stages that need not be alone (``Stage.alone`` False), or one stage."""
     return [list(group) for _, group in itertools.groupby(stages, key=lambda s: s.alone and s.name)]
 
 
 def run_side_by_side(group: list[Stage], gpu: str, tools: dict) -> list[str]:
-    """Each stage of ``group`` in its own fresh process, all at once; each one that succeeds is fingerprinted (its
-    ``seconds`` its own run's). Returns the names of those that failed."""
+    """Each stage in a fresh process, all at once, each that succeeds fingerprinted (its own ``seconds``): the failed."""
     start, failed = time.monotonic(), []
     with tempfile.TemporaryDirectory() as tmp:
         running = {}

@@ -134,8 +134,8 @@ def regime_points(study: dict) -> dict[str, tuple[tuple, tuple]]:
 
 
 def regimes_frame(study: dict) -> pd.DataFrame:
-    """The table's rows timed both ways, and their roofs: x own roof, SM clock, power, energy per pass and the share
-    of samples at the power limit, short and sustained."""
+    """``regime_points``' rows and their roofs: x own roof, SM clock and share at the power limit, short and
+    sustained; power and energy per pass, sustained."""
     points = regime_points(study)
     shown = set(points) | {r["roof"] for r in study["rows"] if r["name"] in points}  # with their copy_ rows
     return pd.DataFrame([{

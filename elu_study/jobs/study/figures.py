@@ -23,8 +23,7 @@ def label(key: str, **numbers) -> str:
     return text.render("study/labels.md.j2", key=key, **numbers)
 
 
-def _rows(record: dict, names) -> list[dict]:
-    """The named rows the record holds (an entry added since it was measured has none), bottom to top as drawn."""
+def _rows(record: dict, names) -> list[dict]:  # those the record holds, bottom to top as drawn
     by_name = {r["name"]: r for r in record["rows"]}
     return [by_name[n] for n in names if n in by_name][::-1]
 
@@ -35,30 +34,28 @@ def _whisker(ax, i, lo, median, hi, color):
     ax.text(hi, i, f"  {median:.3f}", va="center", fontsize=8)
 
 
-def _inside(rows, hi: float = NEAR[1]) -> np.ndarray:
-    """Whether each row's median is within [NEAR[0], hi] times copy_'s (every row, where none is or no copy_)."""
-    inside = np.array([r.get("x_copy") is None or NEAR[0] <= r["x_copy"] <= hi for r in rows])
+def _inside(rows) -> np.ndarray:
+    """Whether each row's median is within NEAR times copy_'s (every row, where none is or no copy_)."""
+    inside = np.array([r.get("x_copy") is None or NEAR[0] <= r["x_copy"] <= NEAR[1] for r in rows])
     return inside if inside.any() else ~inside
 
 
-def _off_scale(ax, y, value, x, unit=""):
-    """An arrow at the axis's edge ``x`` (left or right of the data) with the row's median."""
+def _off_scale(ax, y, value, x, unit=""):  # an arrow at the axis's edge x with the row's median
     right = x >= np.mean(ax.get_xlim())
     ax.plot(x, y, ">" if right else "<", color="k", clip_on=False, zorder=5)
     ax.text(x, y, f"  {value:.3f}{unit}, off scale  ", va="center", ha="right" if right else "left", fontsize=8,
             bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1})
 
 
-def _legend(ax, rows, extra=(), loc="lower right", **where):
-    """The kind legend (with ``extra`` handles), and the layout."""
+def _legend(ax, rows, extra=(), loc="lower right", **where):  # the kind legend (and extra handles), laid out
     handles = [Patch(color=COLORS[k], label=KIND_LABELS[k]) for k in COLORS if any(r["kind"] == k for r in rows)]
     ax.legend(handles=handles + list(extra), loc=loc, framealpha=0.9, fontsize=8, **where)
     return closed(ax.figure)
 
 
-def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = NEAR[1]):
-    """Time over copy_'s, median and p10-p90, with the datasheet and measured floors; an entry slower than ``max_x``
-    (or faster than NEAR's low end) is an arrow at the edge. The x axis fits the other rows and the lines, not 0."""
+def xcopy_figure(record: dict, names, title: str | None = None):
+    """Time over copy_'s, median and p10-p90, with the datasheet and measured floors; an entry outside NEAR is an
+    arrow at the edge. The x axis fits the other rows and the lines, not 0."""
     rows, roof = _rows(record, names), record["roof_ms"]
     fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 2.4))
     lines = [ax.axvline(1.0, **ROOF_STYLE, label="copy_ (the roof) = 1")]
@@ -68,7 +65,7 @@ def xcopy_figure(record: dict, names, title: str | None = None, max_x: float = N
         if record.get(key):  # annotate() derives both on load; None without a peak or the stream halves
             lines.append(ax.axvline(record[key] / roof, **style, label=f"{name}: {record[key] / roof:.3f}"))
     med, p10, p90 = (np.array([r["timing"][q] for r in rows]) / roof for q in ("median_ms", "p10_ms", "p90_ms"))
-    inside, refs = _inside(rows, hi=max_x), [line.get_xdata()[0] for line in lines]
+    inside, refs = _inside(rows), [line.get_xdata()[0] for line in lines]
     left, right = min(p10[inside].min(), *refs), max(p90[inside].max(), *refs)
     left, right = left - (right - left) * 0.03, right + (right - left) * 0.15
     ax.set_xlim(left, right)
@@ -122,8 +119,7 @@ def bars(ax, names, series: dict, fontsize: float = 8) -> None:
     ax.invert_yaxis()
 
 
-def counters_figure(counters: dict):
-    """Per kernel: DRAM throughput, occupancy and L2 hit rate from Nsight Compute (grouped bars)."""
+def counters_figure(counters: dict):  # per kernel: DRAM throughput, occupancy and L2 hit rate (ncu)
     rows = counters["rows"]
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.8))
     values = {name: [r.get(key) or 0.0 for r in rows] for key, name in COUNTER_BARS}

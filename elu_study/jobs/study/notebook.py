@@ -129,10 +129,9 @@ class Study:
         records = {job: self.record if job == self.job else self.other(job) for job in {p.job for p in claims}}
         df = predictions.frame(records, *claims)
         if len(df) > 1:
-            self.show(df)
-        else:
-            r = df.iloc[0]
-            print(f"Prediction for {r['entry']}: {r['predicted']}; measured {r['measured']}: {r['verdict']}")
+            return self.show(df)
+        r = df.iloc[0]
+        print(f"Prediction for {r['entry']}: {r['predicted']}; measured {r['measured']}: {r['verdict']}")
 
     def counters_table(self, *names: str, columns=COUNTER_COLUMNS) -> None:
         if not self.counters:
