@@ -40,13 +40,12 @@ def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
 
 
 def sustained(r: dict) -> dict | None:
-    """A row's sustained time over its roof's, SM clock (MHz), energy per pass (J) and whether most of its samples
-    were at the power limit; None unless both were timed so."""
+    """A row's sustained time over its roof's, energy per pass (J) and whether most of its samples were at the power
+    limit; None unless both were timed so."""
     if r.get("x_roof_sustained") is None:
         return None
     mine = r["timing"]["sustained"]
-    return {"x": r["x_roof_sustained"], "mhz": mine.get("sm_clock_mhz"), "j": mine.get("energy_j"),
-            "capped": (mine.get("capped_fraction") or 0) >= 0.5}
+    return {"x": r["x_roof_sustained"], "j": mine.get("energy_j"), "capped": (mine.get("capped_fraction") or 0) >= 0.5}
 
 
 def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:

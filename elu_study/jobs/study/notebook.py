@@ -100,8 +100,7 @@ class Study:
         """The kernel file; with ``functions``, only those (and, with ``opening``, its opening comment)."""
         path = build_spec(name).source_path
         code = excerpt(path.read_text(), *functions, opening=opening) if functions else path.read_text()
-        return text.show("study/notebook/kernel.md.j2", path=path.name, entry=name, functions=functions,
-                         opening=opening, code=code, previous=None)
+        return text.show("study/notebook/kernel.md.j2", path=path.name, functions=functions, code=code, previous=None)
 
     @staticmethod
     def show_diff(previous: str, step: str) -> text.Text:
@@ -109,7 +108,7 @@ class Study:
         a, b = build_spec(previous).source_path, build_spec(step).source_path
         diff = difflib.unified_diff(code_lines(a.read_text()), code_lines(b.read_text()), f"kernels/{a.name}",
                                     f"kernels/{b.name}", n=1, lineterm="")
-        return text.show("study/notebook/kernel.md.j2", path=b.name, previous=a.name, entry=step, code="\n".join(diff))
+        return text.show("study/notebook/kernel.md.j2", path=b.name, previous=a.name, code="\n".join(diff))
 
     def inspect(self, name: str) -> KernelReport:
         """An entry's SASS report, printed: compiled here if a toolkit is installed, else the recorded one."""
