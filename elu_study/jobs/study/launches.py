@@ -58,9 +58,8 @@ def launch(name: str, sm_count: int, numel: int) -> Launch:
     entry = ENTRIES[name]
     model = KERNELS[entry.variant].launch if entry.variant in KERNELS else None
     if model is None:
-        modelled = ", ".join(k.name for k in KERNELS.values() if k.launch)
         raise ValueError(f"{name}: no launch model for {entry.variant!r} (catalog.toml's [kernels.<file>].launch: "
-                         f"{modelled})")
+                         f"{', '.join(k.name for k in KERNELS.values() if k.launch)})")
     knobs = kernel_knobs(entry.variant, entry.flags)
     threads, vectors = int(knobs[model.threads]), int(knobs[model.vectors]) if model.vectors else 1
     element = BYTES_PER_ELEMENT[entry.mode]
