@@ -64,7 +64,6 @@ GROUPS: dict[str, str] = _CATALOG["groups"]
 
 
 def entry_of(table: dict) -> Entry:
-    """An ``[[entry]]`` table of catalog.toml as an Entry."""
     return Entry(**{**table, "flags": tuple(table.get("flags", ()))})
 
 
@@ -83,7 +82,7 @@ def _of(kind: str, group: str = "") -> tuple[Entry, ...]:
     return tuple(e for e in _ALL if e.kind == kind and e.group.startswith(group))
 
 
-BASELINES, PEERS, STEPS, ABLATIONS = _of("baseline"), _of("peer"), _of("step"), _of("ablation")
+BASELINES, PEERS, STEPS = _of("baseline"), _of("peer"), _of("step")
 ATTEMPTS = _of("attempt", "step6")  # step 6's attempts and its other calls (notebook 08, `python -m elu_study beyond`)
 STEP7 = _of("attempt", "step7")  # step 7's builds and rows, both 16-bit dtypes (notebook 12)
 BACKWARD = _of("backward")  # the float32 backward against its roof, torch.add
@@ -96,8 +95,7 @@ STREAM_HALVES = ("read_only", "write_only")
 
 
 def study_entries() -> list[Entry]:
-    """The main study's rows (``python -m elu_study``): the float32 rows of KINDS, the backward rows, and step 7's
-    SIXTEEN_IN_STUDY rows on each 16-bit dtype."""
+    """The main study's rows (``python -m elu_study``), in this order."""
     sixteen = [ENTRIES[f"{name} {dtype}"] for dtype in DTYPES16 for name in SIXTEEN_IN_STUDY]
     return [e for e in ENTRIES.values() if e.kind in KINDS] + list(BACKWARD) + sixteen
 
@@ -150,7 +148,6 @@ def roof_for(direction: str, dtype: str) -> str:
 
 
 def roof_of(name: str, mode: str = "") -> str:
-    """roof_for an entry by name and mode."""
     return roof_for("backward" if is_backward(name) else "forward", mode)
 
 

@@ -170,7 +170,6 @@ def load(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path | None 
 
 
 def this_gpu() -> str | None:
-    """The name of this process's GPU, or None."""
     return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
@@ -190,7 +189,6 @@ def open_record(job: str) -> dict:
 
 
 def row(record: dict, name: str) -> dict:
-    """A record's row by entry name."""
     for r in record["rows"]:
         if r["name"] == name:
             return r
@@ -231,7 +229,6 @@ def closed(fig, **layout):
 
 
 def save_figure(fig, path: Path) -> Path:
-    """Save a matplotlib figure and close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

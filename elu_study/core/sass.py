@@ -74,12 +74,10 @@ class KernelReport:
     def summary(self) -> str:
         widths = "/".join(f"{b}-bit" for b in sorted(self.access_bits))
         ops = ", ".join(f"{op} x{n}" for op, n in sorted({**self.loads, **self.stores}.items()))
-        return (
-            f"{self.function}\n  global accesses: {widths} ({ops})\n  exponential: {self.exponential}, "
-            f"MUFU.EX2 x{self.mufu_ex2}, {self.fp32_ops_per_ex2:.0f} fp32 ops per ex2, "
-            f"{'denormals flushed (.FTZ)' if self.ftz_ops else 'denormals kept'}\n"
-            f"  registers: {self.registers}, stack: {self.stack_bytes} B, local (spills): {self.local_bytes} B"
-        )
+        return (f"{self.function}\n  global accesses: {widths} ({ops})\n  exponential: {self.exponential}, "
+                f"MUFU.EX2 x{self.mufu_ex2}, {self.fp32_ops_per_ex2:.0f} fp32 ops per ex2, "
+                f"{'denormals flushed (.FTZ)' if self.ftz_ops else 'denormals kept'}\n"
+                f"  registers: {self.registers}, stack: {self.stack_bytes} B, local (spills): {self.local_bytes} B")
 
 
 def resource_usage(library: Path) -> dict[str, dict[str, int]]:

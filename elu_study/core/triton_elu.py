@@ -54,15 +54,14 @@ def elu(x: torch.Tensor, alpha: float = 1.0, out: torch.Tensor | None = None) ->
     xc = x.contiguous()
     if out is None:
         out = torch.empty_like(xc, memory_format=torch.contiguous_format)
-    else:
-        if not out.is_cuda or out.device != x.device:
-            raise ValueError(f"elu: out is on {out.device} but input is on {x.device}")
-        if out.dtype != x.dtype:
-            raise TypeError(f"elu: out must be {str(x.dtype).removeprefix('torch.')} like the input, got {out.dtype}")
-        if out.shape != x.shape:
-            raise ValueError(f"elu: out has shape {tuple(out.shape)} but input has shape {tuple(x.shape)}")
-        if not out.is_contiguous():
-            raise ValueError("elu: out must be contiguous")
+    elif not out.is_cuda or out.device != x.device:
+        raise ValueError(f"elu: out is on {out.device} but input is on {x.device}")
+    elif out.dtype != x.dtype:
+        raise TypeError(f"elu: out must be {str(x.dtype).removeprefix('torch.')} like the input, got {out.dtype}")
+    elif out.shape != x.shape:
+        raise ValueError(f"elu: out has shape {tuple(out.shape)} but input has shape {tuple(x.shape)}")
+    elif not out.is_contiguous():
+        raise ValueError("elu: out must be contiguous")
     n = xc.numel()
     if n == 0:
         return out

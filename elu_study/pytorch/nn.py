@@ -60,10 +60,8 @@ class ELU(nn.Module):
 def swap_elu(model: nn.Module, variant: str | os.PathLike | None = None, *, strict: bool = False) -> nn.Module:
     """Replace every ``nn.ELU`` in ``model`` (nested, in containers, or the model itself) by ``ELU`` with the same
     alpha and inplace; in place, and returns the model (or the new module if the model itself was an nn.ELU).
-
-    Nothing is built here, nor for a model that never sees a CUDA tensor: its ELUs are F.elu's, bit for bit. On
-    CUDA, float32 activations come from the study's kernel, within its worst ulp of nn.ELU's rather than
-    bit for bit (``ELU`` says what differs); leave a model unswapped where it must reproduce nn.ELU's bits."""
+    Nothing is built here. ``ELU`` says what differs (CUDA float32 within the kernel's worst ulp, not nn.ELU's bits):
+    leave a model unswapped where it must reproduce nn.ELU's bits."""
     if type(model) is nn.ELU:
         return ELU(model.alpha, model.inplace, variant, strict=strict)
     for name, child in list(model.named_children()):

@@ -24,9 +24,7 @@ SIXTEEN_BITS = (torch.bfloat16, torch.float16)
 
 @dataclass(frozen=True)
 class Default:
-    """One row of the drop-in's table: the study's entry (core/catalog.toml) whose build computes a dtype in one
-    direction, so the drop-in runs exactly what the study measured."""
-
+    """One row of the drop-in's table: the study's entry (core/catalog.toml) it runs for a dtype in one direction."""
     dtype: torch.dtype
     direction: str  # "forward" or "backward"
     measured: str  # the entry
@@ -57,9 +55,6 @@ def table():
     return pd.DataFrame([{"dtype": str(r.dtype).removeprefix("torch."), "direction": r.direction,
                           "build": ENTRIES[r.measured].variant, "flags": " ".join(ENTRIES[r.measured].flags)
                           or "(its defaults)", "measured as": r.measured} for r in DEFAULTS])
-
-
-# ---------------------------------------------------------------- loading a build's operator
 
 
 def register_python_side(ns: str) -> None:
@@ -126,8 +121,6 @@ def takes16(variant: str | os.PathLike | None) -> bool:
     return variant is None or "storage16" in binding_features(resolve_variant(variant).read_text())
 
 
-# ---------------------------------------------------------------- is it ELU? (once per build, on the GPU)
-
 PROBE_ALPHAS = (1.0, -0.7)
 
 
@@ -161,9 +154,6 @@ def verdict(module, device: str = "cuda") -> str:
                 return (f"{module.spec.source_path} does not compute ELU: {why}, beyond the study's tolerance "
                         f"(atol {ATOL:g}, rtol {RTOL:g}); elu_study.ELU runs only kernels that compute ELU")
     return ""
-
-
-# ---------------------------------------------------------------- fake implementations and vmap rules
 
 
 def dense(x) -> bool:
@@ -209,8 +199,6 @@ def vmap_elu_backward(op, info, in_dims, grad, saved, alpha, is_result):
 
     return op(front(grad, in_dims[0]), front(saved, in_dims[1]), alpha, is_result), 0
 
-
-# ---------------------------------------------------------------- the entry point
 
 def refusal(x: torch.Tensor, alpha: float, variant: str | os.PathLike | None) -> tuple[type, str] | None:
     """Why no study kernel computes ELU(x) at ``alpha``, as (exception type, message), or None where one does: the

@@ -7,9 +7,8 @@ from elu_study.core import derived, fingerprint
 
 
 def assert_rows_are_the_catalogues(rec: dict, entries) -> None:
-    """A record measured with this catalogue holds one row per entry it measures, no more and no fewer. One
-    measured with an older catalogue is due (``records --plan``); its rows are each an entry, or one the catalogue
-    has lost since, and the entries it lacks are shown as not measured yet."""
+    """A record measured with this catalogue holds one row per entry, no more and no fewer; one measured with an
+    older catalogue is due (``records --plan``), its rows each an entry or one the catalogue has lost since."""
     names = [r["name"] for r in rec["rows"]]
     assert len(names) == len(set(names)), "a row twice"
     if fingerprint.catalogue_current(rec):
@@ -17,9 +16,8 @@ def assert_rows_are_the_catalogues(rec: dict, entries) -> None:
 
 
 def without_sustained(rec: dict) -> dict:
-    """A copy of a record with rows as the short protocol alone leaves them (no ``sustained`` timing), its derived
-    columns made again: what a test that adds its own sustained timings starts from, whichever protocols the
-    committed record holds."""
+    """A copy of a record as the short protocol alone leaves it (no ``sustained`` timing), derived columns made
+    again: what a test that adds its own sustained timings starts from."""
     out = copy.deepcopy(rec)
     for r in out["rows"]:
         r["timing"].pop("sustained", None)

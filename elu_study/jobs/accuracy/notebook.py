@@ -1,6 +1,5 @@
 """Notebook 07's tables, from the accuracy record (results/<gpu>-accuracy.json); ``md`` shows one as markdown."""
 
-import functools
 import math
 
 import numpy as np
@@ -94,9 +93,6 @@ def classes(record: dict, alpha: str) -> pd.DataFrame:
 
 def reference(record: dict) -> pd.DataFrame:
     """Per alpha, the reference's REFERENCE_ROWS (measure.reference_summary's keys)."""
-    def value(ref: dict, key: str) -> str:
-        v = functools.reduce(dict.__getitem__, key.split("."), ref)
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
-
-    return pd.DataFrame({f"alpha = {a}": {k: value(run["reference"], k) for k in REFERENCE_ROWS}
-                         for a, run in record["runs"].items()})
+    flat = {f"alpha = {a}": pd.json_normalize(run["reference"]).to_dict("records")[0] for a, run in record["runs"].items()}
+    return pd.DataFrame({a: {k: f"{v[k]:.3g}" if isinstance(v[k], float) else str(v[k]) for k in REFERENCE_ROWS}
+                         for a, v in flat.items()})

@@ -28,33 +28,28 @@ def bits32(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.int32)
 
 
-def _pow2(k: torch.Tensor) -> torch.Tensor:
-    """2^k as float64, exactly, for integer k >= -1022 (built from the bits)."""
-    return ((k + 1023) << 52).view(torch.float64)
-
-
-def _biased_exponent(v: torch.Tensor) -> torch.Tensor:
-    return (v.double().contiguous().view(torch.int64) >> 52) & 0x7FF
+def _binade_pow2(v: torch.Tensor, below: int, lowest: int) -> torch.Tensor:
+    """2^max(floor(log2|v|) - below, lowest) as float64, exactly (read from and built from the bits; lowest >= -1022)."""
+    k = ((v.double().contiguous().view(torch.int64) >> 52) & 0x7FF) - 1023 - below
+    return ((torch.clamp(k, min=lowest) + 1023) << 52).view(torch.float64)
 
 
 def ulp32(v: torch.Tensor) -> torch.Tensor:
     """float32 ulp in |v|'s binade, float64 in and out: 2^(max(floor(log2|v|), -126) - 23); inf/NaN: a large 2^k."""
-    return _pow2(torch.clamp(_biased_exponent(v) - 1023, min=-126) - 23)
+    return _binade_pow2(v, 23, -149)
 
 
 def ulp64(v: torch.Tensor) -> torch.Tensor:
     """float64 ulp in the binade of |v| (at least 2^-1022: ELU's values never come near that)."""
-    return _pow2(torch.clamp(_biased_exponent(v) - 1075, min=-1022))
+    return _binade_pow2(v, 52, -1022)
 
 
 def classify(x: torch.Tensor) -> torch.Tensor:
-    """Index into CLASSES for each input (int32)."""
+    """Index into CLASSES for each input (int32): normal, denormal, zero, inf (each + then -), NaN."""
     b = bits32(x)
     e, m = (b >> 23) & 0xFF, b & 0x7FFFFF
-    cls = (b < 0).to(torch.int32)
-    cls += 2 * ((e == 0) & (m != 0)).to(torch.int32) + 4 * ((e == 0) & (m == 0)).to(torch.int32)
-    cls += 6 * ((e == 255) & (m == 0)).to(torch.int32)
-    return cls.masked_fill_((e == 255) & (m != 0), 8)
+    kind = torch.where(e == 0, torch.where(m == 0, 4, 2), torch.where(e == 255, torch.where(m == 0, 6, 8), 0))
+    return (kind + ((b < 0) & (kind != 8))).to(torch.int32)
 
 
 def ulp_error(y: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor:
@@ -74,14 +69,11 @@ def predicted_ulp(x, ref64, alpha: float, formula: Formula, parts: dict | None =
     p = parts if parts is not None else bound_parts(x, ref64)
     if formula.exponential in ("expm1f", "expm1-poly"):  # 1 ulp of expm1f, or the 2-ulp target; then rounding
         core = (1.5 if formula.exponential == "expm1f" else 2.5) * p["ulp_d"]
+    elif formula.exponential in ("expf", "__expf"):
+        b = 2.5 if formula.exponential == "expf" else 2.5 + torch.floor((1.173 * x.double()).abs_())
+        core = b * p["ulp_e"] + 0.5 * p["ulp_d"] * p["sub"]
     else:
-        if formula.exponential == "expf":
-            core = 2.5 * p["ulp_e"]
-        elif formula.exponential == "__expf":
-            core = (2.5 + torch.floor((1.173 * x.double()).abs_())) * p["ulp_e"]
-        else:
-            raise ValueError(f"no documented bound for {formula.exponential!r}")
-        core = core + 0.5 * p["ulp_d"] * p["sub"]
+        raise ValueError(f"no documented bound for {formula.exponential!r}")
     pred = abs(alpha) * core / p["ulp_v"] + (0.0 if alpha == 1.0 else 0.5)
     pred = torch.where(p["neg_branch"], pred, 0.0)
     if formula.flushes_denormals:
@@ -166,14 +158,11 @@ def resolve(x: torch.Tensor, ref: Reference, alpha: float, limit: int = MAX_DECI
     """Round the `todo` inputs' exact ELU to float32 with decimal arithmetic, in place in ref.ref32."""
     todo = ref.todo.nonzero().flatten()
     idx = todo[:limit]
-    out = {"resolved": idx.numel(), "corrected": 0, "unresolved": todo.numel() - idx.numel()}
-    if idx.numel() == 0:
-        return out
     old = ref.ref32[idx].cpu().numpy()
     new = np.array([nearest_float32(exact_elu(xi, alpha)) for xi in x[idx].cpu().tolist()], dtype=np.float32)
-    out["corrected"] = int((old.view(np.int32) != new.view(np.int32)).sum())
     ref.ref32[idx] = torch.from_numpy(new).to(ref.ref32.device)
-    return out
+    return {"resolved": idx.numel(), "corrected": int((old.view(np.int32) != new.view(np.int32)).sum()),
+            "unresolved": todo.numel() - idx.numel()}
 
 
 def check_reference(x: torch.Tensor, alpha: float) -> dict:

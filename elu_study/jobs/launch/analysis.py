@@ -33,17 +33,15 @@ class Cell:
 
     @property
     def name(self) -> str:
-        if self.grid_stride:
-            return f"gs {self.blocks_per_sm}x{self.threads}"
-        return f"{self.threads}x{self.vectors}" + ("+hints" if self.hints else "")
+        one_shot = f"{self.threads}x{self.vectors}" + ("+hints" if self.hints else "")
+        return f"gs {self.blocks_per_sm}x{self.threads}" if self.grid_stride else one_shot
 
     def instance(self) -> tuple[int, int, bool, bool]:  # the template instance, as module.launch_shapes() lists it
         return self.threads, self.vectors, self.hints, self.grid_stride
 
     def kernel_pattern(self) -> str:  # a substring of the instance's mangled kernel name
-        if self.grid_stride:
-            return f"elu_grid_stride_kernelILi{self.threads}E"
-        return f"elu_one_shot_kernelILi{self.threads}ELi{self.vectors}ELb{int(self.hints)}E"
+        one_shot = f"elu_one_shot_kernelILi{self.threads}ELi{self.vectors}ELb{int(self.hints)}E"
+        return f"elu_grid_stride_kernelILi{self.threads}E" if self.grid_stride else one_shot
 
 
 def plan() -> list[Cell]:

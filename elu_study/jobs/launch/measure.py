@@ -38,8 +38,7 @@ def measure(cells: list[Cell], *, rounds: int, warmup_ms: float, rep_ms: float, 
     build_all([(VARIANT, ()), ("2_float4", ())])
     module, step2 = compile_variant(VARIANT), compile_variant("2_float4")
     instances = set(map(tuple, module.launch_shapes()))
-    missing = [c.name for c in cells if c.instance() not in instances]
-    if missing:
+    if missing := [c.name for c in cells if c.instance() not in instances]:
         raise RuntimeError(f"cells with no instance in {VARIANT}.cu: {missing}")
     x = input_tensor()
     y = torch.empty_like(x)

@@ -46,10 +46,9 @@ def host_ratios(record: dict) -> pd.DataFrame:
 
 
 def end_to_end(record: dict) -> pd.DataFrame:
-    """One row per configuration: both times (medians), the median of the paired runs' ratios with its 95 %
-    interval, the noise (half their p10-p90), ELU's share of the eager nn.ELU step, the saving of ELU's kernels alone
-    (their device time, nn.ELU's minus the drop-in's, over the nn.ELU step), and faster (beyond doubt: the interval)
-    under 1."""
+    """One row per configuration: median times, the paired ratios' median, 95 % interval and noise (half their
+    p10-p90), ELU's share of the eager nn.ELU step, and the saving of ELU's kernels alone (their device time, nn.ELU's
+    minus the drop-in's, over the nn.ELU step)."""
     wide = pd.DataFrame(record["end_to_end"]).pivot_table(index=CONFIG, columns="elu", aggfunc="first",
                                                           values=["ms", "elu_ms", "ms_runs"])
     ratios = [pd.Series(d) / pd.Series(n) for d, n in zip(wide[("ms_runs", "drop-in")], wide[("ms_runs", "nn.ELU")])]
@@ -59,13 +58,10 @@ def end_to_end(record: dict) -> pd.DataFrame:
     out["noise"] = [(r.quantile(0.9) - r.quantile(0.1)) / 2 for r in ratios]
     # ELU's share from the eager nn.ELU step of the same model, dtype and mode: compiled, ELU sits inside fused
     # kernels whose whole time would count.
-    share = (wide[("elu_ms", "nn.ELU")] / out["nn.ELU ms"]).xs(False, level="compiled")
-    out = out.reset_index()
-    out["ELU share"] = [share[(m, d, mode)] for m, d, mode in zip(out["model"], out["dtype"], out["mode"])]
+    share = (wide[("elu_ms", "nn.ELU")] / out["nn.ELU ms"]).xs(False, level="compiled").rename("ELU share")
+    out = out.reset_index().join(share, on=["model", "dtype", "mode"])
     out["ELU saving"] = (wide[("elu_ms", "nn.ELU")] - wide[("elu_ms", "drop-in")]).to_numpy() / out["nn.ELU ms"]
-    out["faster"] = out["ratio"] < 1
-    out["faster beyond doubt"] = out["CI high"] < 1
-    return out
+    return out.assign(**{"faster": out["ratio"] < 1, "faster beyond doubt": out["CI high"] < 1})
 
 
 def measured(record: dict) -> dict:
@@ -104,12 +100,10 @@ PREDICTION = (
 
 def grades(record: dict) -> list[dict]:
     """Each prediction's measured value (None where the record lacks it) and verdict: HELD inside its range."""
-    m, out = measured(record), []
-    for what, *bounds in PREDICTION:
-        v, lo, hi = (m.get(b) if isinstance(b, str) else b for b in bounds)
-        out.append({"what": what, "value": v, "lo": lo, "hi": hi, "verdict": "NOT MEASURED" if v is None
-                    else "HELD" if lo <= v <= hi else "MISSED (lower)" if v < lo else "MISSED (higher)"})
-    return out
+    m = measured(record)
+    return [{"what": what, "value": v, "lo": lo, "hi": hi, "verdict": "NOT MEASURED" if v is None
+             else "HELD" if lo <= v <= hi else "MISSED (lower)" if v < lo else "MISSED (higher)"}
+            for what, *bounds in PREDICTION for v, lo, hi in [[m.get(b) if isinstance(b, str) else b for b in bounds]]]
 
 
 def graded(record: dict) -> text.Text:
@@ -144,9 +138,8 @@ def host_figure(record: dict):
 
 
 def end_to_end_figure(record: dict):
-    """Drop-in time over nn.ELU's per configuration (the median of the paired runs; whiskers half their
-    p10-p90), eager and compiled side by side; the shaded band is the tie's floor, the colour ELU's share of
-    the eager nn.ELU step."""
+    """Drop-in time over nn.ELU's per configuration (the paired runs' median; whiskers half their p10-p90), eager and
+    compiled side by side; the shaded band is the tie's floor, the colour ELU's share of the eager nn.ELU step."""
     e = end_to_end(record)
     fig, axes = plt.subplots(1, 2, figsize=(17, 0.22 * len(e) + 2.5), sharey=True, sharex=True)
     top = max(0.1, float(e["ELU share"].max()))
@@ -157,11 +150,9 @@ def end_to_end_figure(record: dict):
         ax.errorbar(panel["ratio"], y, xerr=panel["noise"], fmt="none", ecolor="black", capsize=2, lw=0.8)
         ax.axvline(1, color="black", lw=0.8)
         ax.axvspan(1 - TIE, 1 + TIE, color="gray", alpha=0.15, label="+-2 % (the tie's floor)")
-        ax.set_yticks(list(y))
-        ax.set_yticklabels([f"{r.model.split(',')[0].removeprefix('timm ').removesuffix(' with ELU')} | {r.dtype} | "
-                            f"{r.mode}" for r in panel.itertuples()], fontsize=8)
-        ax.set_title("compiled: both run F.elu" if compiled else "eager")
-        ax.set_xlabel("drop-in / nn.ELU step time")
+        ax.set_yticks(list(y), [f"{r.model.split(',')[0].removeprefix('timm ').removesuffix(' with ELU')} | {r.dtype} | "
+                                f"{r.mode}" for r in panel.itertuples()], fontsize=8)
+        ax.set(title="compiled: both run F.elu" if compiled else "eager", xlabel="drop-in / nn.ELU step time")
         ax.grid(axis="x", alpha=0.3)
     axes[0].legend(fontsize=8, loc="lower right")
     fig.suptitle(f"Whole steps against nn.ELU, {record['provenance']['gpu']}")

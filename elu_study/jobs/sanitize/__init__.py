@@ -47,7 +47,6 @@ class NoGpu(RuntimeError):
     """The sanitizer has nothing to run on."""
 
 
-# -- the builds -------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Build:
     id: str
@@ -84,7 +83,6 @@ def library_entry(b: Build) -> dict:
             "dtypes": dtypes}
 
 
-# -- the tool ---------------------------------------------------------------------------------------------------------
 Runner = Callable[[str, list[Build]], tuple[int, str]]  # (tool, builds) -> (returncode, output)
 
 
@@ -99,12 +97,9 @@ def find_compute_sanitizer() -> str:
     return found
 
 
-def _ask(exe: str, flag: str) -> str:
-    return subprocess.run([exe, flag], capture_output=True, text=True, timeout=60).stdout
-
-
 def sanitizer_version(exe: str) -> str | None:
-    match = re.search(r"Version\s+(\S+)", _ask(exe, "--version"))
+    said = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout
+    match = re.search(r"Version\s+(\S+)", said)
     return match.group(1) if match else None
 
 
@@ -115,7 +110,8 @@ def parse_errors(text: str) -> int | None:
 
 def supported_options(exe: str) -> frozenset[str]:
     """The ``--options`` this compute-sanitizer's ``--help`` lists."""
-    return frozenset(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", _ask(exe, "--help")))
+    said = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60).stdout
+    return frozenset(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", said))
 
 
 def sanitizer_command(exe: str, tool: str, child: list[str], supported: frozenset[str] = frozenset()) -> list[str]:
@@ -146,7 +142,6 @@ def subprocess_runner(exe: str, libraries: dict[str, dict]) -> Runner:
     return run
 
 
-# -- the runs and their verdict ---------------------------------------------------------------------------------------
 @dataclass
 class Run:
     tool: str
@@ -172,16 +167,12 @@ def run_all(runner: Runner, tasks: list[tuple[str, list[Build]]], desc: str) -> 
         return list(tqdm(done, total=len(tasks), desc=desc, unit="run"))
 
 
-def groups_of(builds: list[Build], groups: int) -> list[list[Build]]:
-    """The builds in at most ``groups`` runs of consecutive builds, as even as can be."""
-    size = -(-len(builds) // max(1, groups))
-    return [builds[i:i + size] for i in range(0, len(builds), size)] if builds else []
-
-
 def sanitize(builds: list[Build], tools, runner: Runner, groups: int = GROUPS) -> list[Run]:
     """Every tool over every build, in ``groups`` runs per tool, all side by side; a failed run is repeated build by
     build, to name the build."""
-    runs = run_all(runner, [(tool, group) for tool in tools for group in groups_of(builds, groups)], "sanitizing")
+    size = max(1, -(-len(builds) // max(1, groups)))  # at most ``groups`` runs of consecutive builds, as even as can be
+    runs = run_all(runner, [(tool, builds[i:i + size]) for tool in tools for i in range(0, len(builds), size)],
+                   "sanitizing")
     retry = [(r.tool, [b]) for r in runs if not r.ok and len(r.builds) > 1 for b in r.builds]
     return runs + (run_all(runner, retry, "finding the build") if retry else [])
 

@@ -33,8 +33,7 @@ def exercise(fn, op, device, compare: bool = True, dtype: torch.dtype = torch.fl
     def tensor(n: int, offset: int = 0):  # n values ending at the end of their allocation, offset elements in
         return torch.randn(n + offset, generator=gen).mul_(4).to(device=device, dtype=dtype)[offset:]
 
-    def empty(n: int):
-        return torch.empty(n, device=device, dtype=dtype)
+    empty = lambda n: torch.empty(n, device=device, dtype=dtype)
 
     def call(inputs, alpha, **out):
         nonlocal calls

@@ -35,7 +35,6 @@ def main(argv: list[str] | None = None) -> int:
                                                       a.graded_frame, a.goals_frame)),
           record["counters"].get("skipped") if budget.empty else markdown(budget, a.FORMATS), sep="\n\n")
     print(f"\nwrote {path} and {', '.join(map(str, written))}")
-    bad = analysis.failures(record)
-    if bad:
+    if bad := analysis.failures(record):
         print("FAILED: " + "; ".join(bad), file=sys.stderr)
     return 1 if bad else 0

@@ -39,11 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         parser.exit(2, "elu-study sizes: needs a CUDA GPU (notebook 09 shows the record)\n")
     entries = plan.sweep_entries(args.entries.split(",") if args.entries else None)
-    sizes = plan.plan(args.max_exp)
-    jobs = builds(entries)
-    if jobs:
+    if jobs := builds(entries):
         build_all(jobs)  # also from a process that has used CUDA already (a test session)
-    record = measure.measure(entries, sizes)
+    record = measure.measure(entries, plan.plan(args.max_exp))
     for path in [save(record, "sizes", args.results_dir),
                  *write_report(record["provenance"]["gpu"], not args.no_readme, args.results_dir)]:
         print(f"wrote {path}")

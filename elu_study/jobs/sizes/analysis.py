@@ -12,13 +12,6 @@ def ok(p: dict) -> bool:
     return "error" not in p and "cold" in p
 
 
-def point(record: dict, entry: str, n: int) -> dict:
-    for p in record["points"]:
-        if p["entry"] == entry and p["n"] == n:
-            return p
-    raise KeyError(f"no point for {entry!r} at n={n}")
-
-
 def series(record: dict, entry: str, mode: str, q: str = "median_ms") -> tuple[np.ndarray, np.ndarray]:
     """(lengths, values) of one entry in one mode, lengths ascending, failed points left out."""
     pts = sorted((p for p in record["points"] if p["entry"] == entry and ok(p)), key=lambda p: p["n"])

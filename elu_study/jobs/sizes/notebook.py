@@ -5,7 +5,7 @@ import pandas as pd
 
 from elu_study.core import text
 from elu_study.core.record import RecordError, load
-from elu_study.jobs.sizes.analysis import ok, point
+from elu_study.jobs.sizes.analysis import ok
 from elu_study.jobs.sizes.figures import FIGURES
 from elu_study.jobs.sizes.plan import STREAMS, fmt_n
 
@@ -48,14 +48,13 @@ def entry_table(record: dict, main_ms: dict | None = None) -> text.Text:
             rows = []
         main_ms = {r["name"]: r["timing"]["median_ms"] for r in rows if r.get("timing")}
 
-    def us(c: str, n: int, mode: str) -> float:  # NaN where the point failed
-        return 1e3 * point(record, c, n)[mode]["median_ms"] if ok(point(record, c, n)) else float("nan")
-
+    point = {(p["entry"], p["n"]): p for p in record["points"]}
+    us = lambda c, n, mode: 1e3 * point[c, n][mode]["median_ms"] if ok(point[c, n]) else float("nan")  # NaN: failed
     paced = lambda c, n: max(us(c, n, "host"), us(c, n, "warm"))
     custom = [e["name"] for e in record["entries"] if e["kind"] in ("step", "peer")]
     x_top, wins = f"x copy_, {fmt_n(top)}", f"loop wins of {len(small)}"
     rows = [{"entry": c, "host µs": pd.Series([us(c, n, "host") for n in small]).median(),
-             f"warm µs, {fmt_n(n0)}": f"{us(c, n0, 'warm'):.2f}" if ok(point(record, c, n0)) else "failed",
+             f"warm µs, {fmt_n(n0)}": f"{us(c, n0, 'warm'):.2f}" if ok(point[c, n0]) else "failed",
              wins: str(sum(paced(c, n) < paced(ref, n) for n in small)) if c in custom else "",
              x_top: us(c, top, "cold") / us("copy_", top, "cold"),
              "x copy_, main study": main_ms[c] / main_ms["copy_"] if c in main_ms and "copy_" in main_ms else None}

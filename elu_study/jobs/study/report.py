@@ -116,7 +116,11 @@ def figure(rec: dict, counters: dict | None, name: str):
                                   plots.label("fastest", gpu=rec["provenance"]["gpu"]))
     if name == "distributions":
         return plots.distribution_figure(rec, ZOOM)  # the rows it holds
-    return plots.roofs_figure(rec, roof_panels(rec)) if name == "roofs" else plots.counters_figure(counters)
+    if name == "roofs":
+        return plots.roofs_figure(rec, roof_panels(rec))
+    if name == "counters":
+        return plots.counters_figure(counters)
+    raise ValueError(f"unknown figure {name!r}: xcopy, distributions, roofs or counters")
 
 
 def readme_block(rec: dict) -> str:
