@@ -124,11 +124,12 @@ class Study:
         self.show(df.sort_values("x copy_") if sort else df)
 
     def grade(self, *claims: predictions.Prediction) -> None:
-        """One prediction graded in a line; several (notebook 06's appendix) in one table."""
+        """One prediction graded in a line; several (notebook 06's appendix) in one table of the ranges and results,
+        each graded once, in its own notebook."""
         records = {job: self.record if job == self.job else self.other(job) for job in {p.job for p in claims}}
         df = predictions.frame(records, *claims)
         if len(df) > 1:
-            return self.show(df)
+            return self.show(df.drop(columns="verdict"))
         r = df.iloc[0]
         print(f"Prediction for {r['entry']}: {r['predicted']}; measured {r['measured']}: {r['verdict']}")
 
