@@ -417,7 +417,9 @@ def test_with_sustained_timings_the_table_the_verdict_and_a_figure_give_both_reg
     monkeypatch.setattr(record, "load", lambda gpu="nvidia-h200", job="study", **kw: rec if job == "study"
                         else load(gpu, job, **kw))
     verdict = front.blocks()["front"].split("\n\n")[0]
-    assert f"{3.07 / 3.10:.3f}x under sustained load, at the power limit" in verdict
+    assert f"{3.07 / 3.10:.3f}x under sustained load, at the power limit)" in verdict  # copy_ capped as well
+    record.row(rec, "copy_")["timing"]["sustained"]["capped_fraction"] = 0.2  # copy_ mostly under the limit
+    assert "at the power limit `copy_` stays under)" in front.blocks()["front"].split("\n\n")[0]
     monkeypatch.setattr(record, "figure_path", lambda gpu, name: tmp_path / f"{name}.png")
     paths = front.write_figure("nvidia-h200")
     assert [p.name for p in paths] == ["steps.png", "regimes.png"] and all(p.stat().st_size for p in paths)

@@ -104,7 +104,8 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     best = min((r for r in study["rows"] if r["kind"] == "step"), key=lambda r: r["x_copy"])
     return {"gpu": study["provenance"]["gpu"], "study": study, "x": {n: r["x_roof"] for n, r in rows.items()},
             "xs": {n: r.get("x_roof_sustained") for n, r in rows.items()},
-            "best_sustained": sustained(best),
+            "best_sustained": sustained(best),  # and whether copy_, its roof, ran mostly at the power limit too
+            "roof_capped": (rows["copy_"]["timing"].get("sustained") or {}).get("capped_fraction", 0) >= 0.5,
             "ms": {n: r["timing"]["median_ms"] for n, r in rows.items()}, "best": best, "step7": STEP7,
             "exact": all(steps.loc[f"{STEP7} {d}", "worst ulp"] == "bit-exact" for d in entries.DTYPES16),
             "ulp": steps.loc[best["name"], "worst ulp"], "alpha": next(iter(accuracy["runs"])),
