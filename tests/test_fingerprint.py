@@ -42,9 +42,33 @@ def test_a_job_s_code_is_its_measuring_imports_not_its_presentation(tmp_path):
     measure = root / "elu_study/jobs/launch/measure.py"
     measure.write_text(measure.read_text().replace('"""', '"""Reworded. ', 1) + "\n# a comment\n")
     assert fingerprint.code_inputs(("elu_study.jobs.launch",), root=root) == before
-    measure.write_text(measure.read_text() + "\nEXTRA = 1\n")
+    measure.write_text(measure.read_text() + "\nEXTRA = 1\n")  # a definition no code of the job uses
+    assert fingerprint.code_inputs(("elu_study.jobs.launch",), root=root) == before
+    measure.write_text(measure.read_text().replace("rounds=rounds, warmup_ms=warmup_ms", "rounds=rounds + 1, "
+                                                                                          "warmup_ms=warmup_ms", 1))
     after = fingerprint.code_inputs(("elu_study.jobs.launch",), root=root)
     assert {k for k in after if after[k] != before.get(k)} == {"elu_study.jobs.launch.measure"}
+
+
+def test_an_edit_voids_the_records_whose_code_reaches_it_and_no_other(tmp_path):
+    """Definitions, not modules: an edit of core.timing's sustained protocol voids the study (which runs it), not the
+    launch sweep (which times its cells in interleaved rounds only); an edit of what both reach, through a call
+    inside time_interleaved, voids both."""
+    root = package(tmp_path)
+    jobs = {"launch": ("elu_study.jobs.launch",), "study": ("elu_study.jobs.study",)}
+    before = {job: fingerprint.code_inputs(roots, root=root) for job, roots in jobs.items()}
+
+    def changed():
+        return {job for job, roots in jobs.items() if fingerprint.code_inputs(roots, root=root) != before[job]}
+
+    timing = root / "elu_study/core/timing.py"
+    text = timing.read_text()
+    timing.write_text(text.replace("n, first = max(1, round(rule.timed_s", "n, first = max(2, round(rule.timed_s"))
+    assert changed() == {"study"}
+    timing.write_text(text.replace('"runs": int(t.size)', '"runs": int(t.size) + 0'))  # summarize
+    assert changed() == {"launch", "study"}
+    timing.write_text(text + "\n\ndef unused():\n    return time_sustained\n")
+    assert changed() == set()
 
 
 def test_a_lazy_import_inside_a_function_is_an_input(tmp_path):
@@ -107,14 +131,14 @@ def test_builds_are_logged_once_each_and_only_under_kernels(tmp_path, monkeypatc
 
 def test_a_module_held_as_an_input_but_now_presentation_or_bookkeeping_voids_nothing(tmp_path, monkeypatch):
     """A fingerprint taken when a module counted (here the study's table code) is not due once that module is
-    declared presentation (here, as if core/derived.py were); a module that was deleted is gone, and due. The plan's
+    declared presentation (here, as if core/tables.py were); a module that was deleted is gone, and due. The plan's
     line names a few per kind."""
     root = package(tmp_path)
     roots = ("elu_study.jobs.study",)
     held = {"code": fingerprint.code_inputs(roots, root=root), "catalogue": fingerprint.catalogue_digest(root),
             "builds": {}, "toolchain": {}}
-    assert "elu_study.core.derived" in held["code"]
-    monkeypatch.setattr(fingerprint, "PRESENTATION", (*fingerprint.PRESENTATION, "elu_study/core/derived.py"))
+    assert "elu_study.core.tables" in held["code"]
+    monkeypatch.setattr(fingerprint, "PRESENTATION", (*fingerprint.PRESENTATION, "elu_study/core/tables.py"))
     assert fingerprint.changes(held, roots, root=root) == []
     assert "elu_study.core.timing" in held["code"]
     (root / "elu_study/core/timing.py").unlink()

@@ -1,6 +1,7 @@
 """What determines a record, each input with its digest: a record is measured again only when one of them changed.
 
-- ``code``: the measuring modules its job imports (statically, lazy imports too), plus extra files such as
+- ``code``: per measuring module its job imports (statically, lazy imports too), the definitions its job's code
+  reaches by name (``reached``: a function no code of the job calls voids nothing), plus extra files such as
   ``tests/``, as their text without docstrings, comments and blank lines (``code_digest``). Presentation and
   bookkeeping modules (``PRESENTATION``, ``BOOKKEEPING``) are not inputs: the builds' digests capture what the build
   code passes to the compiler.
@@ -98,9 +99,99 @@ def measuring_modules(roots: tuple[str, ...], root: Path = REPO_ROOT) -> dict[st
     return dict(sorted(seen.items()))
 
 
+REST = "<module>"  # a module's statements that define no name (they run whenever it is imported)
+
+
+def _units(path: Path, name: str, root: Path) -> tuple[dict[str, list[ast.stmt]], dict[str, tuple]]:
+    """A module's top-level statements by the name each defines (REST: those that define none, imports aside), and
+    what each imported name refers to: ("module", M) or ("name", M, n), for elu_study's modules only."""
+    units: dict[str, list[ast.stmt]] = {REST: []}
+    aliases: dict[str, tuple] = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            aliases |= _bound(node, name, path, root)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            units[node.name] = [node]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            for n in names or [REST]:
+                units.setdefault(n, []).append(node)
+        else:
+            units[REST].append(node)
+    return units, aliases
+
+
+def _bound(node: ast.Import | ast.ImportFrom, name: str, path: Path, root: Path) -> dict[str, tuple]:
+    """The names an import statement binds to elu_study's modules and their definitions."""
+    if isinstance(node, ast.Import):
+        return {(a.asname or a.name).split(".")[0]: ("module", a.name if a.asname else a.name.split(".")[0])
+                for a in node.names if a.name.split(".")[0] == PACKAGE}
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+    if base.split(".")[0] != PACKAGE:
+        return {}
+    return {a.asname or a.name: ("module", f"{base}.{a.name}") if _module_path(f"{base}.{a.name}", root)
+            else ("all", base) if a.name == "*" else ("name", base, a.name) for a in node.names}
+
+
+def _needs(nodes: list[ast.stmt], units: set[str], aliases: dict[str, tuple], module: str, path: Path,
+           root: Path) -> set[tuple[str, str]]:
+    """The definitions some statements use: (module, name), or (module, "*") for all of a module."""
+    walked = [n for stmt in nodes for n in ast.walk(stmt)]
+    attr_of = {id(n.value): n.attr for n in walked if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    found = set()
+    for node in walked:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):  # a lazy import: all of each module it names
+            found |= {(t[1], "*") for t in _bound(node, module, path, root).values()}
+        elif isinstance(node, ast.Name) and node.id in units:
+            found.add((module, node.id))
+        elif isinstance(node, ast.Name) and (target := aliases.get(node.id)) is not None:
+            # a module: the attribute read of it, or all of it where it is used as a value
+            found.add((target[1], target[2]) if target[0] == "name" else
+                      (target[1], attr_of.get(id(node), "*") if target[0] == "module" else "*"))
+    return found
+
+
+def reached(roots: tuple[str, ...], root: Path = REPO_ROOT) -> dict[str, dict[str, list[ast.stmt]]]:
+    """The definitions of measuring modules that the roots' code uses, directly or through others: by module, the
+    statements of each name reached (every definition of a root module; REST of every module imported)."""
+    paths = measuring_modules(roots, root)
+    parsed = {m: _units(p, m, root) for m, p in paths.items()}
+    todo, out = [(m, "*") for m in roots], {}
+    for module, (units, aliases) in parsed.items():  # what runs on import, in every module the job imports
+        out[module] = {REST: units[REST]}
+        todo += _needs(units[REST], set(units), aliases, module, paths[module], root)
+    while todo:
+        module, name = todo.pop()
+        if module not in parsed:
+            continue  # presentation, bookkeeping or outside the package
+        units, aliases = parsed[module]
+        if name != "*" and name not in units:  # imported here from another module, or a submodule of a package
+            target = aliases.get(name) or ("module", f"{module}.{name}")
+            todo.append((target[1], target[2] if target[0] == "name" else "*"))
+            continue
+        for n in units if name == "*" else [name]:
+            if n not in out[module]:
+                out[module][n] = units[n]
+                todo += _needs(units[n], set(units), aliases, module, paths[module], root)
+    return out
+
+
+def _source(stmt: ast.stmt, lines: list[str]) -> str:
+    """A top-level statement's text, its decorators included."""
+    first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+    return "\n".join(lines[first - 1:stmt.end_lineno])
+
+
 def code_inputs(roots: tuple[str, ...], files: tuple[str, ...] = (), root: Path = REPO_ROOT) -> dict[str, str]:
-    """{module or file: digest} for a job's measuring modules and extra files (globs under ``root``)."""
-    found = {name: code_digest(path.read_text()) for name, path in measuring_modules(roots, root).items()}
+    """{module or file: digest} for a job's measuring code and extra files (globs under ``root``): per module, the
+    definitions its job reaches (``reached``), so an edit of a function no code of the job calls voids nothing."""
+    found, paths = {}, measuring_modules(roots, root)
+    for module, units in reached(roots, root).items():
+        lines = paths[module].read_text().split("\n")
+        found[module] = _digest("\n".join(f"{name}: " + code_digest("\n".join(dict.fromkeys(  # a statement once
+            _source(stmt, lines) for stmt in stmts))) for name, stmts in sorted(units.items())))
     for path in (p for pattern in files for p in sorted(root.glob(pattern))):
         text = path.read_text()
         found[path.relative_to(root).as_posix()] = code_digest(text) if path.suffix == ".py" else \
