@@ -45,7 +45,11 @@ def test_the_prediction_is_graded_on_each_rows_sustained_ratio_and_the_defaults_
     slower = copy.deepcopy(beyond)
     record.row(slower, "6_load_evict_last")["timing"]["sustained"]["median_ms"] = 3.0
     graded = tables.sustained_graded(derived.annotate(slower), analysis.SUSTAINED_PREDICTION)
-    assert graded.loc[time.format("6_load_evict_last"), "grade"] == "MISSED (higher)"
+    assert graded.loc[time.format("6_load_evict_last"), "grade"] == "MISSED (higher)"  # 1.0 over 0.99
+    tied = tables.sustained_graded(derived.annotate(slower), analysis.SUSTAINED_PREDICTION, ties=(0.011, 0.0))
+    assert tied.loc[time.format("6_load_evict_last"), "grade"] == "HELD (within the runs' spread)"
+    assert tables.sustained_graded(derived.annotate(slower), analysis.SUSTAINED_PREDICTION, ties=(0.009, 0.0)).loc[
+        time.format("6_load_evict_last"), "grade"] == "MISSED (higher)"
     record.row(slower, "copy_")["timing"]["sustained"]["energy_j"] = None  # NVML gave no energy reading
     graded = tables.sustained_graded(derived.annotate(slower), analysis.SUSTAINED_PREDICTION)
     assert graded.loc[energy.format("6_beyond_copy"), "grade"] == "no reading"
@@ -81,3 +85,15 @@ def test_a_roof_is_timed_under_sustained_load_only_where_a_row_is_taken_over_it(
     assert "copy_ bfloat16" not in {e.name for e in step6}
     # step 6's: the marked attempts, its default and copy_; the rows it is compared with are the main record's
     assert {e.name for e in step6} == {e.name for e in ATTEMPTS if e.sustained} | {"copy_", "6_beyond_copy"}
+
+
+def test_the_protocols_resolution_is_how_far_sustained_runs_of_one_build_fall_apart(beyond):
+    """Step 6's build under two names (and the main record's run of it): the spread of their sustained ratios and
+    of their energies over copy_'s; one run has no spread."""
+    twice = copy.deepcopy(beyond)
+    record.row(twice, "6_evict_last_expm1poly")["timing"]["sustained"] = sustained(2.97, joules=2.1)
+    twice = derived.annotate(twice)
+    time, energy = tables.runs_spread([(twice, "6_beyond_copy"), (twice, "6_evict_last_expm1poly")])
+    assert time == pytest.approx(record.row(twice, "6_beyond_copy")["x_roof_sustained"] - 2.97 / 3.0)
+    assert energy == pytest.approx((2.1 - 1.9) / 2.0)
+    assert tables.runs_spread([(twice, "6_beyond_copy")]) == (0.0, 0.0)

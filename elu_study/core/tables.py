@@ -28,10 +28,12 @@ def compact(table: str) -> str:
     return "\n".join(re.sub(r"\|:?-+", "|---", re.sub(r" {2,}\|", " |", line)) for line in table.splitlines())
 
 
-def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]]) -> pd.DataFrame | None:
+def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
+                     ties: tuple[float, float] = (0.0, 0.0)) -> pd.DataFrame | None:
     """A prediction for the sustained protocol graded on a record: for each "entry", its sustained time over its own
     roof's; for "entry J", its energy per pass over its roof's; beside each, the short protocol's ratio and the
-    sustained readings. None where the record has no sustained timings."""
+    sustained readings. A value outside its range by no more than ``ties`` (time, energy: how far apart sustained
+    runs of one build fall, the protocol's resolution) is a tie. None where the record has no sustained timings."""
     rows, out = {r["name"]: r for r in record["rows"]}, []
     for key, (lo, hi) in prediction.items():
         name, energy = key.removesuffix(" J"), key.endswith(" J")
@@ -40,9 +42,26 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]]) -
         r, roof = rows[name], rows[rows[name]["roof"]]
         s, j = r["timing"]["sustained"], (r["timing"]["sustained"]["energy_j"], roof["timing"]["sustained"]["energy_j"])
         value = (j[0] / j[1] if None not in j else None) if energy else r["x_roof_sustained"]
+        tie = ties[1] if energy else ties[0]
         out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {r['roof']}'s",
                     "range": f"{lo:.3f}-{hi:.3f}", "measured": value, "short": None if energy else r["x_roof"],
                     "MHz": s["sm_clock_mhz"], "J per pass": s["energy_j"], "at the limit": s["capped_fraction"],
                     "grade": "no reading" if value is None else "HELD" if lo <= value <= hi else
+                    "HELD (within the runs' spread)" if lo - tie <= value <= hi + tie else
                     f"MISSED ({'lower' if value < lo else 'higher'})"})
     return pd.DataFrame(out).set_index("prediction") if out else None
+
+
+def runs_spread(runs: list[tuple[dict, str]]) -> tuple[float, float]:
+    """How far apart sustained runs of one build fall, (time, energy) over their roof's, from (record, row name)
+    pairs: the sustained protocol's resolution, ``sustained_graded``'s ties (0 for a quantity under two runs)."""
+    times, energies = [], []
+    for rec, name in runs:
+        rows = {x["name"]: x for x in rec["rows"]}
+        r = rows.get(name, {})
+        if r.get("x_roof_sustained") is not None:  # timed so, and its roof too
+            roof = rows[r["roof"]]["timing"]["sustained"]
+            times.append(r["x_roof_sustained"])
+            if None not in (r["timing"]["sustained"].get("energy_j"), roof.get("energy_j")):
+                energies.append(r["timing"]["sustained"]["energy_j"] / roof["energy_j"])
+    return tuple(max(v) - min(v) if len(v) > 1 else 0.0 for v in (times, energies))

@@ -61,7 +61,10 @@ def end_to_end(record: dict) -> pd.DataFrame:
     share = (wide[("elu_ms", "nn.ELU")] / out["nn.ELU ms"]).xs(False, level="compiled").rename("ELU share")
     out = out.reset_index().join(share, on=["model", "dtype", "mode"])
     out["ELU saving"] = (wide[("elu_ms", "nn.ELU")] - wide[("elu_ms", "drop-in")]).to_numpy() / out["nn.ELU ms"]
-    return out.assign(**{"faster": out["ratio"] < 1, "faster beyond doubt": out["CI high"] < 1})
+    # beyond doubt: the interval excludes 1 and the ratio lies below the tie band (the compiled A/A rows' intervals
+    # exclude 1 too, so an interval alone does not tell a gain from the timer's own drift)
+    tie = np.maximum(out["noise"], TIE)
+    return out.assign(**{"faster": out["ratio"] < 1, "faster beyond doubt": (out["CI high"] < 1) & (out["ratio"] < 1 - tie)})
 
 
 def measured(record: dict) -> dict:
