@@ -98,11 +98,18 @@ def checks(gpu: str) -> dict | None:
 
 
 def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
-    """What front.md.j2 fills in, from ``gpu``'s main and accuracy records."""
+    """What front.md.j2 fills in, from ``gpu``'s main and accuracy records (and the sustained runs of step 6's and
+    step 7's jobs)."""
     study, accuracy = record.load(gpu), record.load(gpu, "accuracy")
     rows, steps = {r["name"]: r for r in study["rows"]}, steps_frame(study, accuracy)
     best = min((r for r in study["rows"] if r["kind"] == "step"), key=lambda r: r["x_copy"])
-    return {"gpu": study["provenance"]["gpu"], "study": study, "x": {n: r["x_roof"] for n, r in rows.items()},
+    # a row's sustained runs, lowest first: the main record's and its step's own job's (beyond, sixteen); the verdict
+    # gives the worst, since runs of one build differ by more than a run's own spread
+    held = [study] + [r for r in (record.load(gpu, job, required=False) for job in ("beyond", "sixteen")) if r]
+    runs = {n: sorted(r["x_roof_sustained"] for rec in held for r in rec["rows"]
+                      if r["name"] == n and r.get("x_roof_sustained") is not None)
+            for n in (best["name"], *(f"{STEP7} {d}" for d in entries.DTYPES16))}
+    return {"runs": runs, "gpu": study["provenance"]["gpu"], "study": study, "x": {n: r["x_roof"] for n, r in rows.items()},
             "xs": {n: r.get("x_roof_sustained") for n, r in rows.items()},
             "best_sustained": sustained(best),  # and whether copy_, its roof, ran mostly at the power limit too
             "roof_capped": (rows["copy_"]["timing"].get("sustained") or {}).get("capped_fraction", 0) >= 0.5,
