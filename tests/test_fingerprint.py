@@ -42,7 +42,8 @@ def test_a_job_s_code_is_its_measuring_imports_not_its_presentation(tmp_path):
     measure = root / "elu_study/jobs/launch/measure.py"
     measure.write_text(measure.read_text().replace('"""', '"""Reworded. ', 1) + "\n# a comment\n")
     assert fingerprint.code_inputs(("elu_study.jobs.launch",), root=root) == before
-    measure.write_text(measure.read_text() + "\nEXTRA = 1\n")  # a definition no code of the job uses
+    timing = root / "elu_study/core/timing.py"
+    timing.write_text(timing.read_text() + "\nEXTRA = 1\n")  # a shared definition no code of the job uses
     assert fingerprint.code_inputs(("elu_study.jobs.launch",), root=root) == before
     measure.write_text(measure.read_text().replace("rounds=rounds, warmup_ms=warmup_ms", "rounds=rounds + 1, "
                                                                                           "warmup_ms=warmup_ms", 1))
@@ -69,6 +70,24 @@ def test_an_edit_voids_the_records_whose_code_reaches_it_and_no_other(tmp_path):
     assert changed() == {"launch", "study"}
     timing.write_text(text + "\n\ndef unused():\n    return time_sustained\n")
     assert changed() == set()
+
+
+def test_what_an_import_binds_and_a_module_a_child_process_runs_are_inputs(tmp_path):
+    """Two ways code can change unseen by names: an import that binds a name to something else (the same
+    definitions reached), and a job's module run as a child process by its name (sanitize's child)."""
+    from elu_study.jobs import records
+
+    root = package(tmp_path)
+    study, sanitize = ("elu_study.jobs.study",), records.BY_NAME["sanitize"].roots
+    before = {roots: fingerprint.code_inputs(roots, root=root) for roots in (study, sanitize)}
+    harness = root / "elu_study/core/harness.py"
+    harness.write_text(harness.read_text().replace("import REP_MS, WARMUP_MS,", "import REP_MS as WARMUP_MS, "
+                                                                               "WARMUP_MS as REP_MS,", 1))
+    assert fingerprint.code_inputs(study, root=root) != before[study]
+    child = root / "elu_study/jobs/sanitize/child.py"
+    assert "elu_study.jobs.sanitize.child" in sanitize
+    child.write_text(child.read_text().replace("SMALL_LENGTHS = (", "SMALL_LENGTHS = (7, ", 1))
+    assert fingerprint.code_inputs(sanitize, root=root) != before[sanitize]
 
 
 def test_a_lazy_import_inside_a_function_is_an_input(tmp_path):

@@ -257,4 +257,8 @@ def test_a_group_runs_at_once_and_names_the_stage_that_failed(capsys):
     start = time.monotonic()
     assert records.run_side_by_side(group, record.REFERENCE_GPU, {}) == ["c"]
     assert time.monotonic() - start < 2.9  # one after the other: 3 s and more
-    assert "=== c: exit 1" in capsys.readouterr().out  # timeit reports the raise, exit 1
+    said = capsys.readouterr().out
+    assert "=== c: exit 1" in said  # timeit reports the raise, exit 1
+    # each one's output under its own name, not interleaved with the others'
+    assert said.index("=== c's output:\nTraceback") < said.index("SystemExit: 3") < said.index("=== c: exit 1")
+    assert said.count("'s output:\n1 loop, best of 1") == 2

@@ -421,11 +421,11 @@ def test_with_sustained_timings_the_table_the_verdict_and_a_figure_give_both_reg
     monkeypatch.setattr(record, "load", lambda gpu="nvidia-h200", job="study", **kw: rec if job == "study"
                         else others.get(job) if job in ("beyond", "sixteen") else load(gpu, job, **kw))
     verdict = front.blocks()["front"].split("\n\n")[0]  # the worse of the two runs, copy_ capped as well
-    assert f"({3.04 / 3.01:.3f}x at worst under sustained load, at the power limit)" in verdict
+    assert f"({3.04 / 3.01:.3f}x in the slowest sustained run, at the power limit)" in verdict
     others["beyond"] = None
-    assert f"({3.07 / 3.10:.3f}x at worst under sustained load" in front.blocks()["front"]
+    assert f"({3.07 / 3.10:.3f}x in the slowest sustained run" in front.blocks()["front"]
     record.row(rec, "copy_")["timing"]["sustained"]["capped_fraction"] = 0.2  # copy_ mostly under the limit
-    assert "at the power limit `copy_` stays under)" in front.blocks()["front"].split("\n\n")[0]
+    assert "at the power limit `copy_` never reaches)" in front.blocks()["front"].split("\n\n")[0]
     monkeypatch.setattr(record, "figure_path", lambda gpu, name: tmp_path / f"{name}.png")
     paths = front.write_figure("nvidia-h200")
     assert [p.name for p in paths] == ["steps.png", "regimes.png"] and all(p.stat().st_size for p in paths)
@@ -528,7 +528,7 @@ def test_the_first_screen_keeps_its_budgets_once_the_record_holds_both_protocols
     begin, end = record.block_markers("front")
     text = text[:text.index(begin) + len(begin)] + "\n" + front.blocks()["front"] + "\n" + text[text.index(end):]
     head = text[:text.index("\n## ")]
-    assert "at worst under sustained load, at the power limit" in head and "x own copy_, sustained" in head
+    assert "in the slowest sustained run, at the power limit" in head and "x own copy_, sustained" in head
     prose = "\n".join(line for line in head.splitlines() if not line.startswith(("|", "- [")))
     assert len(numbers_in(prose)) <= FIRST_SCREEN_NUMBERS, numbers_in(prose)
     assert len(text.split()) < 1500

@@ -118,7 +118,7 @@ READS = {
 
 
 def sustained_entries(among: list[Entry] | tuple[Entry, ...] | None = None) -> list[Entry]:
-    """The rows of ``among`` (default: the main study's) also timed under sustained load (3.5-6.5 s each): the
+    """The rows of ``among`` (default: the main study's) also timed under sustained load (3-6 s each): the
     steps and peers, F.elu and its compiled form, step 7's and the backward's defaults, those marked ``sustained``,
     and the roof of each of them (its dtype's copy_ or torch.add) only where one of them is taken over it. The other
     baselines (copy_kernel, F.elu_, read_only, write_only) bound or explain a short time; no table reads them

@@ -103,13 +103,14 @@ REST = "<module>"  # a module's statements that define no name (they run wheneve
 
 
 def _units(path: Path, name: str, root: Path) -> tuple[dict[str, list[ast.stmt]], dict[str, tuple]]:
-    """A module's top-level statements by the name each defines (REST: those that define none, imports aside), and
+    """A module's top-level statements by the name each defines (REST: those that define none, and the imports), and
     what each imported name refers to: ("module", M) or ("name", M, n), for elu_study's modules only."""
     units: dict[str, list[ast.stmt]] = {REST: []}
     aliases: dict[str, tuple] = {}
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):  # what a name refers to: its text counts as REST's
             aliases |= _bound(node, name, path, root)
+            units[REST].append(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             units[node.name] = [node]
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -142,8 +143,9 @@ def _needs(nodes: list[ast.stmt], units: set[str], aliases: dict[str, tuple], mo
     attr_of = {id(n.value): n.attr for n in walked if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
     found = set()
     for node in walked:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):  # a lazy import: all of each module it names
-            found |= {(t[1], "*") for t in _bound(node, module, path, root).values()}
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if not any(node is stmt for stmt in nodes):  # a lazy import: all of each module it names
+                found |= {(t[1], "*") for t in _bound(node, module, path, root).values()}
         elif isinstance(node, ast.Name) and node.id in units:
             found.add((module, node.id))
         elif isinstance(node, ast.Name) and (target := aliases.get(node.id)) is not None:

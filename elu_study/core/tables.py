@@ -47,7 +47,7 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
                     "range": f"{lo:.3f}-{hi:.3f}", "measured": value, "short": None if energy else r["x_roof"],
                     "MHz": s["sm_clock_mhz"], "J per pass": s["energy_j"], "at the limit": s["capped_fraction"],
                     "grade": "no reading" if value is None else "HELD" if lo <= value <= hi else
-                    "HELD (within the runs' spread)" if lo - tie <= value <= hi + tie else
+                    "TIE (within the runs' spread)" if lo - tie <= value <= hi + tie else
                     f"MISSED ({'lower' if value < lo else 'higher'})"})
     return pd.DataFrame(out).set_index("prediction") if out else None
 

@@ -47,8 +47,10 @@ class Stage:
     @property
     def roots(self) -> tuple[str, ...]:
         """The modules whose imports make up the stage's measuring code: its job's, or all for the test suite."""
-        if self.command[0] == "elu_study":
-            return (f"elu_study.jobs.{self.command[1]}",)
+        if self.command[0] == "elu_study":  # the job's package and each of its modules (a child process runs one
+            job = f"elu_study.jobs.{self.command[1]}"  # by its name, which no import shows)
+            modules = sorted((ROOT / "elu_study" / "jobs" / self.command[1]).glob("*.py"))
+            return (job, *(f"{job}.{f.stem}" for f in modules if f.stem != "__init__"))
         files = sorted((ROOT / "elu_study").rglob("*.py"))
         return tuple(".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for f in files)
 
@@ -104,15 +106,16 @@ def plan(gpu: str, tools: dict | None, names=None, force: bool = False,
 
 def lines(rows, gpu: str, results_dir: Path | None = None) -> list[str]:
     """``--plan``'s lines: each stage, current or due and why, and its last run's time; then the total to run."""
-    out, known, unknown = [], 0.0, []
+    out, took_s, unknown = [], {}, []
     for stage, why, runs in rows:
         seconds = (stage.held(gpu, results_dir) or {}).get("seconds")
         state = ("due" if why else "runs") if runs else "current"
         took = f" (last run {seconds:.0f} s)" if seconds is not None else ""
         out.append(f"  {stage.name:<9} {state:<8}{took}" + (f" {fingerprint.summary(why)}" if why else ""))
         if runs:
-            known += seconds or 0.0
+            took_s[stage] = seconds or 0.0
             unknown += [stage.name] if seconds is None else []
+    known = sum(max(took_s[s] for s in group) for group in batches(list(took_s)))  # side by side: the longest
     out.append(f"  to run: about {known:.0f} s of stages" + (f", plus {', '.join(unknown)} (no timing recorded)"
                                                            if unknown else ""))
     return out
@@ -141,27 +144,37 @@ def batches(stages: list[Stage]) -> list[list[Stage]]:
 
 
 def run_side_by_side(group: list[Stage], gpu: str, tools: dict) -> list[str]:
-    """Each stage in a fresh process, all at once, each that succeeds fingerprinted (its own ``seconds``): the failed."""
-    start, failed = time.monotonic(), []
+    """Each stage in a fresh process, all at once, each that succeeds fingerprinted (its own ``seconds``): the failed.
+    Beside another, a stage's output goes to a file, printed under its name once it ends; an interrupted run stops
+    every process it started."""
+    start, failed, alone = time.monotonic(), [], len(group) == 1
     with tempfile.TemporaryDirectory() as tmp:
         running = {}
-        for stage in group:
-            command = stage.argv()
-            print(f"\n=== {stage.name}: python -m {' '.join(command)}", flush=True)
-            log = Path(tmp, f"{stage.name}.jsonl")
-            running[stage] = (log, subprocess.Popen([sys.executable, "-m", *command], cwd=ROOT,
-                                                    env={**os.environ, build.BUILD_LOG_ENV: str(log)}))
-        while running:
-            for stage, (log, process) in list(running.items()):
-                if (status := process.poll()) is None:
-                    continue
-                del running[stage]
-                if status == 0 and stage.job:
-                    stamp(stage, gpu, log, tools, seconds=time.monotonic() - start)
-                print(f"=== {stage.name}: exit {status} after {time.monotonic() - start:.0f} s", flush=True)
-                if status:
-                    failed.append(stage.name)
-            time.sleep(0.2)
+        try:
+            for stage in group:
+                command = stage.argv()
+                print(f"\n=== {stage.name}: python -m {' '.join(command)}", flush=True)
+                log, out = Path(tmp, f"{stage.name}.jsonl"), None if alone else Path(tmp, f"{stage.name}.out")
+                running[stage] = (log, out, subprocess.Popen(
+                    [sys.executable, "-m", *command], cwd=ROOT, env={**os.environ, build.BUILD_LOG_ENV: str(log)},
+                    stdout=out and out.open("w"), stderr=out and subprocess.STDOUT))
+            while running:
+                for stage, (log, out, process) in list(running.items()):
+                    if (status := process.poll()) is None:
+                        continue
+                    del running[stage]
+                    if out:
+                        print(f"\n=== {stage.name}'s output:\n{out.read_text(errors='replace')}", end="")
+                    if status == 0 and stage.job:
+                        stamp(stage, gpu, log, tools, seconds=time.monotonic() - start)
+                    print(f"=== {stage.name}: exit {status} after {time.monotonic() - start:.0f} s", flush=True)
+                    if status:
+                        failed.append(stage.name)
+                time.sleep(0.2)
+        finally:
+            for _, _, process in running.values():  # interrupted: no child outlives the run (nor its logs' folder)
+                process.terminate()
+                process.wait()
     return failed
 
 
