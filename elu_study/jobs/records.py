@@ -47,10 +47,10 @@ class Stage:
     @property
     def roots(self) -> tuple[str, ...]:
         """The modules whose imports make up the stage's measuring code: its job's, or all for the test suite."""
-        if self.command[0] == "elu_study":  # the job's package and each of its modules (a child process runs one
-            job = f"elu_study.jobs.{self.command[1]}"  # by its name, which no import shows)
+        if self.command[0] == "elu_study":  # the job's package and each module of it run as a program (a child
+            job = f"elu_study.jobs.{self.command[1]}"  # process runs it by its name, which no import shows)
             modules = sorted((ROOT / "elu_study" / "jobs" / self.command[1]).glob("*.py"))
-            return (job, *(f"{job}.{f.stem}" for f in modules if f.stem != "__init__"))
+            return (job, *(f"{job}.{f.stem}" for f in modules if '__name__ == "__main__"' in f.read_text()))
         files = sorted((ROOT / "elu_study").rglob("*.py"))
         return tuple(".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for f in files)
 
