@@ -102,12 +102,12 @@ def measuring_modules(roots: tuple[str, ...], root: Path = REPO_ROOT) -> dict[st
 REST = "<module>"  # a module's statements that define no name (they run whenever it is imported)
 
 
-def _units(path: Path, name: str, root: Path) -> tuple[dict[str, list[ast.stmt]], dict[str, tuple]]:
+def _units(source: str, path: Path, name: str, root: Path) -> tuple[dict[str, list[ast.stmt]], dict[str, tuple]]:
     """A module's top-level statements by the name each defines (REST: those that define none, and the imports), and
     what each imported name refers to: ("module", M) or ("name", M, n), for elu_study's modules only."""
     units: dict[str, list[ast.stmt]] = {REST: []}
     aliases: dict[str, tuple] = {}
-    for node in ast.parse(path.read_text()).body:
+    for node in ast.parse(source).body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):  # what a name refers to: its text counts as REST's
             aliases |= _bound(node, name, path, root)
             units[REST].append(node)
@@ -155,14 +155,20 @@ def _needs(nodes: list[ast.stmt], units: set[str], aliases: dict[str, tuple], mo
     return found
 
 
-def reached(roots: tuple[str, ...], root: Path = REPO_ROOT) -> dict[str, dict[str, list[ast.stmt]]]:
+def reached(roots: tuple[str, ...], root: Path = REPO_ROOT) -> dict[str, dict[str, str]]:
     """The definitions of measuring modules that the roots' code uses, directly or through others: by module, the
-    statements of each name reached (every definition of a root module; REST of every module imported)."""
+    text of each name reached (every definition of a root module; REST of every module imported)."""
     paths = measuring_modules(roots, root)
-    parsed = {m: _units(p, m, root) for m, p in paths.items()}
+    sources = {m: p.read_text() for m, p in paths.items()}
+    parsed = {m: _units(sources[m], p, m, root) for m, p in paths.items()}
+    lines = {m: text.split("\n") for m, text in sources.items()}
+
+    def text(module: str, stmts: list[ast.stmt]) -> str:  # each statement once (one may define several names)
+        return "\n".join(dict.fromkeys(_source(stmt, lines[module]) for stmt in stmts))
+
     todo, out = [(m, "*") for m in roots], {}
     for module, (units, aliases) in parsed.items():  # what runs on import, in every module the job imports
-        out[module] = {REST: units[REST]}
+        out[module] = {REST: text(module, units[REST])}
         todo += _needs(units[REST], set(units), aliases, module, paths[module], root)
     while todo:
         module, name = todo.pop()
@@ -175,7 +181,7 @@ def reached(roots: tuple[str, ...], root: Path = REPO_ROOT) -> dict[str, dict[st
             continue
         for n in units if name == "*" else [name]:
             if n not in out[module]:
-                out[module][n] = units[n]
+                out[module][n] = text(module, units[n])
                 todo += _needs(units[n], set(units), aliases, module, paths[module], root)
     return out
 
@@ -189,11 +195,8 @@ def _source(stmt: ast.stmt, lines: list[str]) -> str:
 def code_inputs(roots: tuple[str, ...], files: tuple[str, ...] = (), root: Path = REPO_ROOT) -> dict[str, str]:
     """{module or file: digest} for a job's measuring code and extra files (globs under ``root``): per module, the
     definitions its job reaches (``reached``), so an edit of a function no code of the job calls voids nothing."""
-    found, paths = {}, measuring_modules(roots, root)
-    for module, units in reached(roots, root).items():
-        lines = paths[module].read_text().split("\n")
-        found[module] = _digest("\n".join(f"{name}: " + code_digest("\n".join(dict.fromkeys(  # a statement once
-            _source(stmt, lines) for stmt in stmts))) for name, stmts in sorted(units.items())))
+    found = {module: _digest("\n".join(f"{name}: {code_digest(text)}" for name, text in sorted(units.items())))
+             for module, units in reached(roots, root).items()}
     for path in (p for pattern in files for p in sorted(root.glob(pattern))):
         text = path.read_text()
         found[path.relative_to(root).as_posix()] = code_digest(text) if path.suffix == ".py" else \

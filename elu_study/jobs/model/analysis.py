@@ -103,10 +103,12 @@ PREDICTION = (
 
 def grades(record: dict) -> list[dict]:
     """Each prediction's measured value (None where the record lacks it) and verdict: HELD inside its range."""
-    m = measured(record)
-    return [{"what": what, "value": v, "lo": lo, "hi": hi, "verdict": "NOT MEASURED" if v is None
-             else "HELD" if lo <= v <= hi else "MISSED (lower)" if v < lo else "MISSED (higher)"}
-            for what, *bounds in PREDICTION for v, lo, hi in [[m.get(b) if isinstance(b, str) else b for b in bounds]]]
+    m, out = measured(record), []
+    for what, *bounds in PREDICTION:
+        v, lo, hi = (m.get(b) if isinstance(b, str) else b for b in bounds)
+        out.append({"what": what, "value": v, "lo": lo, "hi": hi, "verdict": "NOT MEASURED" if v is None
+                    else "HELD" if lo <= v <= hi else "MISSED (lower)" if v < lo else "MISSED (higher)"})
+    return out
 
 
 def graded(record: dict) -> text.Text:

@@ -44,8 +44,12 @@ def sustained(r: dict) -> dict | None:
     limit; None unless both were timed so."""
     if r.get("x_roof_sustained") is None:
         return None
-    mine = r["timing"]["sustained"]
-    return {"x": r["x_roof_sustained"], "j": mine.get("energy_j"), "capped": (mine.get("capped_fraction") or 0) >= 0.5}
+    return {"x": r["x_roof_sustained"], "j": r["timing"]["sustained"].get("energy_j"), "capped": capped(r)}
+
+
+def capped(r: dict) -> bool:
+    """Whether most of a row's sustained samples were at the power limit (False where it was not timed so)."""
+    return ((r["timing"].get("sustained") or {}).get("capped_fraction") or 0) >= 0.5
 
 
 def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
@@ -112,7 +116,7 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     return {"runs": runs, "gpu": study["provenance"]["gpu"], "study": study, "x": {n: r["x_roof"] for n, r in rows.items()},
             "xs": {n: r.get("x_roof_sustained") for n, r in rows.items()},
             "best_sustained": sustained(best),  # and whether copy_, its roof, ran mostly at the power limit too
-            "roof_capped": (rows["copy_"]["timing"].get("sustained") or {}).get("capped_fraction", 0) >= 0.5,
+            "roof_capped": capped(rows["copy_"]),
             "ms": {n: r["timing"]["median_ms"] for n, r in rows.items()}, "best": best, "step7": STEP7,
             "exact": all(steps.loc[f"{STEP7} {d}", "worst ulp"] == "bit-exact" for d in entries.DTYPES16),
             "ulp": steps.loc[best["name"], "worst ulp"], "alpha": next(iter(accuracy["runs"])),

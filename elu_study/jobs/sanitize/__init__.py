@@ -97,9 +97,12 @@ def find_compute_sanitizer() -> str:
     return found
 
 
+def _ask(exe: str, flag: str) -> str:
+    return subprocess.run([exe, flag], capture_output=True, text=True, timeout=60).stdout
+
+
 def sanitizer_version(exe: str) -> str | None:
-    said = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout
-    match = re.search(r"Version\s+(\S+)", said)
+    match = re.search(r"Version\s+(\S+)", _ask(exe, "--version"))
     return match.group(1) if match else None
 
 
@@ -110,8 +113,7 @@ def parse_errors(text: str) -> int | None:
 
 def supported_options(exe: str) -> frozenset[str]:
     """The ``--options`` this compute-sanitizer's ``--help`` lists."""
-    said = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60).stdout
-    return frozenset(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", said))
+    return frozenset(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", _ask(exe, "--help")))
 
 
 def sanitizer_command(exe: str, tool: str, child: list[str], supported: frozenset[str] = frozenset()) -> list[str]:
