@@ -52,6 +52,9 @@
 //   -DELU7_FP16_ASYNC=a, -DELU7_BF16_ASYNC=a  1: a block copies the global table with cp.async and issues its
 //                     first load before waiting for the copy (float16's default); 0 (bfloat16's default): the
 //                     copy, then the loads
+//   -DELU7_LOOKUP=l   1 (default): every lane reads its clamped table entry, then the tiny and NaN lanes take
+//                     x; 0: only the lanes that use it read (a predicated load: float16's cp.async loop then
+//                     recomputes the table's shared-memory address before each load, 4 instructions more per element)
 //   -DELU7_BWD_TABLE=t  the backward from x: 0 (default) computes expf, ELU7_BWD_VECS vectors per thread in
 //                     blocks of ELU7_BWD_THREADS (512; 1 vector), stores plain (ELU7_BWD_STORE=0) or streaming (1);
 //                     1: the expf table in the table kernels' launch
@@ -108,6 +111,9 @@
 #endif
 #ifndef ELU7_BF16_ASYNC
 #define ELU7_BF16_ASYNC 0
+#endif
+#ifndef ELU7_LOOKUP
+#define ELU7_LOOKUP 1
 #endif
 #ifndef ELU7_BWD_TABLE
 #define ELU7_BWD_TABLE 0
@@ -378,7 +384,12 @@ __device__ __forceinline__ uint32_t elu2_table(uint32_t w, float alpha, const fl
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const uint32_t u = m[k] - kLo;  // wraps below kLo: then u > kSpan
+#if ELU7_LOOKUP == 1
+    const float t = table[u < kLast ? u : kLast];  // every lane reads (the clamped index is always in the table)
+    const float e = u > kSpan ? x[k] : t;
+#else
     const float e = u > kSpan ? x[k] : table[u < kLast ? u : kLast];
+#endif
     r[k] = x[k] > 0.0f ? x[k] : e * alpha;
   }
   return Pair<T>::pack(r[0], r[1]);

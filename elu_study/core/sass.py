@@ -11,6 +11,7 @@ from elu_study.core.build import built_library, find_cuda_tool
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)", re.MULTILINE)
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_ADDRESSED = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(?:\s+0x([0-9a-f]+)\s*;)?")
 _RESOURCES = re.compile(r"Function\s+(\S+):\s*\n\s*REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 # Not a step's own kernel: the shared helpers (namespace elu, kernels/common/elu.cuh) and 16-bit storage paths.
 _HELPER_PREFIX = "_ZN3elu"
@@ -28,6 +29,17 @@ def sass_by_function(library: Path) -> dict[str, list[str]]:
     text = _cuobjdump("--dump-sass", str(library))
     parts = _FUNCTION.split(text)
     return {name: _INSTRUCTION.findall(body) for name, body in zip(parts[1::2], parts[2::2])}
+
+
+def loops(library: Path) -> dict[str, list[list[str]]]:
+    """Each kernel's loops: the opcodes from a backward branch's target to the branch, the body a thread repeats."""
+    parts, out = _FUNCTION.split(_cuobjdump("--dump-sass", str(library))), {}
+    for name, body in zip(parts[1::2], parts[2::2]):
+        code = _ADDRESSED.findall(body)
+        at = {int(a, 16): k for k, (a, _, _) in enumerate(code)}
+        out[name] = [[op for _, op, _ in code[at[int(to, 16)]:k + 1]] for k, (a, op, to) in enumerate(code)
+                     if op == "BRA" and to and int(to, 16) < int(a, 16)]
+    return out
 
 
 @dataclass(frozen=True)

@@ -33,11 +33,16 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
     """A prediction for the sustained protocol graded on a record: for each "entry", its sustained time over its own
     roof's; for "entry J", its energy per pass over its roof's; beside each, the short protocol's ratio and the
     sustained readings. A value outside its range by no more than ``ties`` (time, energy: how far apart sustained
-    runs of one build fall, the protocol's resolution) is a tie. None where the record has no sustained timings."""
+    runs of one build fall, the protocol's resolution) is a tie; an entry the record lacks reads "not measured yet".
+    None where the record has no sustained timings."""
     rows, out = {r["name"]: r for r in record["rows"]}, []
     for key, (lo, hi) in prediction.items():
         name, energy = key.removesuffix(" J"), key.endswith(" J")
-        if rows.get(name, {}).get("x_roof_sustained") is None:
+        if name not in rows:  # in the catalogue since the record was measured: predicted, not run yet
+            out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over its roof's",
+                        "range": f"{lo:.3f}-{hi:.3f}", "grade": "not measured yet"})
+            continue
+        if rows[name].get("x_roof_sustained") is None:
             continue
         r, roof = rows[name], rows[rows[name]["roof"]]
         s, j = r["timing"]["sustained"], (r["timing"]["sustained"]["energy_j"], roof["timing"]["sustained"]["energy_j"])

@@ -21,7 +21,9 @@ from elu_study.jobs.sixteen.analysis import DTYPES
 VARIANT = "7_sixteen_bits"
 PEERS16 = ("triton", "cub_transform")  # checked like step 7, but their exactness is not this study's claim
 DTYPE_TOKEN = {"bfloat16": "13__nv_bfloat16", "float16": "6__half"}  # in the 16-bit kernels' mangled names
-PROFILED = ("7_sixteen_bits", "7_poly", "7_unchecked", "7_exact", "7_backward")  # the rows ncu reads, per dtype
+# The rows ncu reads: these per dtype, and float16's one-change lookup (its instructions per element are its point).
+PROFILED = (*(f"{n} {d}" for d in ("bfloat16", "float16")
+              for n in ("7_sixteen_bits", "7_poly", "7_unchecked", "7_exact", "7_backward")), "7_predicated_lookup float16")
 C_TYPES = {"__nv_bfloat16": "bfloat16", "__half": "float16", "float": "float32"}  # in FormulaOf<type, chooser>
 
 
@@ -104,7 +106,7 @@ def run(rounds: int = 5, with_counters: bool = True) -> dict:
     record, counters = time_batches(rounds), {"skipped": "--no-counters", "rows": []}
     if with_counters:
         try:  # Nsight Compute's counters, or why there are none
-            c = profile([f"{n} {d}" for d in DTYPES for n in PROFILED])
+            c = profile(list(PROFILED))
             counters = {"ncu": c["ncu"], "rows": c["rows"]}
         except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as err:
             counters = {"skipped": f"{type(err).__name__}: {err}"[-2000:], "rows": []}
