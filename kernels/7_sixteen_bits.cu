@@ -53,8 +53,9 @@
 //                     first load before waiting for the copy (float16's default); 0 (bfloat16's default): the
 //                     copy, then the loads
 //   -DELU7_LOOKUP=l   1 (default): every lane reads its clamped table entry, then the tiny and NaN lanes take
-//                     x; 0: only the lanes that use it read (a predicated load: float16's cp.async loop then
-//                     recomputes the table's shared-memory address before each load, 4 instructions more per element)
+//                     x; 0: only the lanes that use it read. That load is predicated, and in a cp.async loop
+//                     (float16's default, 7_async bfloat16) nvcc rebuilds the table's shared-memory address
+//                     under each predicate (S2R SR_CgaCtaId, MOV, LEA before each load)
 //   -DELU7_BWD_TABLE=t  the backward from x: 0 (default) computes expf, ELU7_BWD_VECS vectors per thread in
 //                     blocks of ELU7_BWD_THREADS (512; 1 vector), stores plain (ELU7_BWD_STORE=0) or streaming (1);
 //                     1: the expf table in the table kernels' launch

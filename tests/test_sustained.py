@@ -71,8 +71,9 @@ def test_step_7s_prediction_is_graded_per_dtype_against_its_own_copy():
     assert {k: graded[k] for k in expected} == expected
     rec["rows"] = [r for r in rec["rows"] if r["name"] != "7_exact float16"]  # as if added after the run
     graded = tables.sustained_graded(derived.annotate(rec), sixteen.SUSTAINED_PREDICTION)
-    assert graded.loc["7_exact float16, time over its roof's", "grade"] == "not measured yet"
-    assert graded.loc["7_exact float16, time over its roof's", "range"] == "1.500-2.000"
+    assert graded.loc["7_exact float16, time over copy_ float16's", "grade"] == "not measured yet"
+    assert graded.loc["7_exact float16, time over copy_ float16's", "range"] == "1.500-2.000"
+    assert tables.sustained_graded(without_sustained(rec), sixteen.SUSTAINED_PREDICTION) is None  # nothing graded
 
 
 def test_a_roof_is_timed_under_sustained_load_only_where_a_row_is_taken_over_it():

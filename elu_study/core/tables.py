@@ -4,6 +4,8 @@ import re
 
 import pandas as pd
 
+from elu_study.core.entries import ENTRIES, roof_of
+
 # Column -> format, for the columns the study's tables share; any other float column gets 3 decimals.
 FORMATS = {"ms": "{:.3f}", "TB/s": "{:.2f}", "% of peak": "{:.1f}", "x copy_": "{:.3f}", "p90/median": "{:.3f}",
            "max abs err vs fp64": "{:.1e}"}
@@ -39,7 +41,8 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
     for key, (lo, hi) in prediction.items():
         name, energy = key.removesuffix(" J"), key.endswith(" J")
         if name not in rows:  # in the catalogue since the record was measured: predicted, not run yet
-            out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over its roof's",
+            roof = roof_of(name, ENTRIES[name].mode)
+            out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {roof}'s",
                         "range": f"{lo:.3f}-{hi:.3f}", "grade": "not measured yet"})
             continue
         if rows[name].get("x_roof_sustained") is None:
@@ -54,7 +57,8 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
                     "grade": "no reading" if value is None else "HELD" if lo <= value <= hi else
                     "TIE (within the runs' spread)" if lo - tie <= value <= hi + tie else
                     f"MISSED ({'lower' if value < lo else 'higher'})"})
-    return pd.DataFrame(out).set_index("prediction") if out else None
+    graded = any(o["grade"] != "not measured yet" for o in out)
+    return pd.DataFrame(out).set_index("prediction") if graded else None
 
 
 def runs_spread(runs: list[tuple[dict, str]]) -> tuple[float, float]:

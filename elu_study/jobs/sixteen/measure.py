@@ -22,7 +22,7 @@ VARIANT = "7_sixteen_bits"
 PEERS16 = ("triton", "cub_transform")  # checked like step 7, but their exactness is not this study's claim
 DTYPE_TOKEN = {"bfloat16": "13__nv_bfloat16", "float16": "6__half"}  # in the 16-bit kernels' mangled names
 # The rows ncu reads: these per dtype, and float16's one-change lookup (its instructions per element are its point).
-PROFILED = (*(f"{n} {d}" for d in ("bfloat16", "float16")
+PROFILED = (*(f"{n} {d}" for d in DTYPES
               for n in ("7_sixteen_bits", "7_poly", "7_unchecked", "7_exact", "7_backward")), "7_predicated_lookup float16")
 C_TYPES = {"__nv_bfloat16": "bfloat16", "__half": "float16", "float": "float32"}  # in FormulaOf<type, chooser>
 
