@@ -5,8 +5,8 @@ import pytest
 from elu_study.core import build
 from elu_study import compile_variant
 from elu_study import known_variants
-from elu_study.core.entries import KERNELS
-from elu_study.core.sass import inspect_variant
+from elu_study.core.entries import ENTRIES, KERNELS
+from elu_study.core.sass import inspect_variant, sass_by_function
 
 # What each step's notebook says about it, as the compiler must show it.
 CLAIMS = {name: kernel.sass for name, kernel in KERNELS.items()}  # catalog.toml's [kernels.<file>].sass
@@ -30,6 +30,20 @@ def test_step_compiles_and_its_sass_shows_the_claim(name):
     assert bool(report.ftz_ops) == claim["ftz"]
     assert report.local_bytes == 0 and report.stack_bytes == 0  # no spills
     assert 0 < report.registers <= 32  # leaves full occupancy possible
+
+
+def test_step_6s_exponential_keeps_no_subnormal_result():
+    """Below -1, step 6 takes its exponential from a flushing ex2 (kernels/common/elu.cuh, exp_ftz): one MUFU.EX2
+    per element and no compare against -126, where __expf rescales its argument to keep a subnormal result that
+    e - 1 rounds away. 6_poly_expf, the one change back to __expf, has that compare on each of its 4 elements."""
+    def kernel(name: str) -> list[str]:  # the float32 kernel's opcodes
+        found = sass_by_function(build.built_library(ENTRIES[name].build()))
+        return next(ops for k, ops in found.items() if "step6_kernelIf" in k)
+
+    default, expf = kernel("6_beyond_copy"), kernel("6_poly_expf")
+    assert default.count("MUFU.EX2") == expf.count("MUFU.EX2") == 4
+    assert default.count("FSETP.GEU.AND") == 0 and expf.count("FSETP.GEU.AND") == 4
+    assert len(default) < len(expf)
 
 
 def test_grid_waves_flag_builds_a_separate_extension():

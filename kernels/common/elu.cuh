@@ -35,7 +35,19 @@ struct Expm1f {  // what PyTorch uses: no cancellation near 0
 // is below 3e-9 relative there, and the leading x is exact, so tiny inputs come back as themselves; below -1,
 // where e^x <= 0.37 and subtracting 1 loses nothing, __expf(x) - 1 (one MUFU.EX2). Both are computed and one is
 // selected: no divergence. Six FMAs where the Taylor series to x^11 (Expm1Taylor, the first version) takes ten.
-struct Expm1Poly {
+//
+// Below -1, e^x comes from ex2.approx.ftz (kFtz, the default) rather than __expf, which spends a compare and two
+// multiplies per element keeping a result under 2^-126 (x below about -87.3) subnormal. The value is __expf's bit
+// for bit wherever it can matter: a result under 2^-126 comes back as 0, and e - 1 rounds to -1 either way (e under
+// 2^-25 does); an argument under 2^-126 (|x| under 2^-126) is flushed, but such an x takes the polynomial. NaN and
+// -inf go through the same MUFU.EX2 as before. Expm1PolyExpf keeps __expf (one change).
+__device__ __forceinline__ float exp_ftz(float x) {
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * 0x1.715476p+0f));  // log2(e) as __expf rounds it
+  return e;
+}
+template <bool kFtz>
+struct Expm1PolyWith {
   __device__ __forceinline__ float operator()(float x, float alpha) const {
     float r = 1.29130902e-4f;
     r = fmaf(r, x, 1.30112644e-3f);
@@ -45,10 +57,12 @@ struct Expm1Poly {
     r = fmaf(r, x, 4.99999851e-1f);
     // x + x^2 r has x's sign on (-1, 0]; copysignf keeps it at -0.0 too, where x^2 r + x rounds to +0.0.
     const float near = copysignf(fmaf(x * x, r, x), x);
-    const float far = __expf(x) - 1.0f;
+    const float far = (kFtz ? exp_ftz(x) : __expf(x)) - 1.0f;
     return x > 0.0f ? x : alpha * (x > -1.0f ? near : far);
   }
 };
+using Expm1Poly = Expm1PolyWith<true>;
+using Expm1PolyExpf = Expm1PolyWith<false>;
 // The first Expm1Poly: the same split, the Taylor series to x^11 above -1 (ten FMAs): the round-4 control.
 struct Expm1Taylor {
   __device__ __forceinline__ float operator()(float x, float alpha) const {
