@@ -239,6 +239,23 @@ def test_the_check_notices_a_notebook_that_misdates_or_leaves_out_a_record(tmp_p
         check_names_its_records(str(record.shown()), tmp_path)
 
 
+def test_the_closing_line_names_the_kernel_files_changed_since_each_record():
+    """After the Records read line, the kernel files whose builds no longer match what a record read holds (a
+    digest differs from the build's now); nothing where every build matches."""
+    current = fingerprint.build_key("2_float4")
+    record.SHOWN.clear()
+    record.SHOWN.update({"a.json": ["2026-12-01"], "b.json": ["2026-12-03"]})
+    record.BUILDS.clear()
+    record.BUILDS.update({"a.json": {current: fingerprint.build_digest("2_float4")},
+                          "b.json": {current: fingerprint.build_digest("2_float4"), "6_beyond_copy": "earlier"}})
+    line = str(record.shown())
+    assert line.endswith("Kernel files changed since: `6_beyond_copy`, so these records hold earlier builds of them.")
+    record.BUILDS["b.json"]["6_beyond_copy"] = fingerprint.build_digest("6_beyond_copy")
+    assert "changed since" not in str(record.shown())
+    record.SHOWN.clear()
+    record.BUILDS.clear()
+
+
 def test_only_stages_that_measure_no_time_run_side_by_side():
     """accuracy and sanitize (checks, no time or counter) form one group; each timing stage runs alone."""
     groups = [[s.name for s in g] for g in records.batches(list(records.STAGES))]

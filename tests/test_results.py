@@ -10,7 +10,7 @@ import re
 import pandas as pd
 import pytest
 
-from elu_study.core import derived, entries, record
+from elu_study.core import derived, entries, fingerprint, record
 from elu_study.core.derived import annotate
 from elu_study.core.entries import (BYTES_PER_ELEMENT, DTYPES16, ENTRIES, KERNELS, NOT_MEASURED, STEPS, Entry, roof_for,
                                    study_entries)
@@ -395,6 +395,26 @@ def test_the_steps_table_and_the_verdict_follow_the_records(study_record, monkey
     assert "NOT bit for bit PyTorch's results" in front.blocks()["front"]
 
 
+def test_the_table_says_which_kernel_files_changed_since_its_record(study_record, monkeypatch):
+    """The first screen names the table's kernel files whose build (sources, headers, flags) no longer matches the
+    digest the record holds, "every kernel file" where all do, and says nothing where every build is current."""
+    rec = copy.deepcopy(study_record)
+    builds = rec["fingerprint"]["builds"]
+    for key in builds:  # as if measured from this tree
+        builds[key] = fingerprint.build_digest(*fingerprint.parse_build_key(key))
+    assert front.changed_kernels(rec) == ""
+    load = record.load
+    monkeypatch.setattr(record, "load", lambda gpu="nvidia-h200", job="study", **kw: rec if job == "study"
+                        else load(gpu, job, **kw))
+    assert "Since this record" not in front.blocks()["front"]
+    builds["6_beyond_copy"] = "an earlier digest"
+    assert front.changed_kernels(rec) == "`6_beyond_copy`"
+    assert "Since this record, `6_beyond_copy` changed: the rows are earlier builds'." in front.blocks()["front"]
+    for key in builds:
+        builds[key] = "an earlier digest"
+    assert front.changed_kernels(rec) == "every kernel file"
+
+
 def test_with_sustained_timings_the_table_the_verdict_and_a_figure_give_both_regimes(study_record, monkeypatch, tmp_path):
     """Issue 46's headline: where rows hold the sustained protocol, each step's ratio under sustained load is its
     sustained time over its own roof's, beside the short one, with its energy per pass; the verdict says both."""
@@ -425,7 +445,7 @@ def test_with_sustained_timings_the_table_the_verdict_and_a_figure_give_both_reg
     others["beyond"] = None
     assert f"({3.07 / 3.10:.3f}x in the slowest sustained run" in front.blocks()["front"]
     record.row(rec, "copy_")["timing"]["sustained"]["capped_fraction"] = 0.2  # copy_ mostly under the limit
-    assert "at the power limit `copy_` never reaches)" in front.blocks()["front"].split("\n\n")[0]
+    assert "at the power limit, unlike `copy_` run alone)" in front.blocks()["front"].split("\n\n")[0]
     monkeypatch.setattr(record, "figure_path", lambda gpu, name: tmp_path / f"{name}.png")
     paths = front.write_figure("nvidia-h200")
     assert [p.name for p in paths] == ["steps.png", "regimes.png"] and all(p.stat().st_size for p in paths)

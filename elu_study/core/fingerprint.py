@@ -229,6 +229,13 @@ def parse_build_key(key: str) -> tuple[str, list[str], list[str]]:
     return variant, [f for f in flags if not f.startswith("cpp:")], [f[4:] for f in flags if f.startswith("cpp:")]
 
 
+def stale_variants(builds: dict[str, str]) -> list[str]:
+    """The kernel files (variants) of a record's builds, ``fingerprint["builds"]``, whose sources, headers or flags
+    changed since it was measured: its numbers for them are an earlier build's."""
+    return sorted({parse_build_key(key)[0] for key, digest in builds.items()
+                   if build_digest(*parse_build_key(key)) != digest})
+
+
 def build_digest(variant: str, flags=(), cpp_flags=()) -> str:
     """What load_inline receives for a build (sources and their headers without comments, flags) and the binding
     that registers it; "missing" where the kernel file no longer exists."""

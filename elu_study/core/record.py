@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import msgspec
 import torch
 
-from elu_study.core import derived, schema, text
+from elu_study.core import derived, fingerprint, schema, text
 from elu_study.core.paths import README, RESULTS_DIR
 from elu_study.core.timing import noise_ms
 
@@ -134,10 +134,12 @@ def read(path: Path | str, job: str) -> dict:
     path = Path(path)
     record = check_schema(json.loads(path.read_text()), _check_job(job), path)
     SHOWN[path.name] = dates_of(record)
+    BUILDS[path.name] = (record.get("fingerprint") or {}).get("builds", {})
     return derived.annotate(record) if job in derived.JOBS else record
 
 
 SHOWN: dict[str, list[str]] = {}  # every record this process read: file name -> the days it was measured (``shown``)
+BUILDS: dict[str, dict[str, str]] = {}  # and the builds it was measured with (its fingerprint's)
 
 
 def dates_of(record: dict) -> list[str]:
@@ -151,9 +153,11 @@ def dates_of(record: dict) -> list[str]:
 
 def shown() -> text.Text:
     """For a notebook's last cell: every record it read and the days it was measured (its commit, information only,
-    stays in its provenance: whether a record is current is its fingerprint's to say)."""
+    stays in its provenance: whether a record is current is its fingerprint's to say), and the kernel files that
+    changed since each was measured (``fingerprint.stale_variants``)."""
     rows = [{"file": file, "dates": ", ".join(dates)} for file, dates in sorted(SHOWN.items())]
-    return text.show("record/shown.md.j2", rows=rows)
+    stale = sorted({v for file in SHOWN for v in fingerprint.stale_variants(BUILDS.get(file, {}))})
+    return text.show("record/shown.md.j2", rows=rows, stale=", ".join(f"`{v}`" for v in stale))
 
 
 def load(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path | None = None,

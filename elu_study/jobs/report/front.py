@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from elu_study.core import entries, record, text
+from elu_study.core import entries, fingerprint, record, text
 from elu_study.core.paths import NOTEBOOKS_DIR
 from elu_study.jobs.sixteen.analysis import DEFAULT as STEP7
 from elu_study.jobs.study import figures as plots
@@ -122,7 +122,16 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
             "ulp": steps.loc[best["name"], "worst ulp"], "alpha": next(iter(accuracy["runs"])),
             "dtypes": entries.DTYPES16, "exhaustive": rows[f"{STEP7} {entries.DTYPES16[0]}"]["exhaustive"],
             "records": (record.record_path(gpu).name, record.record_path(gpu, "accuracy").name), "steps": steps,
-            "figure": record.readme_link(record.figure_path(gpu, FIGURE)), "notebooks": notebooks()}
+            "figure": record.readme_link(record.figure_path(gpu, FIGURE)), "notebooks": notebooks(),
+            "stale": changed_kernels(study)}
+
+
+def changed_kernels(study: dict) -> str:
+    """The table's kernel files changed since the record was measured (``fingerprint.stale_variants``): "every kernel
+    file" where that is all of them, else their names; "" where none is."""
+    stale = fingerprint.stale_variants((study.get("fingerprint") or {}).get("builds", {}))
+    shown = {e.variant for e in step_entries() if e.variant}
+    return "every kernel file" if shown <= set(stale) else ", ".join(f"`{v}`" for v in stale if v in shown)
 
 
 def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:

@@ -7,6 +7,7 @@ from elu_study.core.entries import roof_of
 from elu_study.core.hardware import issue_bound
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
 from elu_study.core.record import row
+from elu_study.core.timing import noise_ms
 
 DTYPES = ("bfloat16", "float16")
 LANES = 32  # threads per warp instruction
@@ -61,14 +62,21 @@ def exact(check: dict) -> bool:
     return not (check["mismatches"] or check["untouched"])
 
 
+def spread(record: dict, name: str) -> float:
+    """A row's run-to-run noise over its own roof: the spread of its round medians (``timing.noise_ms``)."""
+    return noise_ms(row(record, name)["timing"]) / ms(record, roof_of(name, row(record, name)["mode"]))
+
+
 def tried_frame(record: dict) -> pd.DataFrame:
     """Each row one change from its base: the change, both times over the own roof, bit-exact or not, and the
-    difference, a tie where it is inside the record's resolution: the widest gap between two rows of one kernel."""
+    difference, a tie where it is inside the record's resolution (the widest gap between two rows of one kernel)
+    or inside either row's own spread of round medians."""
     checks, res, out = checks_of(record), resolution_frame(record)["gap"].max(), []
     for r in (r for r in record["rows"] if r.get("base") in checks and r["name"] in checks):
         x, xb, c = x_own_copy(record, r["name"])[0], x_own_copy(record, r["base"])[0], checks[r["name"]]
+        tie = max(res, spread(record, r["name"]), spread(record, r["base"]))
         out.append({"entry": r["name"], "change": r["what"], "base": r["base"], "x own roof": x, "base's": xb,
-                    "difference": x - xb, "verdict": "tie" if abs(x - xb) < res else "faster" if x < xb else "slower",
+                    "difference": x - xb, "verdict": "tie" if abs(x - xb) < tie else "faster" if x < xb else "slower",
                     "bit-exact": "yes" if exact(c) else f"NO ({c['mismatches']:,})"})
     return pd.DataFrame(out).set_index("entry")
 
