@@ -239,21 +239,20 @@ def test_the_check_notices_a_notebook_that_misdates_or_leaves_out_a_record(tmp_p
         check_names_its_records(str(record.shown()), tmp_path)
 
 
-def test_the_closing_line_names_the_kernel_files_changed_since_each_record():
+def test_the_closing_line_names_the_builds_changed_since_the_records(monkeypatch):
     """After the Records read line, the kernel files whose builds no longer match what a record read holds (a
-    digest differs from the build's now); nothing where every build matches."""
+    digest differs from the build's now), and the records with no fingerprint to tell; nothing where all match."""
     current = fingerprint.build_key("2_float4")
-    record.SHOWN.clear()
-    record.SHOWN.update({"a.json": ["2026-12-01"], "b.json": ["2026-12-03"]})
-    record.BUILDS.clear()
-    record.BUILDS.update({"a.json": {current: fingerprint.build_digest("2_float4")},
-                          "b.json": {current: fingerprint.build_digest("2_float4"), "6_beyond_copy": "earlier"}})
+    monkeypatch.setattr(record, "SHOWN", {"a.json": ["2026-12-01"], "b.json": ["2026-12-03"]})
+    monkeypatch.setattr(record, "BUILDS", {"a.json": {current: fingerprint.build_digest("2_float4")},
+                                           "b.json": {current: fingerprint.build_digest("2_float4"),
+                                                      "6_beyond_copy": "earlier"}})
     line = str(record.shown())
-    assert line.endswith("Kernel files changed since: `6_beyond_copy`, so these records hold earlier builds of them.")
+    assert line.endswith("header it includes): `6_beyond_copy`; these records hold the earlier builds' numbers.")
     record.BUILDS["b.json"]["6_beyond_copy"] = fingerprint.build_digest("6_beyond_copy")
     assert "changed since" not in str(record.shown())
-    record.SHOWN.clear()
-    record.BUILDS.clear()
+    record.BUILDS["a.json"] = None  # a record without a fingerprint
+    assert str(record.shown()).endswith("No fingerprint in results/a.json: whether it is current is unknown.")
 
 
 def test_only_stages_that_measure_no_time_run_side_by_side():

@@ -397,7 +397,7 @@ def test_the_steps_table_and_the_verdict_follow_the_records(study_record, monkey
 
 def test_the_table_says_which_kernel_files_changed_since_its_record(study_record, monkeypatch):
     """The first screen names the table's kernel files whose build (sources, headers, flags) no longer matches the
-    digest the record holds, "every kernel file" where all do, and says nothing where every build is current."""
+    digest the record holds, "every kernel's build" where all do, and says nothing where every build is current."""
     rec = copy.deepcopy(study_record)
     builds = rec["fingerprint"]["builds"]
     for key in builds:  # as if measured from this tree
@@ -408,11 +408,13 @@ def test_the_table_says_which_kernel_files_changed_since_its_record(study_record
                         else load(gpu, job, **kw))
     assert "Since this record" not in front.blocks()["front"]
     builds["6_beyond_copy"] = "an earlier digest"
-    assert front.changed_kernels(rec) == "`6_beyond_copy`"
-    assert "Since this record, `6_beyond_copy` changed: the rows are earlier builds'." in front.blocks()["front"]
+    assert front.changed_kernels(rec) == "the builds of `6_beyond_copy`"
+    assert "Since this record, the builds of `6_beyond_copy` changed: these rows are the earlier builds'." in \
+        front.blocks()["front"]
     for key in builds:
         builds[key] = "an earlier digest"
-    assert front.changed_kernels(rec) == "every kernel file"
+    assert front.changed_kernels(rec) == "every kernel's build"
+    assert "Since this record, every kernel's build changed: these rows" in front.blocks()["front"]
 
 
 def test_with_sustained_timings_the_table_the_verdict_and_a_figure_give_both_regimes(study_record, monkeypatch, tmp_path):

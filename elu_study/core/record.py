@@ -134,12 +134,12 @@ def read(path: Path | str, job: str) -> dict:
     path = Path(path)
     record = check_schema(json.loads(path.read_text()), _check_job(job), path)
     SHOWN[path.name] = dates_of(record)
-    BUILDS[path.name] = (record.get("fingerprint") or {}).get("builds", {})
+    BUILDS[path.name] = (record.get("fingerprint") or {}).get("builds")  # None: no fingerprint
     return derived.annotate(record) if job in derived.JOBS else record
 
 
 SHOWN: dict[str, list[str]] = {}  # every record this process read: file name -> the days it was measured (``shown``)
-BUILDS: dict[str, dict[str, str]] = {}  # and the builds it was measured with (its fingerprint's)
+BUILDS: dict[str, dict[str, str] | None] = {}  # and the builds it was measured with (its fingerprint's; None: none)
 
 
 def dates_of(record: dict) -> list[str]:
@@ -154,10 +154,12 @@ def dates_of(record: dict) -> list[str]:
 def shown() -> text.Text:
     """For a notebook's last cell: every record it read and the days it was measured (its commit, information only,
     stays in its provenance: whether a record is current is its fingerprint's to say), and the kernel files that
-    changed since each was measured (``fingerprint.stale_variants``)."""
+    changed since (``fingerprint.stale_variants``), or that a record holds no fingerprint to tell."""
     rows = [{"file": file, "dates": ", ".join(dates)} for file, dates in sorted(SHOWN.items())]
-    stale = sorted({v for file in SHOWN for v in fingerprint.stale_variants(BUILDS.get(file, {}))})
-    return text.show("record/shown.md.j2", rows=rows, stale=", ".join(f"`{v}`" for v in stale))
+    stale = sorted({v for file in SHOWN for v in fingerprint.stale_variants(BUILDS.get(file) or {})})
+    unknown = [f"results/{file}" for file in sorted(SHOWN) if BUILDS.get(file) is None]
+    return text.show("record/shown.md.j2", rows=rows, stale=", ".join(f"`{v}`" for v in stale),
+                     unknown=", ".join(unknown))
 
 
 def load(gpu: str = REFERENCE_GPU, job: str = "study", results_dir: Path | None = None,

@@ -39,8 +39,9 @@ struct Expm1f {  // what PyTorch uses: no cancellation near 0
 // Below -1, e^x comes from ex2.approx.ftz (kFtz, the default) rather than __expf, which spends a compare and two
 // multiplies per element keeping a result under 2^-126 (x below about -87.3) subnormal. The value is __expf's bit
 // for bit wherever it can matter: a result under 2^-126 comes back as 0, and e - 1 rounds to -1 either way (e under
-// 2^-25 does); an argument under 2^-126 (|x| under 2^-126) is flushed, but such an x takes the polynomial. NaN and
-// -inf go through the same MUFU.EX2 as before. Expm1PolyExpf keeps __expf (one change).
+// 2^-25 does); an argument under 2^-126 (|x| under 2^-126) is flushed, but such an x takes the polynomial. -inf
+// (rescaled before, 0 either way) gives -1; NaN, not rescaled, meets the same instruction. This rests on ex2.approx
+// and ex2.approx.ftz lowering to one MUFU.EX2 (nvcc 13.0, sm_75 to sm_120). Expm1PolyExpf keeps __expf (one change).
 __device__ __forceinline__ float exp_ftz(float x) {
   float e;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * 0x1.715476p+0f));  // log2(e) as __expf rounds it

@@ -33,7 +33,8 @@ FORMULAS = (
     Formula("5_streaming", "alpha * expm1f(x): step 5", "expm1f", "expm1f: 1 ulp", "5_streaming"),
     # Steps 6 and 7 (float32) and the drop-in's float32 forward: expm1 by a degree-5 polynomial above -1, __expf - 1
     # below. No documented bound: the target, 2 ulp of expm1, is the model its errors are held to.
-    Formula("6_beyond_copy", "alpha * expm1 (a degree-5 polynomial above -1, __expf(x) - 1 below): steps 6 and 7",
+    Formula("6_beyond_copy",
+            "alpha * expm1 (a degree-5 polynomial above -1, __expf(x) - 1 below, by a flushing ex2): steps 6 and 7",
             "expm1-poly", "target: 2 ulp", "6_beyond_copy"),
     Formula("F.elu", "PyTorch's CUDA ELU: alpha * expm1f(x)", "expm1f", "expm1f: 1 ulp"),
     # Triton links libdevice in its flush-to-zero variant (its enable_reflect_ftz option, on by default).

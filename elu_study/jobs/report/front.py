@@ -127,11 +127,13 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
 
 
 def changed_kernels(study: dict) -> str:
-    """The table's kernel files changed since the record was measured (``fingerprint.stale_variants``): "every kernel
-    file" where that is all of them, else their names; "" where none is."""
+    """The table's kernel files whose build (the file, a header it includes, flags) changed since the record was
+    measured (``fingerprint.stale_variants``): "every kernel's build" where that is all of them, else "the builds
+    of" their names; "" where none is."""
     stale = fingerprint.stale_variants((study.get("fingerprint") or {}).get("builds", {}))
     shown = {e.variant for e in step_entries() if e.variant}
-    return "every kernel file" if shown <= set(stale) else ", ".join(f"`{v}`" for v in stale if v in shown)
+    named = [f"`{v}`" for v in stale if v in shown]
+    return "every kernel's build" if shown <= set(stale) else f"the builds of {', '.join(named)}" if named else ""
 
 
 def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
