@@ -58,7 +58,9 @@
 //                     under each predicate (S2R SR_CgaCtaId, MOV, LEA before each load)
 //   -DELU7_BWD_TABLE=t  the backward from x: 0 (default) computes expf, ELU7_BWD_VECS vectors per thread in
 //                     blocks of ELU7_BWD_THREADS (512; 1 vector), stores plain (ELU7_BWD_STORE=0) or streaming (1);
-//                     1: the expf table in the table kernels' launch
+//                     1: the expf table in the table kernels' launch. ELU7_BWD_SELECT=1 (default): every lane
+//                     computes expf, then selects; 0: expf only where x <= 0, a branch per element that
+//                     nvcc does not if-convert (with mixed signs a warp runs both sides, with its overhead)
 //   -DELU7_OP=Approx  the float32 path computes fast(x) * alpha (ELU7_FORMULA's; Lean for Auto), unchecked:
 //                     with alpha = 1 it returns fast(x) itself, which is how
 //                     delta is measured (default Expm1Poly, step 6's formula)
@@ -127,6 +129,9 @@
 #endif
 #ifndef ELU7_BWD_STORE
 #define ELU7_BWD_STORE 0
+#endif
+#ifndef ELU7_BWD_SELECT
+#define ELU7_BWD_SELECT 1
 #endif
 
 namespace step7 {
@@ -500,8 +505,14 @@ __global__ void __launch_bounds__(ELU7_BWD_THREADS) backward16_exp_kernel(const 
     if (i >= n_vec) break;
     const uint4 r = map4<T>(gv[k], xv[k], [&](uint32_t gw, uint32_t xw) {
       const float2 gf = Pair<T>::unpack(gw), xf = Pair<T>::unpack(xw);
+#if ELU7_BWD_SELECT == 1
+      float ea = expf(xf.x), eb = expf(xf.y);
+      asm volatile("" : "+f"(ea), "+f"(eb));  // computed on every lane, so nvcc cannot move it into a branch
+      return Pair<T>::pack(xf.x <= 0.0f ? gf.x * alpha * ea : gf.x, xf.y <= 0.0f ? gf.y * alpha * eb : gf.y);
+#else
       return Pair<T>::pack(xf.x <= 0.0f ? gf.x * alpha * expf(xf.x) : gf.x,
                            xf.y <= 0.0f ? gf.y * alpha * expf(xf.y) : gf.y);
+#endif
     });
     if constexpr (ELU7_BWD_STORE == 1) {
       __stcs(out + i, r);
