@@ -58,9 +58,11 @@
 //                     under each predicate (S2R SR_CgaCtaId, MOV, LEA before each load)
 //   -DELU7_BWD_TABLE=t  the backward from x: 0 (default) computes expf, ELU7_BWD_VECS vectors per thread in
 //                     blocks of ELU7_BWD_THREADS (512; 1 vector), stores plain (ELU7_BWD_STORE=0) or streaming (1);
-//                     1: the expf table in the table kernels' launch. ELU7_BWD_SELECT=1 (default): every lane
-//                     computes expf, then selects; 0: expf only where x <= 0, a branch per element that
-//                     nvcc does not if-convert (with mixed signs a warp runs both sides, with its overhead)
+//                     1: the expf table in the table kernels' launch
+//   -DELU7_BWD_SELECT=s  the expf path's (BWD_TABLE=0) vector kernel: 1 (default) every lane computes expf, then
+//                     selects (an empty asm keeps nvcc from moving expf back into a branch, which it does for half
+//                     the elements without it); 0: expf only where x <= 0, a branch per element (a warp of mixed
+//                     signs runs both sides). The scalar tail kernel branches either way
 //   -DELU7_OP=Approx  the float32 path computes fast(x) * alpha (ELU7_FORMULA's; Lean for Auto), unchecked:
 //                     with alpha = 1 it returns fast(x) itself, which is how
 //                     delta is measured (default Expm1Poly, step 6's formula)

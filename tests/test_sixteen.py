@@ -100,13 +100,14 @@ def test_the_float16_table_loop_reads_its_table_without_recomputing_its_address(
 def test_the_16_bit_backward_computes_expf_on_every_lane_without_a_branch_per_element():
     """The default backward (from x) has no branch per element: its only divergence-handling region (BSSY) guards
     the bounds; 7_backward_branch, the one change back to expf behind "x <= 0", opens one per element (8)."""
-    def kernel(name: str) -> list[str]:
+    def kernel(name: str, token: str) -> list[str]:
         found = sass.sass_by_function(built_library(ENTRIES[name].build()))
-        return next(ops for k, ops in found.items() if "backward16_exp_kernelI6__half" in k)
+        return next(ops for k, ops in found.items() if f"backward16_exp_kernelI{token}" in k)
 
-    default, branch = kernel("7_backward float16"), kernel("7_backward_branch float16")
-    assert default.count("BSSY") <= 1 and branch.count("BSSY") >= 8
-    assert default.count("MUFU.EX2") == branch.count("MUFU.EX2") == 8  # expf on every element either way
+    for dtype, token in measure.DTYPE_TOKEN.items():
+        default, branch = kernel(f"7_backward {dtype}", token), kernel(f"7_backward_branch {dtype}", token)
+        assert default.count("BSSY") <= 1 and branch.count("BSSY") >= 8, dtype
+        assert default.count("MUFU.EX2") == branch.count("MUFU.EX2") == 8  # expf on every element either way
 
 
 def test_each_dtype_batch_holds_its_roofs_and_every_step7_row():
