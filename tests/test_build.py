@@ -60,6 +60,19 @@ def test_step_6s_flushing_exponential_gives_expf_s_bits_on_every_float32_input()
             assert torch.equal(new.elu(x, alpha).view(torch.int32), old.elu(x, alpha).view(torch.int32)), (alpha, start)
 
 
+def test_the_float32_backward_computes_exp_on_every_lane_without_a_branch_per_element():
+    """Every build's float32 backward (kernels/common/backward.cu) computes exp(x) on every lane and selects: no
+    per-element branch region (BSSY) in its float4 kernel; elu_backward_branch, the one change back, has one per
+    element (4). One MUFU.EX2 per element either way."""
+    def kernel(name: str) -> list[str]:
+        found = sass_by_function(build.built_library(ENTRIES[name].build()))
+        return next(ops for k, ops in found.items() if "float4_kernelINS0_9FromInput" in k)
+
+    default, branch = kernel("elu_backward"), kernel("elu_backward_branch")
+    assert default.count("BSSY") == 0 and branch.count("BSSY") == 4
+    assert default.count("MUFU.EX2") == branch.count("MUFU.EX2") == 4
+
+
 def test_grid_waves_flag_builds_a_separate_extension():
     default = build.build_spec("3_grid_stride")
     waves = build.build_spec("3_grid_stride", ["-DELU_GRID_WAVES=2"])

@@ -17,7 +17,9 @@
 // Two knobs, for the study's one-change attempts at the float32 backward's roof (its defaults are the
 // measured build): -DELU_BWD_THREADS=t (threads per block of the float4 kernel, 256) and
 // -DELU_BWD_LOAD=p (3, the default: loads of grad and x with an L2 evict_last policy, as step 6 loads;
-// 0: plain loads).
+// 0: plain loads), and -DELU_BWD_SELECT=s (1, the default: every lane computes exp(x), then selects, an empty asm
+// keeping nvcc from moving exp back into a branch; 0: exp only where x <= 0, a branch per element that a warp of
+// mixed signs runs both sides of). Builds with --use_fast_math keep their own form.
 #include "common/elu.cuh"
 
 #ifndef ELU_BWD_THREADS
@@ -25,6 +27,9 @@
 #endif
 #ifndef ELU_BWD_LOAD
 #define ELU_BWD_LOAD 3
+#endif
+#ifndef ELU_BWD_SELECT
+#define ELU_BWD_SELECT 1
 #endif
 static_assert(ELU_BWD_LOAD == 0 || ELU_BWD_LOAD == 3, "ELU_BWD_LOAD: 0 (plain) or 3 (L2 evict_last)");
 
@@ -59,6 +64,10 @@ struct FromInput {
     // huge grad (3e38) loses a result near 1. exp(x/2), applied twice, stays normal down to x = -174.
     const float e = expf(0.5f * x);
     return not_positive(x) ? (g * alpha * e) * e : g;
+#elif ELU_BWD_SELECT == 1
+    float e = expf(x);
+    asm volatile("" : "+f"(e));  // computed on every lane, so nvcc cannot move it into a branch
+    return not_positive(x) ? g * alpha * e : g;
 #else
     return not_positive(x) ? g * alpha * expf(x) : g;
 #endif
