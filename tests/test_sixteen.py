@@ -12,7 +12,7 @@ import matplotlib
 import pytest
 import torch
 
-from elu_study.core import exhaustive, record, sass
+from elu_study.core import exhaustive, fingerprint, record, sass
 from elu_study.core.build import built_library, compile_variant
 from elu_study.core.entries import ENTRIES, STEP7
 from elu_study.jobs.sixteen import analysis, figures, measure
@@ -25,6 +25,12 @@ BACKWARD_PREFIXES = ("7_backward", "aten.elu_backward", "torch.add")
 
 def backward_row(name: str) -> bool:
     return name.split()[0].startswith(BACKWARD_PREFIXES)
+
+
+@pytest.fixture(autouse=True)
+def as_measured_from_this_tree(monkeypatch):
+    """Grades as if every record's builds were this tree's: no "(earlier build)" label (its own test checks it)."""
+    monkeypatch.setattr(fingerprint, "earlier_rows", lambda rec: set())
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +58,15 @@ def scaled(r: dict, name: str, factor: float) -> dict:
 
 
 # -- the kernel file ----------------------------------------------------------------------------------------
+def test_a_grade_or_goal_of_a_row_whose_kernel_build_changed_says_so(rec, monkeypatch):
+    """The prediction's and the goals' verdicts on a row built since its record say "(earlier build)"."""
+    monkeypatch.setattr(fingerprint, "earlier_rows", lambda r: {"7_sixteen_bits float16"})
+    graded, goals = analysis.graded_frame(rec), analysis.goals_frame(rec)
+    assert all(v.endswith("(earlier build)") for v in graded.loc["7_sixteen_bits float16", "verdict"])
+    assert not any(v.endswith("(earlier build)") for v in graded.loc["7_sixteen_bits bfloat16", "verdict"])
+    assert goals.loc["7_sixteen_bits float16", "verdict"].endswith("(earlier build)")
+
+
 
 
 def test_parsing_a_kernel_source():

@@ -7,7 +7,8 @@ import copy
 
 import pytest
 
-from elu_study.core import derived, record, tables
+from elu_study.core import derived, fingerprint, record, tables
+from elu_study.core.entries import ENTRIES
 from elu_study.jobs.beyond import analysis
 from elu_study.testing.records import without_sustained
 
@@ -15,6 +16,15 @@ from elu_study.testing.records import without_sustained
 def sustained(ms: float, mhz: float = 1500.0, joules: float | None = 2.0, capped: float = 1.0) -> dict:
     return {"median_ms": ms, "p10_ms": ms, "p90_ms": ms, "runs": 400, "settle_s": 3.0, "settled": True,
             "sm_clock_mhz": mhz, "power_w": 699.0, "energy_j": joules, "capped_fraction": capped}
+
+
+EARLIER_ROWS = fingerprint.earlier_rows  # the real one: the fixture below stands in for it in the grading tests
+
+
+@pytest.fixture(autouse=True)
+def as_measured_from_this_tree(monkeypatch):
+    """Grades as if every record's builds were this tree's: no "(earlier build)" label (its own test checks it)."""
+    monkeypatch.setattr(fingerprint, "earlier_rows", lambda rec: set())
 
 
 @pytest.fixture()
@@ -103,3 +113,24 @@ def test_the_protocols_resolution_is_how_far_sustained_runs_of_one_build_fall_ap
     assert time == pytest.approx(record.row(twice, "6_beyond_copy")["x_roof_sustained"] - 2.97 / 3.0)
     assert energy == pytest.approx((2.1 - 1.9) / 2.0)
     assert tables.runs_spread([(twice, "6_beyond_copy")]) == (0.0, 0.0)
+
+
+def test_a_grade_of_a_row_whose_kernel_build_changed_says_so(beyond, monkeypatch):
+    """A row built from a kernel file whose build changed since the record (``fingerprint.earlier_rows``) keeps its
+    grade, labelled "(earlier build)"; the other rows are graded as before."""
+    monkeypatch.setattr(fingerprint, "earlier_rows", lambda rec: {"6_load_evict_last"})
+    graded = tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION)["grade"]
+    assert graded["6_load_evict_last, time over copy_'s"] == "HELD (earlier build)"
+    assert graded["6_base, time over copy_'s"] == "HELD"
+
+
+def test_the_rows_of_a_changed_kernel_build_are_the_earlier_ones():
+    """``earlier_rows``: the rows whose kernel file's build no longer matches the digest the record holds."""
+    rec = copy.deepcopy(record.load(job="beyond"))
+    builds = rec["fingerprint"]["builds"]
+    for key in builds:  # as if measured from this tree
+        builds[key] = fingerprint.build_digest(*fingerprint.parse_build_key(key))
+    assert EARLIER_ROWS(rec) == set()
+    builds[next(k for k in builds if k.startswith("5_streaming"))] = "an earlier digest"
+    rows = EARLIER_ROWS(rec)
+    assert rows and {ENTRIES[n].variant for n in rows} == {"5_streaming"}

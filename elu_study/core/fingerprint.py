@@ -236,6 +236,13 @@ def stale_variants(builds: dict[str, str]) -> list[str]:
                    if build_digest(*parse_build_key(key)) != digest})
 
 
+def earlier_rows(record: dict) -> set[str]:
+    """The names of a record's rows built from a kernel file whose build changed since (``stale_variants``): their
+    numbers, and any grade of them, are an earlier build's."""
+    stale = set(stale_variants((record.get("fingerprint") or {}).get("builds") or {}))
+    return {r["name"] for r in record.get("rows", []) if (e := entries.ENTRIES.get(r["name"])) and e.variant in stale}
+
+
 def build_digest(variant: str, flags=(), cpp_flags=()) -> str:
     """What load_inline receives for a build (sources and their headers without comments, flags) and the binding
     that registers it; "missing" where the kernel file no longer exists."""

@@ -4,6 +4,7 @@ import re
 
 import pandas as pd
 
+from elu_study.core import fingerprint
 from elu_study.core.entries import ENTRIES, roof_of
 
 # Column -> format, for the columns the study's tables share; any other float column gets 3 decimals.
@@ -35,9 +36,10 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
     """A prediction for the sustained protocol graded on a record: for each "entry", its sustained time over its own
     roof's; for "entry J", its energy per pass over its roof's; beside each, the short protocol's ratio and the
     sustained readings. A value outside its range by no more than ``ties`` (time, energy: how far apart sustained
-    runs of one build fall, the protocol's resolution) is a tie; an entry the record lacks reads "not measured yet".
-    None where the record has no sustained timings."""
-    rows, out = {r["name"]: r for r in record["rows"]}, []
+    runs of one build fall, the protocol's resolution) is a tie; an entry the record lacks reads "not measured yet",
+    and a grade of a row whose kernel's build changed since says "(earlier build)". None where the record has no
+    sustained timings."""
+    rows, out, earlier = {r["name"]: r for r in record["rows"]}, [], fingerprint.earlier_rows(record)
     for key, (lo, hi) in prediction.items():
         name, energy = key.removesuffix(" J"), key.endswith(" J")
         if name not in rows:  # in the catalogue since the record was measured: predicted, not run yet
@@ -54,9 +56,10 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
         out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {r['roof']}'s",
                     "range": f"{lo:.3f}-{hi:.3f}", "measured": value, "short": None if energy else r["x_roof"],
                     "MHz": s["sm_clock_mhz"], "J per pass": s["energy_j"], "at the limit": s["capped_fraction"],
-                    "grade": "no reading" if value is None else "HELD" if lo <= value <= hi else
-                    "TIE (within the runs' spread)" if lo - tie <= value <= hi + tie else
-                    f"MISSED ({'lower' if value < lo else 'higher'})"})
+                    "grade": ("no reading" if value is None else "HELD" if lo <= value <= hi else
+                              "TIE (within the runs' spread)" if lo - tie <= value <= hi + tie else
+                              f"MISSED ({'lower' if value < lo else 'higher'})")
+                    + (" (earlier build)" if name in earlier else "")})
     graded = any(o["grade"] != "not measured yet" for o in out)
     return pd.DataFrame(out).set_index("prediction") if graded else None
 

@@ -3,6 +3,7 @@ exhaustive checks, the record's resolution, the prediction and the goals graded.
 
 import pandas as pd
 
+from elu_study.core import fingerprint
 from elu_study.core.entries import roof_of
 from elu_study.core.hardware import issue_bound
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
@@ -34,8 +35,9 @@ SUSTAINED_PREDICTION = {**{f"{name} {dtype}": bounds for dtype in DTYPES
                         # only where used (ELU7_LOOKUP=0), times as that default did under sustained load.
                         "7_predicated_lookup float16": (1.04, 1.09),
                         # And float16's earlier backward, expf behind a branch per element (ELU7_BWD_SELECT=0): as
-                        # that backward ran in both records, 0.99 to 1.02x torch.add's time.
-                        "7_backward_branch float16": (0.99, 1.02)}
+                        # that backward ran in both records, 0.99 to 1.02x torch.add's time; the new one, expf on
+                        # every lane, under it: 0.97 to 1.00x.
+                        "7_backward_branch float16": (0.99, 1.02), "7_backward float16": (0.97, 1.00)}
 
 
 def rows_of(record: dict, dtype: str) -> list[dict]:
@@ -135,21 +137,25 @@ def budget_frame(record: dict) -> pd.DataFrame:
 
 def graded_frame(record: dict) -> pd.DataFrame:
     """The prediction beside the record: HELD inside its range, else MISSED ("MISSED (faster)" for a time under it)."""
-    out = []
+    out, earlier = [], fingerprint.earlier_rows(record)
     for (name, what), (lo, hi) in PREDICTION.items():
         value = (x_own_copy(record, name)[0] if what == "x own copy_" else counter(record, name)
                  if what == "inst/elem" else checks_of(record)[name]["mismatches"])
         verdict = ("NOT MEASURED" if value is None else "HELD" if lo <= value <= hi
-                   else "MISSED (faster)" if what == "x own copy_" and value < lo else "MISSED")
+                   else "MISSED (faster)" if what == "x own copy_" and value < lo else "MISSED") + (
+            " (earlier build)" if name in earlier and value is not None else "")
         out.append({"entry": name, "what": what, "predicted": f"{SHOWN[what].format(lo)} to {SHOWN[what].format(hi)}",
                     "measured": "" if value is None else SHOWN[what].format(value), "verdict": verdict})
     return pd.DataFrame(out).set_index("entry")
 
 
 def goals_frame(record: dict) -> pd.DataFrame:
-    """Issue 24's goals (GOALS): each default's time over its own roof against the aim and the must."""
+    """Issue 24's goals (GOALS): each default's time over its own roof against the aim and the must (short rounds;
+    a row whose kernel's build changed since the record says "(earlier build)")."""
+    earlier = fingerprint.earlier_rows(record)
     return pd.DataFrame([{"entry": n, "x own roof": x, "aim": f"{aim:.2f}", "must": f"{must:.2f}",
-                          "verdict": "aim met" if x <= aim else "must met" if x <= must else "NOT met"}
+                          "verdict": ("aim met" if x <= aim else "must met" if x <= must else "NOT met")
+                          + (" (earlier build)" if n in earlier else "")}
                          for n, (aim, must) in GOALS.items() for x in [x_own_copy(record, n)[0]]]).set_index("entry")
 
 
