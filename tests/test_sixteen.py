@@ -169,8 +169,9 @@ def test_each_one_change_row_is_over_its_own_roof_beside_its_base(rec):
     assert list(df.index) == [r["name"] for r in based]
     for r in based:
         line, x, xb = df.loc[r["name"]], over_roof(rec, r["name"]), over_roof(rec, r["base"])
-        assert (line["x own roof"], line["base's"]) == pytest.approx((x, xb)) and line["base"] == r["base"]
         tie = max(res, spread(rec, r["name"]), spread(rec, r["base"]))
+        assert (line["x own roof"], line["difference"], line["tie within"]) == pytest.approx((x, x - xb, tie))
+        assert line["base"] == r["base"]
         assert line["verdict"] == ("tie" if abs(x - xb) < tie else "faster" if x < xb else "slower")
         c = {**rec["exhaustive"], **rec["exhaustive_backward"]}[r["name"]]
         assert (line["bit-exact"] == "yes") == (c["mismatches"] == 0 == c["untouched"])
