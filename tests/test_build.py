@@ -7,7 +7,7 @@ from elu_study.core import build
 from elu_study import compile_variant
 from elu_study import known_variants
 from elu_study.core.entries import ENTRIES, KERNELS
-from elu_study.core.sass import inspect_variant, sass_by_function
+from elu_study.core.sass import inspect_variant, named, sass_by_function
 
 # What each step's notebook says about it, as the compiler must show it.
 CLAIMS = {name: kernel.sass for name, kernel in KERNELS.items()}  # catalog.toml's [kernels.<file>].sass
@@ -38,8 +38,8 @@ def test_step_6s_exponential_keeps_no_subnormal_result():
     per element and no compare against -126, where __expf rescales its argument to keep a subnormal result that
     e - 1 rounds away. 6_poly_expf, the one change back to __expf, has that compare on each of its 4 elements."""
     def kernel(name: str) -> list[str]:  # the float32 kernel's opcodes
-        found = sass_by_function(build.built_library(ENTRIES[name].build()))
-        return [op for op in next(ops for k, ops in found.items() if "step6_kernelIf" in k) if op != "NOP"]
+        return [op for op in named(sass_by_function(build.built_library(ENTRIES[name].build())), "step6_kernelIf")
+                if op != "NOP"]
 
     default, expf = kernel("6_beyond_copy"), kernel("6_poly_expf")
     assert default.count("MUFU.EX2") == expf.count("MUFU.EX2") == 4
@@ -65,8 +65,7 @@ def test_the_float32_backward_computes_exp_on_every_lane_without_a_branch_per_el
     per-element branch region (BSSY) in its float4 kernel; elu_backward_branch, the one change back, has one per
     element (4). One MUFU.EX2 per element either way."""
     def kernel(name: str) -> list[str]:
-        found = sass_by_function(build.built_library(ENTRIES[name].build()))
-        return next(ops for k, ops in found.items() if "float4_kernelINS0_9FromInput" in k)
+        return named(sass_by_function(build.built_library(ENTRIES[name].build())), "float4_kernelINS0_9FromInput")
 
     default, branch = kernel("elu_backward"), kernel("elu_backward_branch")
     assert default.count("BSSY") == 0 and branch.count("BSSY") == 4

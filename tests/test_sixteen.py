@@ -101,8 +101,7 @@ def test_the_float16_table_loop_reads_its_table_without_recomputing_its_address(
     each of the loop's 8 loads, as kernels/7_sixteen_bits.cu says of ELU7_LOOKUP. Code generation: the nvcc that
     builds here (13.0, sm_90)."""
     def async_loop(name: str) -> list[str]:  # the loop that stores, reads the table and guards its next load (BSSY)
-        found = sass.loops(built_library(ENTRIES[name].build()))
-        body = next(v for k, v in found.items() if "table16_kernelI6__half" in k)
+        body = sass.named(sass.loops(built_library(ENTRIES[name].build())), "table16_kernelI6__half")
         (loop,) = [b for b in body if "LDS" in b and "BSSY" in b and any(op.startswith("STG") for op in b)]
         return loop
 
@@ -116,8 +115,7 @@ def test_the_16_bit_backward_computes_expf_on_every_lane_without_a_branch_per_el
     """The default backward (from x) has no branch per element: its only divergence-handling region (BSSY) guards
     the bounds; 7_backward_branch, the one change back to expf behind "x <= 0", opens one per element (8)."""
     def kernel(name: str, token: str) -> list[str]:
-        found = sass.sass_by_function(built_library(ENTRIES[name].build()))
-        return next(ops for k, ops in found.items() if f"backward16_exp_kernelI{token}" in k)
+        return sass.named(sass.sass_by_function(built_library(ENTRIES[name].build())), f"backward16_exp_kernelI{token}")
 
     for dtype, token in measure.DTYPE_TOKEN.items():
         default, branch = kernel(f"7_backward {dtype}", token), kernel(f"7_backward_branch {dtype}", token)

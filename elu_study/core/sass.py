@@ -10,8 +10,8 @@ from pathlib import Path
 from elu_study.core.build import built_library, find_cuda_tool
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)", re.MULTILINE)
-_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
-_ADDRESSED = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(?:\s+0x([0-9a-f]+)\s*;)?")
+# An instruction: its address, its opcode with modifiers (after any predicate) and a branch's target address.
+_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(?:\s+0x([0-9a-f]+)\s*;)?")
 _RESOURCES = re.compile(r"Function\s+(\S+):\s*\n\s*REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 # Not a step's own kernel: the shared helpers (namespace elu, kernels/common/elu.cuh) and 16-bit storage paths.
 _HELPER_PREFIX = "_ZN3elu"
@@ -24,22 +24,32 @@ def _cuobjdump(*args: str) -> str:
     return subprocess.run([cuobjdump, *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
+def _code(library: Path) -> dict[str, list[tuple[int, str, int | None]]]:
+    """Each kernel's instructions in a built library: (address, opcode, branch target or None)."""
+    parts = _FUNCTION.split(_cuobjdump("--dump-sass", str(library)))
+    return {name: [(int(a, 16), op, int(to, 16) if to else None) for a, op, to in _INSTRUCTION.findall(body)]
+            for name, body in zip(parts[1::2], parts[2::2])}
+
+
 def sass_by_function(library: Path) -> dict[str, list[str]]:
     """Opcodes (with modifiers, e.g. ``LDG.E.128.CONSTANT``) of each kernel in a built library."""
-    text = _cuobjdump("--dump-sass", str(library))
-    parts = _FUNCTION.split(text)
-    return {name: _INSTRUCTION.findall(body) for name, body in zip(parts[1::2], parts[2::2])}
+    return {name: [op for _, op, _ in code] for name, code in _code(library).items()}
 
 
 def loops(library: Path) -> dict[str, list[list[str]]]:
     """Each kernel's loops: the opcodes from a backward branch's target to the branch, the body a thread repeats."""
-    parts, out = _FUNCTION.split(_cuobjdump("--dump-sass", str(library))), {}
-    for name, body in zip(parts[1::2], parts[2::2]):
-        code = _ADDRESSED.findall(body)
-        at = {int(a, 16): k for k, (a, _, _) in enumerate(code)}
-        out[name] = [[op for _, op, _ in code[at[int(to, 16)]:k + 1]] for k, (a, op, to) in enumerate(code)
-                     if op == "BRA" and to and int(to, 16) < int(a, 16)]
+    out = {}
+    for name, code in _code(library).items():
+        at = {a: k for k, (a, _, _) in enumerate(code)}
+        out[name] = [[op for _, op, _ in code[at[to]:k + 1]] for k, (a, op, to) in enumerate(code)
+                     if op == "BRA" and to is not None and to < a]
     return out
+
+
+def named(found: dict, fragment: str):
+    """Of ``sass_by_function``'s or ``loops``' result, the one kernel's whose (mangled) name holds ``fragment``."""
+    (name,) = [n for n in found if fragment in n]
+    return found[name]
 
 
 @dataclass(frozen=True)

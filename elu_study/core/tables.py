@@ -7,6 +7,7 @@ import pandas as pd
 from elu_study.core import fingerprint
 from elu_study.core.entries import ENTRIES, roof_of
 
+EARLIER_BUILD = " (earlier build)"  # after a grade of a row whose kernel's build changed since (fingerprint.earlier_rows)
 # Column -> format, for the columns the study's tables share; any other float column gets 3 decimals.
 FORMATS = {"ms": "{:.3f}", "TB/s": "{:.2f}", "% of peak": "{:.1f}", "x copy_": "{:.3f}", "p90/median": "{:.3f}",
            "max abs err vs fp64": "{:.1e}"}
@@ -59,7 +60,7 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
                     "grade": ("no reading" if value is None else "HELD" if lo <= value <= hi else
                               "TIE (within the runs' spread)" if lo - tie <= value <= hi + tie else
                               f"MISSED ({'lower' if value < lo else 'higher'})")
-                    + (" (earlier build)" if name in earlier else "")})
+                    + (EARLIER_BUILD if name in earlier else "")})
     graded = any(o["grade"] != "not measured yet" for o in out)
     return pd.DataFrame(out).set_index("prediction") if graded else None
 

@@ -128,12 +128,12 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
 
 def changed_kernels(study: dict) -> str:
     """The table's kernel files whose build (the file, a header it includes, flags) changed since the record was
-    measured (``fingerprint.stale_variants``): "every kernel's build" where that is all of them, else "the builds
-    of" their names; "" where none is."""
-    stale = fingerprint.stale_variants((study.get("fingerprint") or {}).get("builds", {}))
+    measured (its rows are ``fingerprint.earlier_rows``): "every kernel's build" where that is all of them, else
+    "the builds of" their names; "" where none is."""
     shown = {e.variant for e in step_entries() if e.variant}
-    named = [f"`{v}`" for v in stale if v in shown]
-    return "every kernel's build" if shown <= set(stale) else f"the builds of {', '.join(named)}" if named else ""
+    stale = {entries.ENTRIES[n].variant for n in fingerprint.earlier_rows(study)} & shown
+    named = [f"`{v}`" for v in sorted(stale)]
+    return "every kernel's build" if shown <= stale else f"the builds of {', '.join(named)}" if named else ""
 
 
 def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:

@@ -8,6 +8,7 @@ from elu_study.core.entries import roof_of
 from elu_study.core.hardware import issue_bound
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
 from elu_study.core.record import row
+from elu_study.core.tables import EARLIER_BUILD
 from elu_study.core.timing import noise_ms
 
 DTYPES = ("bfloat16", "float16")
@@ -144,7 +145,7 @@ def graded_frame(record: dict) -> pd.DataFrame:
                  if what == "inst/elem" else checks_of(record)[name]["mismatches"])
         verdict = ("NOT MEASURED" if value is None else "HELD" if lo <= value <= hi
                    else "MISSED (faster)" if what == "x own copy_" and value < lo else "MISSED") + (
-            " (earlier build)" if name in earlier and value is not None else "")
+            EARLIER_BUILD if name in earlier and value is not None else "")
         out.append({"entry": name, "what": what, "predicted": f"{SHOWN[what].format(lo)} to {SHOWN[what].format(hi)}",
                     "measured": "" if value is None else SHOWN[what].format(value), "verdict": verdict})
     return pd.DataFrame(out).set_index("entry")
@@ -156,7 +157,7 @@ def goals_frame(record: dict) -> pd.DataFrame:
     earlier = fingerprint.earlier_rows(record)
     return pd.DataFrame([{"entry": n, "x own roof": x, "aim": f"{aim:.2f}", "must": f"{must:.2f}",
                           "verdict": ("aim met" if x <= aim else "must met" if x <= must else "NOT met")
-                          + (" (earlier build)" if n in earlier else "")}
+                          + (EARLIER_BUILD if n in earlier else "")}
                          for n, (aim, must) in GOALS.items() for x in [x_own_copy(record, n)[0]]]).set_index("entry")
 
 
