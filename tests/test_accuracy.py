@@ -248,7 +248,7 @@ def test_formulas_table_names_each_formula_and_its_copies(committed, changed):
     assert nb.formulas(changed).loc["1_naive", "also run by: inputs differing"].startswith("`2_float4`: 0 / 9,")
 
 
-def test_prediction_is_graded_from_the_record(committed, changed):
+def test_prediction_is_graded_from_the_record(committed, changed, as_of_this_tree):
     df = nb.prediction(committed)
     v = formula(committed, "1.0", "1_naive")["max_ulp"]["negative"]["ulp"]
     assert df.loc["1_naive", "measured"] == f"2^{math.log2(v):.1f}"

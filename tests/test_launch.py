@@ -158,7 +158,7 @@ def test_own_builds_are_their_cells_by_ncus_launch(record):
         assert cell["hints"] == (kernel_knobs(entry.variant, entry.flags).get("ELU_STREAMING_HINTS", "0") != "0")
 
 
-def test_the_graded_prediction_lists_the_cells_against_it(record):
+def test_the_graded_prediction_lists_the_cells_against_it(record, as_of_this_tree):
     row = table_rows(notebook.graded(record))["1: no hints, 1-2 float4s (x copy_)"]
     group = [f"{t}x{v}" for t in analysis.THREADS for v in (1, 2)]
     xs = [x_of(record, n) for n in group]

@@ -19,6 +19,8 @@ from elu_study.core.record import load
 from elu_study.jobs.model import analysis, end_to_end, host
 from elu_study.pytorch import ops
 
+pytestmark = pytest.mark.usefixtures("as_of_this_tree")  # grades without the "(earlier build)" label (tested apart)
+
 
 @pytest.fixture(scope="module")
 def record():

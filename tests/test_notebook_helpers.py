@@ -13,7 +13,10 @@ import matplotlib
 import numpy as np
 import pytest
 
-from elu_study.core import record
+from elu_study.core import fingerprint, record
+from elu_study.jobs.accuracy import notebook as accuracy_nb
+from elu_study.jobs.launch import notebook as launch_nb
+from elu_study.jobs.model import analysis as model
 from elu_study.jobs.beyond import analysis as beyond
 from elu_study.jobs.sixteen import analysis as sixteen
 from elu_study.jobs.study import diagrams, notebook, predictions
@@ -22,6 +25,8 @@ from elu_study.jobs.study.launches import (Launch, block_pass_map, kernel_knobs,
                                            lines_per_instruction, persistent_runs, schedule, thread_accesses,
                                            tile_of, wave_sizes)
 from elu_study.jobs.study.notebook import Study, code_lines, excerpt
+
+pytestmark = pytest.mark.usefixtures("as_of_this_tree")  # grades without the "(earlier build)" label (tested apart)
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,7 +223,7 @@ def test_a_tie_under_the_records_noise_holds(main_record):
     x, z = record.row(main_record, "2_float4")["x_copy"], record.noise(main_record, "2_float4", "copy_")
     grade = [predictions.graded(main_record, predictions.Prediction("02", "t", "2_float4", b))["verdict"]
              for b in ((x + z / 2, x + 1), (x + 2 * z + 1e-6, x + 1), (x - 1, x - 2 * z - 1e-6))]
-    assert grade == ["HELD (within noise)", "MISSED (faster)", "MISSED (slower)"]
+    assert grade == ["TIE (within noise)", "MISSED (faster)", "MISSED (slower)"]
 
 
 def test_step_6s_prediction_is_graded_by_the_fastest_policy_or_order(beyond_record):
@@ -337,3 +342,20 @@ def test_a_range_narrower_than_the_shown_digits_keeps_its_two_ends_apart(main_re
               ("copy_", (84, 88), "pct_of_peak"))
     assert [predictions.graded(main_record, predictions.Prediction("04", "t", n, b, m))["predicted"]
             for n, b, m in ranges] == ["1.0026-1.0031x copy_", "1-1.05x copy_", "84-88 % of peak"]
+
+
+@pytest.mark.parametrize("job, variant, verdicts", [
+    ("study", "1_naive", lambda rec: [predictions.graded(rec, predictions.of(rec, "01"))["verdict"]]),
+    ("beyond", "6_beyond_copy", lambda rec: list(beyond.verdict_frame(rec).iloc[0, -2:])),
+    ("accuracy", "1_naive", lambda rec: [accuracy_nb.prediction(rec).loc["1_naive", "grade"]]),
+    ("launch", "sweeps/launch_shapes", lambda rec: [str(launch_nb.graded(rec))]),
+    ("model", "6_beyond_copy", lambda rec: [g["verdict"] for g in model.grades(rec)]),
+])
+def test_every_grade_says_when_its_kernels_build_changed_since_the_record(job, variant, verdicts, monkeypatch):
+    """A prediction graded on a record whose kernel file's build changed since it was measured is the earlier
+    build's: each job's grade says "(earlier build)" then, and only then (``tables.as_built``)."""
+    rec = record.load(job=job)
+    monkeypatch.setattr(fingerprint, "earlier_variants", lambda r: {variant})
+    assert all("(earlier build)" in v for v in verdicts(rec))
+    monkeypatch.setattr(fingerprint, "earlier_variants", lambda r: {"a kernel file this record did not build"})
+    assert not any("(earlier build)" in v for v in verdicts(rec))

@@ -329,7 +329,7 @@ def test_test_command_is_the_first_pytest_line():
 
 
 # -- step 6's verdict row, as the record says it ----------------------------------------------------------------
-def test_the_beyond_block_is_step_6s_verdict_over_the_recorded_run_and_every_fresh_process():
+def test_the_beyond_block_is_step_6s_verdict_over_the_recorded_run_and_every_fresh_process(as_of_this_tree):
     rec = record.load(record.REFERENCE_GPU, "beyond")
     text = beyond_analysis.readme_block(rec)
     assert f"on {rec['provenance']['date_utc'][:10]};" in text

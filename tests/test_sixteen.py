@@ -27,10 +27,7 @@ def backward_row(name: str) -> bool:
     return name.split()[0].startswith(BACKWARD_PREFIXES)
 
 
-@pytest.fixture(autouse=True)
-def as_measured_from_this_tree(monkeypatch):
-    """Grades as if every record's builds were this tree's: no "(earlier build)" label (its own test checks it)."""
-    monkeypatch.setattr(fingerprint, "earlier_rows", lambda rec: set())
+pytestmark = pytest.mark.usefixtures("as_of_this_tree")  # grades without the "(earlier build)" label (tested apart)
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +57,13 @@ def scaled(r: dict, name: str, factor: float) -> dict:
 # -- the kernel file ----------------------------------------------------------------------------------------
 def test_a_grade_or_goal_of_a_row_whose_kernel_build_changed_says_so(rec, monkeypatch):
     """The prediction's and the goals' verdicts on a row built since its record say "(earlier build)"."""
-    monkeypatch.setattr(fingerprint, "earlier_rows", lambda r: {"7_sixteen_bits float16"})
+    monkeypatch.setattr(fingerprint, "earlier_variants", lambda r: {"7_sixteen_bits"})
     graded, goals = analysis.graded_frame(rec), analysis.goals_frame(rec)
-    assert all(v.endswith("(earlier build)") for v in graded.loc["7_sixteen_bits float16", "verdict"])
-    assert not any(v.endswith("(earlier build)") for v in graded.loc["7_sixteen_bits bfloat16", "verdict"])
-    assert goals.loc["7_sixteen_bits float16", "verdict"].endswith("(earlier build)")
+    assert all(v.endswith("(earlier build)") for v in graded["verdict"]) and len(graded) == len(analysis.PREDICTION)
+    assert all(v.endswith("(earlier build)") for v in goals["verdict"])
+    monkeypatch.setattr(fingerprint, "earlier_variants", lambda r: {"6_beyond_copy"})  # another kernel file's
+    assert not any(v.endswith("(earlier build)") for v in analysis.graded_frame(rec)["verdict"])
+    assert not any(v.endswith("(earlier build)") for v in analysis.goals_frame(rec)["verdict"])
 
 
 
@@ -189,11 +188,19 @@ def test_the_resolution_is_two_rows_of_one_kernel_round_by_round(rec):
         line = df.loc[f"{a} / {b}"]
         assert line["gap"] == pytest.approx(abs(over_roof(rec, a) - over_roof(rec, b)))
         ta, tb = (next(x for x in rec["rows"] if x["name"] == n)["timing"] for n in (a, b))
-        hot = [(ma < mb) == (na["sm_clock_mhz"]["median"] > nb["sm_clock_mhz"]["median"])
-               for ma, mb, na, nb in zip(ta["round_medians_ms"], tb["round_medians_ms"], ta["nvml"], tb["nvml"])]
-        assert line["faster at the higher clock"] == f"{sum(hot)} of {len(hot)} rounds" and len(hot) > 0
+        clocks = [(na["sm_clock_mhz"]["median"], nb["sm_clock_mhz"]["median"]) for na, nb in zip(ta["nvml"], tb["nvml"])]
+        hot = [(ma < mb) == (ca > cb) for ma, mb, (ca, cb) in zip(ta["round_medians_ms"], tb["round_medians_ms"], clocks)
+               if ca != cb]  # a round at equal clocks is no evidence either way
+        assert line["faster at the higher clock"] == f"{sum(hot)} of {len(hot)} rounds with different clocks"
         assert line["same opcodes (sass16)"] == "yes"
     assert df["gap"].max() == pytest.approx(gap(rec))
+    a, b = analysis.SAME_KERNEL[0]
+    level = copy.deepcopy(rec)  # every round at one clock: no round tells which row the clock favoured
+    for r in level["rows"]:
+        for s in r["timing"]["nvml"]:
+            s["sm_clock_mhz"]["median"] = 1980.0
+    assert analysis.resolution_frame(level).loc[f"{a} / {b}", "faster at the higher clock"] == \
+        "0 of 0 rounds with different clocks"
 
 
 def test_a_slower_default_changes_the_grades_and_the_goals(rec):

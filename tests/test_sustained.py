@@ -18,13 +18,8 @@ def sustained(ms: float, mhz: float = 1500.0, joules: float | None = 2.0, capped
             "sm_clock_mhz": mhz, "power_w": 699.0, "energy_j": joules, "capped_fraction": capped}
 
 
-EARLIER_ROWS = fingerprint.earlier_rows  # the real one: the fixture below stands in for it in the grading tests
-
-
-@pytest.fixture(autouse=True)
-def as_measured_from_this_tree(monkeypatch):
-    """Grades as if every record's builds were this tree's: no "(earlier build)" label (its own test checks it)."""
-    monkeypatch.setattr(fingerprint, "earlier_rows", lambda rec: set())
+EARLIER_VARIANTS = fingerprint.earlier_variants  # the real one (as_of_this_tree stands in for it)
+pytestmark = pytest.mark.usefixtures("as_of_this_tree")  # grades without the "(earlier build)" label (tested apart)
 
 
 @pytest.fixture()
@@ -116,21 +111,27 @@ def test_the_protocols_resolution_is_how_far_sustained_runs_of_one_build_fall_ap
 
 
 def test_a_grade_of_a_row_whose_kernel_build_changed_says_so(beyond, monkeypatch):
-    """A row built from a kernel file whose build changed since the record (``fingerprint.earlier_rows``) keeps its
-    grade, labelled "(earlier build)"; the other rows are graded as before."""
-    monkeypatch.setattr(fingerprint, "earlier_rows", lambda rec: {"6_load_evict_last"})
+    """A row built from a kernel file whose build changed since the record (``fingerprint.earlier_variants``) keeps
+    its grade, labelled "(earlier build)"; the rows of other kernel files are graded as before."""
+    monkeypatch.setattr(fingerprint, "earlier_variants", lambda rec: {"6_beyond_copy"})
     graded = tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION)["grade"]
+    assert ENTRIES["6_load_evict_last"].variant == "6_beyond_copy" and ENTRIES["2_float4"].variant == "2_float4"
     assert graded["6_load_evict_last, time over copy_'s"] == "HELD (earlier build)"
-    assert graded["6_base, time over copy_'s"] == "HELD"
+    assert graded["6_base, time over copy_'s"] == "HELD (earlier build)"
+    monkeypatch.setattr(fingerprint, "earlier_variants", lambda rec: {"2_float4"})
+    assert tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION)["grade"][
+        "6_load_evict_last, time over copy_'s"] == "HELD"
 
 
-def test_the_rows_of_a_changed_kernel_build_are_the_earlier_ones():
+def test_the_rows_of_a_changed_kernel_build_are_the_earlier_ones(monkeypatch):
     """``earlier_rows``: the rows whose kernel file's build no longer matches the digest the record holds."""
+    monkeypatch.setattr(fingerprint, "earlier_variants", EARLIER_VARIANTS)  # the real one
     rec = copy.deepcopy(record.load(job="beyond"))
     builds = rec["fingerprint"]["builds"]
     for key in builds:  # as if measured from this tree
         builds[key] = fingerprint.build_digest(*fingerprint.parse_build_key(key))
-    assert EARLIER_ROWS(rec) == set()
+    assert fingerprint.earlier_rows(rec) == set() == fingerprint.earlier_variants(rec)
     builds[next(k for k in builds if k.startswith("5_streaming"))] = "an earlier digest"
-    rows = EARLIER_ROWS(rec)
+    rows = fingerprint.earlier_rows(rec)
+    assert fingerprint.earlier_variants(rec) == {"5_streaming"}
     assert rows and {ENTRIES[n].variant for n in rows} == {"5_streaming"}

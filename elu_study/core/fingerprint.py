@@ -236,10 +236,15 @@ def stale_variants(builds: dict[str, str]) -> list[str]:
                    if build_digest(*parse_build_key(key)) != digest})
 
 
+def earlier_variants(record: dict) -> set[str]:
+    """The kernel files of a record's builds whose build changed since it was measured (``stale_variants``)."""
+    return set(stale_variants((record.get("fingerprint") or {}).get("builds") or {}))
+
+
 def earlier_rows(record: dict) -> set[str]:
-    """The names of a record's rows built from a kernel file whose build changed since (``stale_variants``): their
+    """The names of a record's rows built from a kernel file whose build changed since (``earlier_variants``): their
     numbers, and any grade of them, are an earlier build's."""
-    stale = set(stale_variants((record.get("fingerprint") or {}).get("builds") or {}))
+    stale = earlier_variants(record)
     return {r["name"] for r in record.get("rows", []) if (e := entries.ENTRIES.get(r["name"])) and e.variant in stale}
 
 

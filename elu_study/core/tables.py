@@ -7,7 +7,7 @@ import pandas as pd
 from elu_study.core import fingerprint
 from elu_study.core.entries import ENTRIES, roof_of
 
-EARLIER_BUILD = " (earlier build)"  # after a grade of a row whose kernel's build changed since (fingerprint.earlier_rows)
+EARLIER_BUILD = " (earlier build)"  # after a grade of numbers whose kernel's build changed since (``as_built``)
 # Column -> format, for the columns the study's tables share; any other float column gets 3 decimals.
 FORMATS = {"ms": "{:.3f}", "TB/s": "{:.2f}", "% of peak": "{:.1f}", "x copy_": "{:.3f}", "p90/median": "{:.3f}",
            "max abs err vs fp64": "{:.1e}"}
@@ -32,6 +32,13 @@ def compact(table: str) -> str:
     return "\n".join(re.sub(r"\|:?-+", "|---", re.sub(r" {2,}\|", " |", line)) for line in table.splitlines())
 
 
+def as_built(grade: str, record: dict, *variants: str | None) -> str:
+    """A grade of what ``variants`` (kernel files; None: a library's call) gave in ``record``, with EARLIER_BUILD after
+    it where one of their builds changed since the record was measured (``fingerprint.earlier_variants``): the grade
+    is then the earlier build's, not this tree's."""
+    return grade + (EARLIER_BUILD if fingerprint.earlier_variants(record) & set(variants) else "")
+
+
 def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
                      ties: tuple[float, float] = (0.0, 0.0)) -> pd.DataFrame | None:
     """A prediction for the sustained protocol graded on a record: for each "entry", its sustained time over its own
@@ -40,7 +47,7 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
     runs of one build fall, the protocol's resolution) is a tie; an entry the record lacks reads "not measured yet",
     and a grade of a row whose kernel's build changed since says "(earlier build)". None where the record has no
     sustained timings."""
-    rows, out, earlier = {r["name"]: r for r in record["rows"]}, [], fingerprint.earlier_rows(record)
+    rows, out = {r["name"]: r for r in record["rows"]}, []
     for key, (lo, hi) in prediction.items():
         name, energy = key.removesuffix(" J"), key.endswith(" J")
         if name not in rows:  # in the catalogue since the record was measured: predicted, not run yet
@@ -57,10 +64,9 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
         out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {r['roof']}'s",
                     "range": f"{lo:.3f}-{hi:.3f}", "measured": value, "short": None if energy else r["x_roof"],
                     "MHz": s["sm_clock_mhz"], "J per pass": s["energy_j"], "at the limit": s["capped_fraction"],
-                    "grade": ("no reading" if value is None else "HELD" if lo <= value <= hi else
-                              "TIE (within the runs' spread)" if lo - tie <= value <= hi + tie else
-                              f"MISSED ({'lower' if value < lo else 'higher'})")
-                    + (EARLIER_BUILD if name in earlier else "")})
+                    "grade": as_built("no reading" if value is None else "HELD" if lo <= value <= hi else
+                                      "TIE (within the runs' spread)" if lo - tie <= value <= hi + tie else
+                                      f"MISSED ({'lower' if value < lo else 'higher'})", record, ENTRIES[name].variant)})
     graded = any(o["grade"] != "not measured yet" for o in out)
     return pd.DataFrame(out).set_index("prediction") if graded else None
 

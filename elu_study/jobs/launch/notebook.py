@@ -2,8 +2,9 @@
 
 import pandas as pd
 
+from elu_study.core.tables import as_built
 from elu_study.core.text import Text, table
-from elu_study.jobs.launch.analysis import MAX_THREADS_PER_SM, THREADS, plan
+from elu_study.jobs.launch.analysis import MAX_THREADS_PER_SM, THREADS, VARIANT, plan
 
 # Step 6's builds that ncu profiled (notebook 08) whose launch is a cell here ({entry: cell}; tests/test_launch.py
 # checks each against the launch ncu recorded and its file's knobs).
@@ -75,9 +76,11 @@ def graded(record: dict) -> Text:
     at = f"knee between {lo:.0f} and {hi:.0f}" if known else "no knee"
     return shown(pd.DataFrame([
         ("1: no hints, 1-2 float4s (x copy_)", f"<= {PREDICTED_X}", f"{min(x[n] for n in group):.3f} to "
-         f"{max(x[n] for n in group):.3f}", ", ".join(against), "MISSED" if against else "HELD"),
-        ("Little: KiB in flight per SM", f"~{NEEDED_KIB}", at, "", "HELD" if inside(NEEDED_KIB) else "MISSED"),
-        ("Little, loads only (after the run)", f"~{kib:.0f}", at, "", "inside" if inside(kib) else "outside"),
+         f"{max(x[n] for n in group):.3f}", ", ".join(against), as_built("MISSED" if against else "HELD", record, VARIANT)),
+        ("Little: KiB in flight per SM", f"~{NEEDED_KIB}", at, "",
+         as_built("HELD" if inside(NEEDED_KIB) else "MISSED", record, VARIANT)),
+        ("Little, loads only (after the run)", f"~{kib:.0f}", at, "",
+         as_built("inside" if inside(kib) else "outside", record, VARIANT)),
     ], columns=["prediction", "predicted", "measured", "cells against it", "verdict"]).set_index("prediction"))
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from elu_study.core import text
+from elu_study.core.tables import as_built
 
 GROUP = ["numel", "requires_grad", "autocast"]
 CONFIG = ["model", "dtype", "mode", "compiled"]
@@ -107,7 +108,8 @@ def grades(record: dict) -> list[dict]:
     for what, *bounds in PREDICTION:
         v, lo, hi = (m.get(b) if isinstance(b, str) else b for b in bounds)
         out.append({"what": what, "value": v, "lo": lo, "hi": hi, "verdict": "NOT MEASURED" if v is None
-                    else "HELD" if lo <= v <= hi else "MISSED (lower)" if v < lo else "MISSED (higher)"})
+                    else as_built("HELD" if lo <= v <= hi else "MISSED (lower)" if v < lo else "MISSED (higher)",
+                                  record, *(d["build"] for d in record["defaults"]))})
     return out
 
 

@@ -3,12 +3,11 @@ exhaustive checks, the record's resolution, the prediction and the goals graded.
 
 import pandas as pd
 
-from elu_study.core import fingerprint
-from elu_study.core.entries import roof_of
+from elu_study.core.entries import ENTRIES, roof_of
 from elu_study.core.hardware import issue_bound
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
 from elu_study.core.record import row
-from elu_study.core.tables import EARLIER_BUILD
+from elu_study.core.tables import as_built
 from elu_study.core.timing import noise_ms
 
 DTYPES = ("bfloat16", "float16")
@@ -90,16 +89,19 @@ def tried_frame(record: dict) -> pd.DataFrame:
 
 def resolution_frame(record: dict) -> pd.DataFrame:
     """Each SAME_KERNEL pair: same opcodes or not, both times over own copy_, their gap (a narrower difference is a
-    tie), and in how many timing rounds the faster row ran at the higher SM clock (NVML's round medians)."""
+    tie), and of the timing rounds in which the two ran at different SM clocks (NVML's round medians), in how many
+    the faster row had the higher clock."""
     out = []
     for a, b in SAME_KERNEL:
         (ta, tb), (xa, xb) = (row(record, n)["timing"] for n in (a, b)), (x_own_copy(record, n)[0] for n in (a, b))
-        rounds = list(zip(ta["round_medians_ms"], tb["round_medians_ms"], ta["nvml"], tb["nvml"]))
-        clock = sum((ma < mb) == (na["sm_clock_mhz"]["median"] > nb["sm_clock_mhz"]["median"])
-                    for ma, mb, na, nb in rounds)
+        rounds = [(ma, mb, na["sm_clock_mhz"]["median"], nb["sm_clock_mhz"]["median"]) for ma, mb, na, nb
+                  in zip(ta["round_medians_ms"], tb["round_medians_ms"], ta["nvml"], tb["nvml"])]
+        apart = [(ma, mb, ca, cb) for ma, mb, ca, cb in rounds if ca != cb]  # equal clocks tell nothing
+        clock = sum((ma < mb) == (ca > cb) for ma, mb, ca, cb in apart)
         same = record["sass16"][a].get("opcodes") == record["sass16"][b].get("opcodes")
         out.append({"first / second": f"{a} / {b}", "same opcodes (sass16)": "yes" if same else "NO", "first": xa,
-                    "second": xb, "gap": abs(xa - xb), "faster at the higher clock": f"{clock} of {len(rounds)} rounds"})
+                    "second": xb, "gap": abs(xa - xb),
+                    "faster at the higher clock": f"{clock} of {len(apart)} rounds with different clocks"})
     return pd.DataFrame(out).set_index("first / second")
 
 
@@ -139,13 +141,13 @@ def budget_frame(record: dict) -> pd.DataFrame:
 
 def graded_frame(record: dict) -> pd.DataFrame:
     """The prediction beside the record: HELD inside its range, else MISSED ("MISSED (faster)" for a time under it)."""
-    out, earlier = [], fingerprint.earlier_rows(record)
+    out = []
     for (name, what), (lo, hi) in PREDICTION.items():
         value = (x_own_copy(record, name)[0] if what == "x own copy_" else counter(record, name)
                  if what == "inst/elem" else checks_of(record)[name]["mismatches"])
-        verdict = ("NOT MEASURED" if value is None else "HELD" if lo <= value <= hi
-                   else "MISSED (faster)" if what == "x own copy_" and value < lo else "MISSED") + (
-            EARLIER_BUILD if name in earlier and value is not None else "")
+        verdict = "NOT MEASURED" if value is None else as_built(
+            "HELD" if lo <= value <= hi else "MISSED (faster)" if what == "x own copy_" and value < lo else "MISSED",
+            record, ENTRIES[name].variant)
         out.append({"entry": name, "what": what, "predicted": f"{SHOWN[what].format(lo)} to {SHOWN[what].format(hi)}",
                     "measured": "" if value is None else SHOWN[what].format(value), "verdict": verdict})
     return pd.DataFrame(out).set_index("entry")
@@ -154,10 +156,9 @@ def graded_frame(record: dict) -> pd.DataFrame:
 def goals_frame(record: dict) -> pd.DataFrame:
     """Issue 24's goals (GOALS): each default's time over its own roof against the aim and the must (short rounds;
     a row whose kernel's build changed since the record says "(earlier build)")."""
-    earlier = fingerprint.earlier_rows(record)
     return pd.DataFrame([{"entry": n, "x own roof": x, "aim": f"{aim:.2f}", "must": f"{must:.2f}",
-                          "verdict": ("aim met" if x <= aim else "must met" if x <= must else "NOT met")
-                          + (EARLIER_BUILD if n in earlier else "")}
+                          "verdict": as_built("aim met" if x <= aim else "must met" if x <= must else "NOT met",
+                                              record, ENTRIES[n].variant)}
                          for n, (aim, must) in GOALS.items() for x in [x_own_copy(record, n)[0]]]).set_index("entry")
 
 

@@ -4,7 +4,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from elu_study.core.entries import ENTRIES
 from elu_study.core.record import noise, row
+from elu_study.core.tables import as_built
 
 
 @dataclass(frozen=True)
@@ -50,18 +52,18 @@ def appendix(record: dict, beyond: dict | None) -> list[Prediction]:
 
 
 def verdict(value: float, bounds: tuple[float, float], tie: float = 0.0) -> str:
-    """HELD inside the range; outside it by no more than ``tie`` (the record's round-to-round noise): a tie, HELD
-    (within noise); else MISSED, faster or slower (``value``: a time, higher is slower)."""
+    """HELD inside the range; outside it by no more than ``tie`` (the record's round-to-round noise): TIE (within
+    noise); else MISSED, faster or slower (``value``: a time, higher is slower)."""
     lo, hi = bounds
     if lo <= value <= hi:
         return "HELD"
-    return "HELD (within noise)" if max(lo - value, value - hi) <= tie else \
+    return "TIE (within noise)" if max(lo - value, value - hi) <= tie else \
         f"MISSED ({'faster' if value < lo else 'slower'})"
 
 
 def graded(record: dict, p: Prediction) -> dict:
     """One row of the appendix: the prediction (to five significant digits, so that its two ends stay apart however
-    close) beside the record's median and the verdict."""
+    close) beside the record's median and the verdict ("(earlier build)" after it where the entry's build changed)."""
     r = row(record, p.entry)
     value, tie = r[p.metric], noise(record, p.entry, "copy_") * r[p.metric] / r["x_copy"]
     if p.metric == "x_copy":
@@ -69,7 +71,8 @@ def graded(record: dict, p: Prediction) -> dict:
     else:  # % of peak: a slower call has a lower share
         shown, unit, judged = f"{value:.1f} %", " % of peak", verdict(-value, (-p.bounds[1], -p.bounds[0]), tie)
     return {"notebook": p.notebook, "tried": p.tried, "entry": f"`{p.entry}`",
-            "predicted": f"{p.bounds[0]:.5g}-{p.bounds[1]:.5g}{unit}", "measured": shown, "verdict": judged}
+            "predicted": f"{p.bounds[0]:.5g}-{p.bounds[1]:.5g}{unit}", "measured": shown,
+            "verdict": as_built(judged, record, ENTRIES[p.entry].variant)}
 
 
 def frame(records: dict[str, dict], *predictions: Prediction) -> pd.DataFrame:
