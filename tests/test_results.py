@@ -448,6 +448,9 @@ def test_with_sustained_timings_the_table_the_verdict_and_a_figure_give_both_reg
     assert f"({3.07 / 3.10:.3f}x in the slowest sustained run" in front.blocks()["front"]
     record.row(rec, "copy_")["timing"]["sustained"]["capped_fraction"] = 0.2  # copy_ mostly under the limit
     assert "at the power limit, unlike `copy_` run alone)" in front.blocks()["front"].split("\n\n")[0]
+    assert "never settled" not in front.blocks()["front"]  # every sustained run settled: nothing to say
+    record.row(rec, "F.elu")["timing"]["sustained"]["settled"] = False  # timed at the wait's end, unsettled
+    assert "once power and clock settle; `F.elu` never settled)" in front.blocks()["front"]
     monkeypatch.setattr(record, "figure_path", lambda gpu, name: tmp_path / f"{name}.png")
     paths = front.write_figure("nvidia-h200")
     assert [p.name for p in paths] == ["steps.png", "regimes.png"] and all(p.stat().st_size for p in paths)

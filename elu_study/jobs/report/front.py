@@ -115,6 +115,8 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
             for n in (best["name"], *(f"{STEP7} {d}" for d in entries.DTYPES16))}
     return {"runs": runs, "gpu": study["provenance"]["gpu"], "study": study, "x": {n: r["x_roof"] for n, r in rows.items()},
             "xs": {n: r.get("x_roof_sustained") for n, r in rows.items()},
+            "unsettled": [f"`{n}`" for n in steps.index if (rows.get(n, {}).get("timing", {}).get("sustained") or {})
+                          .get("settled") is False],
             "best_sustained": sustained(best),  # and whether copy_, its roof, ran mostly at the power limit too
             "roof_capped": capped(rows["copy_"]),
             "ms": {n: r["timing"]["median_ms"] for n, r in rows.items()}, "best": best, "step7": STEP7,

@@ -31,7 +31,8 @@ def xcopy_figure(record: dict):
                 color=[COLORS[kind(n)] for n in rows], capsize=2)
         ax.set_yticks(y, [n.removesuffix(f" {dtype}") + " (/ torch.add)" * is_backward(n) for n in rows], fontsize=8)
         aim, must = GOALS[f"{DEFAULT} {dtype}"]
-        for at, style, label in zip((1.0, aim, must), LINES, ("roof", f"aim {aim:.2f}x", f"must {must:.2f}x")):
+        for at, style, label in zip((1.0, aim, must), LINES, ("roof", f"forward aim {aim:.2f}x",
+                                                             f"forward must {must:.2f}x")):
             ax.axvline(at, **style, label=label)
         ax.legend(loc="upper right", fontsize=8)
         add = f", torch.add {ms(record, f'torch.add {dtype}'):.3f}" if any(map(is_backward, rows)) else ""

@@ -35,7 +35,8 @@ def figure(record: dict, name: str):
 def entry_table(record: dict, main_ms: dict | None = None) -> text.Text:
     """One row per entry (the stream halves aside), sorted by time over copy_'s at the largest length: host time per
     call (median over the launch-bound lengths), warm GPU time at the smallest length, at how many launch-bound
-    lengths a loop of a custom kernel's calls (paced by the larger of host and warm time) beats the reference's, and
+    lengths a loop of a custom kernel's calls (paced by the larger of host and warm time) is faster than the
+    reference's, ties it (apart by no more than the wider half p10-p90 spread of the two paces) or is slower, and
     cold time over copy_'s at the largest length and in the main study (``main_ms``, {entry: median ms}: read from the
     same GPU's study record where not given)."""
     sizes, ref = record["sizes"], record["regimes"]["reference"]
@@ -51,11 +52,19 @@ def entry_table(record: dict, main_ms: dict | None = None) -> text.Text:
     point = {(p["entry"], p["n"]): p for p in record["points"]}
     us = lambda c, n, mode: 1e3 * point[c, n][mode]["median_ms"] if ok(point[c, n]) else float("nan")  # NaN: failed
     paced = lambda c, n: max(us(c, n, "host"), us(c, n, "warm"))
+    half = lambda c, n: 1e3 * (lambda t: (t["p90_ms"] - t["p10_ms"]) / 2)(  # the pacing time's half spread
+        point[c, n]["host" if us(c, n, "host") >= us(c, n, "warm") else "warm"]) if ok(point[c, n]) else float("nan")
+
+    def loop(c: str) -> str:  # faster / tie / slower than the reference's loop, over the launch-bound lengths
+        gaps = [(paced(ref, n) - paced(c, n), max(half(c, n), half(ref, n))) for n in small]
+        return " / ".join(str(sum(f(d, w) for d, w in gaps)) for f in (lambda d, w: d > w, lambda d, w: abs(d) <= w,
+                                                                        lambda d, w: -d > w))
+
     custom = [e["name"] for e in record["entries"] if e["kind"] in ("step", "peer")]
-    x_top, wins = f"x copy_, {fmt_n(top)}", f"loop wins of {len(small)}"
+    x_top, wins = f"x copy_, {fmt_n(top)}", f"loop faster / tie / slower, of {len(small)}"
     rows = [{"entry": c, "host µs": pd.Series([us(c, n, "host") for n in small]).median(),
              f"warm µs, {fmt_n(n0)}": f"{us(c, n0, 'warm'):.2f}" if ok(point[c, n0]) else "failed",
-             wins: str(sum(paced(c, n) < paced(ref, n) for n in small)) if c in custom else "",
+             wins: loop(c) if c in custom else "",
              x_top: us(c, top, "cold") / us("copy_", top, "cold"),
              "x copy_, main study": main_ms[c] / main_ms["copy_"] if c in main_ms and "copy_" in main_ms else None}
             for c in (e["name"] for e in record["entries"]) if c not in STREAMS]
