@@ -344,18 +344,28 @@ def test_a_range_narrower_than_the_shown_digits_keeps_its_two_ends_apart(main_re
             for n, b, m in ranges] == ["1.0026-1.0031x copy_", "1-1.05x copy_", "84-88 % of peak"]
 
 
-@pytest.mark.parametrize("job, variant, verdicts", [
-    ("study", "1_naive", lambda rec: [predictions.graded(rec, predictions.of(rec, "01"))["verdict"]]),
-    ("beyond", "6_beyond_copy", lambda rec: list(beyond.verdict_frame(rec).iloc[0, -2:])),
-    ("accuracy", "1_naive", lambda rec: [accuracy_nb.prediction(rec).loc["1_naive", "grade"]]),
-    ("launch", "sweeps/launch_shapes", lambda rec: [str(launch_nb.graded(rec))]),
-    ("model", "6_beyond_copy", lambda rec: [g["verdict"] for g in model.grades(rec)]),
+def launch_verdicts(rec: dict) -> list[str]:
+    """The verdict column of notebook 10's graded table, a cell per row."""
+    return [line.split(" | ")[-1].removesuffix(" |") for line in str(launch_nb.graded(rec)).splitlines()[2:]]
+
+
+@pytest.mark.parametrize("job, variant, other, verdicts", [
+    ("study", "1_naive", "2_float4", lambda rec: [predictions.graded(rec, predictions.of(rec, "01"))["verdict"]]),
+    ("study", "2_float4", "1_naive", lambda rec: [predictions.graded(rec, predictions.of(rec, "04"))["verdict"]]),
+    ("beyond", "6_beyond_copy", "2_float4", lambda rec: list(beyond.verdict_frame(rec).iloc[0, -2:])),
+    ("accuracy", "1_naive", "2_float4", lambda rec: [accuracy_nb.prediction(rec).loc["1_naive", "grade"]]),
+    ("launch", "sweeps/launch_shapes", "2_float4", launch_verdicts),
+    ("model", "6_beyond_copy", "7_sixteen_bits",
+     lambda rec: [g["verdict"] for g in model.grades(rec) if "float32" in g["what"]]),
+    ("model", "7_sixteen_bits", "6_beyond_copy",
+     lambda rec: [g["verdict"] for g in model.grades(rec) if "bfloat16" in g["what"]]),
 ])
-def test_every_grade_says_when_its_kernels_build_changed_since_the_record(job, variant, verdicts, monkeypatch):
+def test_every_grade_says_when_its_kernels_build_changed_since_the_record(job, variant, other, verdicts, monkeypatch):
     """A prediction graded on a record whose kernel file's build changed since it was measured is the earlier
-    build's: each job's grade says "(earlier build)" then, and only then (``tables.as_built``)."""
+    build's: each job's grade says "(earlier build)" where a kernel it grades (or whose numbers set its bounds:
+    notebook 04's are step 2's) changed, and not where another kernel of the record did (``tables.as_built``)."""
     rec = record.load(job=job)
     monkeypatch.setattr(fingerprint, "earlier_variants", lambda r: {variant})
-    assert all("(earlier build)" in v for v in verdicts(rec))
-    monkeypatch.setattr(fingerprint, "earlier_variants", lambda r: {"a kernel file this record did not build"})
+    assert verdicts(rec) and all(v.endswith("(earlier build)") for v in verdicts(rec))
+    monkeypatch.setattr(fingerprint, "earlier_variants", lambda r: {other})
     assert not any("(earlier build)" in v for v in verdicts(rec))

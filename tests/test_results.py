@@ -559,17 +559,11 @@ def test_the_first_screen_keeps_its_budgets_once_the_record_holds_both_protocols
     assert len(text.split()) < 1500
 
 
-def test_the_checks_say_when_their_runs_predate_the_code(monkeypatch):
-    """The sanitizer's and the GPU suite's runs are the study's evidence that the kernels are safe and correct: the
-    README says which of them ran code older than this tree (``records``' fingerprints), and says nothing when both
-    are current."""
-    from elu_study.jobs import records as runner
-
-    due = set()
-    monkeypatch.setattr(runner.Stage, "due", lambda self, gpu, tools, results_dir=None:
-                        ["code elu_study.core.check (changed)"] if self.name in due else [])
-    assert "predate" not in front.blocks()["checks"]
-    due.add("tests")
-    assert front.blocks()["checks"].endswith("The tests run predates this code (`records --plan`).")
-    due.add("sanitize")
-    assert front.blocks()["checks"].endswith("Both runs predate this code (`records --plan`).")
+def test_the_checks_say_when_the_sanitizers_builds_changed_since_its_run(monkeypatch):
+    """The sanitizer's run is the study's evidence that the kernels touch only their memory: the README says when
+    the builds it ran have changed since (``fingerprint.earlier_variants`` of its record), and nothing otherwise."""
+    changed: set[str] = set()
+    monkeypatch.setattr(fingerprint, "earlier_variants", lambda rec: changed if "builds" in rec else set())
+    assert "changed since" not in front.blocks()["checks"]
+    changed.add("7_sixteen_bits")
+    assert "(`results/nvidia-h200-sanitize.json`); its builds have changed since." in front.blocks()["checks"]

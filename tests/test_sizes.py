@@ -163,17 +163,22 @@ def test_entry_table_quotes_the_record_and_follows_it(rec):
     # the wider half p10-p90 spread of the two paces) or slower, at each launch-bound length
     small = launch_bound(rec)
 
-    def pace(entry, n):
-        mode = max(("host", "warm"), key=lambda m: med(rec, entry, n, m))
-        t = raw(rec, entry, n)[mode]
-        return 1e3 * t["median_ms"], 1e3 * (t["p90_ms"] - t["p10_ms"]) / 2
+    def paced(factors: list[float], spread: float = 0.01) -> str:
+        """2_float4's cell once its host and warm times are F.elu's times factors[i] at the i-th length, each
+        time's p10-p90 spread +-``spread`` of its median, F.elu's too."""
+        twin = copy.deepcopy(rec)
+        for n, factor in zip(small, factors):
+            for mode in ("host", "warm"):
+                m = raw(twin, "F.elu", n)[mode]["median_ms"]
+                for entry, f in (("F.elu", 1.0), ("2_float4", factor)):
+                    raw(twin, entry, n)[mode].update(median_ms=m * f, p10_ms=m * f * (1 - spread),
+                                                     p90_ms=m * f * (1 + spread))
+        return row(notebook.entry_table(twin, main), "2_float4")[3]
 
-    for entry in ("triton", "1_naive", "6_beyond_copy"):
-        counts = [0, 0, 0]
-        for n in small:
-            (p, w), (q, v) = pace(entry, n), pace("F.elu", n)
-            counts[0 if q - p > max(w, v) else 2 if p - q > max(w, v) else 1] += 1
-        assert row(notebook.entry_table(rec, main), entry)[3] == " / ".join(map(str, counts)), entry
+    k = len(small)
+    assert paced([0.5] * k) == f"{k} / 0 / 0" and paced([2.0] * k) == f"0 / 0 / {k}"
+    assert paced([1.005] * k) == f"0 / {k} / 0"  # inside the spread: a tie, not a loss
+    assert paced([0.5, 1.0, 2.0] + [1.0] * (k - 3)) == f"1 / {k - 2} / 1"
     for n in small:
         scale(rec, "triton", n, "host", 1.5)
     assert row(notebook.entry_table(rec, main), "triton")[1] == f"{host_median(rec, 'triton'):.1f}" != cells[1]

@@ -32,11 +32,11 @@ def compact(table: str) -> str:
     return "\n".join(re.sub(r"\|:?-+", "|---", re.sub(r" {2,}\|", " |", line)) for line in table.splitlines())
 
 
-def as_built(grade: str, record: dict, *variants: str | None) -> str:
-    """A grade of what ``variants`` (kernel files; None: a library's call) gave in ``record``, with EARLIER_BUILD after
-    it where one of their builds changed since the record was measured (``fingerprint.earlier_variants``): the grade
-    is then the earlier build's, not this tree's."""
-    return grade + (EARLIER_BUILD if fingerprint.earlier_variants(record) & set(variants) else "")
+def as_built(grade: str, earlier: set[str], *variants: str | None) -> str:
+    """A grade of what ``variants`` (kernel files; None: a library's call) gave in a record, with EARLIER_BUILD after
+    it where one of them is ``earlier``, the record's kernel files whose build changed since it was measured
+    (``fingerprint.earlier_variants``, read once per table): the grade is then the earlier build's, not this tree's."""
+    return grade + (EARLIER_BUILD if earlier & set(variants) else "")
 
 
 def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
@@ -47,7 +47,7 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
     runs of one build fall, the protocol's resolution) is a tie; an entry the record lacks reads "not measured yet",
     and a grade of a row whose kernel's build changed since says "(earlier build)". None where the record has no
     sustained timings."""
-    rows, out = {r["name"]: r for r in record["rows"]}, []
+    rows, out, earlier = {r["name"]: r for r in record["rows"]}, [], fingerprint.earlier_variants(record)
     for key, (lo, hi) in prediction.items():
         name, energy = key.removesuffix(" J"), key.endswith(" J")
         if name not in rows:  # in the catalogue since the record was measured: predicted, not run yet
@@ -66,7 +66,7 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
                     "MHz": s["sm_clock_mhz"], "J per pass": s["energy_j"], "at the limit": s["capped_fraction"],
                     "grade": as_built("no reading" if value is None else "HELD" if lo <= value <= hi else
                                       "TIE (within the runs' spread)" if lo - tie <= value <= hi + tie else
-                                      f"MISSED ({'lower' if value < lo else 'higher'})", record, ENTRIES[name].variant)})
+                                      f"MISSED ({'lower' if value < lo else 'higher'})", earlier, ENTRIES[name].variant)})
     graded = any(o["grade"] != "not measured yet" for o in out)
     return pd.DataFrame(out).set_index("prediction") if graded else None
 

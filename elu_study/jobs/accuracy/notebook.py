@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from elu_study.core import fingerprint
 from elu_study.core.tables import as_built
 from elu_study.core.text import Text, fmt, fmt_n, table
 from elu_study.jobs.accuracy.definitions import CLASSES
@@ -56,11 +57,11 @@ def formulas(record: dict) -> pd.DataFrame:
 
 def prediction(record: dict) -> pd.DataFrame:
     """PREDICTED against the record: each formula's worst ulp error over x < 0 at alpha = 1, held or missed."""
-    rows, variant = {}, {f["name"]: f["variant"] for f in record["formulas"]}
+    rows, variant, earlier = {}, {f["name"]: f["variant"] for f in record["formulas"]}, fingerprint.earlier_variants(record)
     for name, (low, high) in PREDICTED.items():
         v = record["runs"]["1.0"]["formulas"][name]["max_ulp"]["negative"]["ulp"]
         rows[name] = {"predicted max ulp": f"{ulps(low)} to {ulps(high)}", "measured": ulps(v),
-                      "grade": as_built("held" if low <= v <= high else "missed", record, variant[name])}
+                      "grade": as_built("held" if low <= v <= high else "missed", earlier, variant[name])}
     return frame(rows, "formula")
 
 

@@ -3,7 +3,7 @@ run and in fresh processes (the README's verdict row)."""
 
 import pandas as pd
 
-from elu_study.core import text
+from elu_study.core import fingerprint, text
 from elu_study.core.ncu import counter_rows
 from elu_study.core.record import figure_path, noise, readme_link, record_path, row
 from elu_study.core.tables import as_built, markdown
@@ -53,11 +53,12 @@ def verdict_frame(record: dict) -> pd.DataFrame:
     """Step 6 against copy_: its recorded x copy_ and noise, the fresh processes', the must and the aim."""
     x, z = row(record, "6_beyond_copy")["x_copy"], noise(record, "6_beyond_copy", "copy_")
     xs = [p["6_beyond_copy"]["x_copy"] for p in record.get("processes", [])]
+    earlier = fingerprint.earlier_variants(record)
     must = all(v <= MUST for v in [x, *xs]) and 1 - x > z
     return pd.DataFrame([{"build": "6_beyond_copy (step 6)", "x copy_": x, "noise %": 100 * z,
                           "fresh processes": " ".join(f"{v:.4f}" for v in xs),
-                          f"must {MUST:.2f}x": as_built("met" if must else "not met", record, "6_beyond_copy"),
-                          f"aim {AIM:.2f}x": as_built(reached([x, *xs]), record, "6_beyond_copy")}
+                          f"must {MUST:.2f}x": as_built("met" if must else "not met", earlier, "6_beyond_copy"),
+                          f"aim {AIM:.2f}x": as_built(reached([x, *xs]), earlier, "6_beyond_copy")}
                          ]).set_index("build")
 
 

@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from elu_study.core import fingerprint
 from elu_study.core.tables import as_built
 from elu_study.core.text import Text, table
 from elu_study.jobs.launch.analysis import MAX_THREADS_PER_SM, THREADS, VARIANT, plan
@@ -71,16 +72,16 @@ def graded(record: dict) -> Text:
     lo, hi = knee(record)
     known = lo is not None and hi is not None
     inside = lambda kib: known and lo < kib <= hi
-    read = 4 * record["problem"]["numel"] / (record["roof_ms"] * 1e-3)
+    read, earlier = 4 * record["problem"]["numel"] / (record["roof_ms"] * 1e-3), fingerprint.earlier_variants(record)
     kib = read * ASSUMED_LATENCY_S / record["provenance"]["sm_count"] / 1024
     at = f"knee between {lo:.0f} and {hi:.0f}" if known else "no knee"
     return shown(pd.DataFrame([
         ("1: no hints, 1-2 float4s (x copy_)", f"<= {PREDICTED_X}", f"{min(x[n] for n in group):.3f} to "
-         f"{max(x[n] for n in group):.3f}", ", ".join(against), as_built("MISSED" if against else "HELD", record, VARIANT)),
+         f"{max(x[n] for n in group):.3f}", ", ".join(against), as_built("MISSED" if against else "HELD", earlier, VARIANT)),
         ("Little: KiB in flight per SM", f"~{NEEDED_KIB}", at, "",
-         as_built("HELD" if inside(NEEDED_KIB) else "MISSED", record, VARIANT)),
+         as_built("HELD" if inside(NEEDED_KIB) else "MISSED", earlier, VARIANT)),
         ("Little, loads only (after the run)", f"~{kib:.0f}", at, "",
-         as_built("inside" if inside(kib) else "outside", record, VARIANT)),
+         as_built("inside" if inside(kib) else "outside", earlier, VARIANT)),
     ], columns=["prediction", "predicted", "measured", "cells against it", "verdict"]).set_index("prediction"))
 
 

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from elu_study.core import text
+from elu_study.core import fingerprint, text
 from elu_study.core.tables import as_built
 
 GROUP = ["numel", "requires_grad", "autocast"]
@@ -91,25 +91,27 @@ def cnn_batch(record: dict) -> int | None:
 
 # Notebook 11's prediction, written before the run of ResNet-18 at batch 256, as (what, value, lo, hi): value and a
 # str bound name a key of measured().
-PREDICTION = (
-    ("eager ResNet-18 steps, device time / step time, lowest", "resnet_device_share", 0.85, 1.1),
-    ("eager ResNet-18 float32 training drop-in / nn.ELU", "resnet_train_float32", 0.99, 0.999),
-    ("eager ResNet-18 bfloat16 training drop-in / nn.ELU", "resnet_train_bfloat16", 0.975, 0.995),
-    ("eager ResNet-18 noise (half the p10-p90 of paired ratios), highest", "resnet_noise", 0, 0.02),
-    ("eager steps with ELU >= 5 %", "matters", 4, 4),
-    ("of them, faster (median paired ratio under 1)", "faster", "matters", "matters"),
-    ("of them, faster beyond doubt", "beyond_doubt", "matters", "matters"),
+PREDICTION = (  # (words, measured, low, high, the dtype whose default builds it grades: None, every dtype's)
+    ("eager ResNet-18 steps, device time / step time, lowest", "resnet_device_share", 0.85, 1.1, None),
+    ("eager ResNet-18 float32 training drop-in / nn.ELU", "resnet_train_float32", 0.99, 0.999, "float32"),
+    ("eager ResNet-18 bfloat16 training drop-in / nn.ELU", "resnet_train_bfloat16", 0.975, 0.995, "bfloat16"),
+    ("eager ResNet-18 noise (half the p10-p90 of paired ratios), highest", "resnet_noise", 0, 0.02, None),
+    ("eager steps with ELU >= 5 %", "matters", 4, 4, None),
+    ("of them, faster (median paired ratio under 1)", "faster", "matters", "matters", None),
+    ("of them, faster beyond doubt", "beyond_doubt", "matters", "matters", None),
 )
 
 
 def grades(record: dict) -> list[dict]:
-    """Each prediction's measured value (None where the record lacks it) and verdict: HELD inside its range."""
-    m, out = measured(record), []
-    for what, *bounds in PREDICTION:
+    """Each prediction's measured value (None where the record lacks it) and verdict: HELD inside its range, with
+    "(earlier build)" where a default build of the dtype it grades changed since the record."""
+    m, out, earlier = measured(record), [], fingerprint.earlier_variants(record)
+    for what, *bounds, dtype in PREDICTION:
         v, lo, hi = (m.get(b) if isinstance(b, str) else b for b in bounds)
+        builds = {d["build"] for d in record["defaults"] if dtype in (None, d["dtype"])}
         out.append({"what": what, "value": v, "lo": lo, "hi": hi, "verdict": "NOT MEASURED" if v is None
                     else as_built("HELD" if lo <= v <= hi else "MISSED (lower)" if v < lo else "MISSED (higher)",
-                                  record, *(d["build"] for d in record["defaults"]))})
+                                  earlier, *builds)})
     return out
 
 

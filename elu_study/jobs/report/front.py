@@ -89,9 +89,8 @@ def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[tuple[str, str]]:
 
 
 def checks(gpu: str) -> dict | None:
-    """What checks.md.j2 fills in from the GPU's sanitize and tests records, and which of them are due (what they
-    ran has changed since: ``python -m elu_study records``); None where either is missing."""
-    from elu_study.jobs.records import BY_NAME  # noqa: PLC0415 - the runner's fingerprints, read only here
+    """What checks.md.j2 fills in from the GPU's sanitize and tests records, and whether the builds the sanitizer
+    ran have changed since (``fingerprint.earlier_variants``); None where either record is missing."""
 
     sanitize, tests = record.load(gpu, "sanitize", required=False), record.load(gpu, "tests", required=False)
     if not (sanitize and tests):
@@ -102,7 +101,7 @@ def checks(gpu: str) -> dict | None:
             "examples": tests["fuzz"]["examples_per_test"],
             "at": [f"on {r['provenance']['date_utc'][:10]}" for r in (sanitize, tests)],
             "records": [record.record_path(gpu, job).name for job in ("sanitize", "tests")],
-            "due": [job for job in ("sanitize", "tests") if BY_NAME[job].due(gpu, None)]}
+            "earlier": bool(fingerprint.earlier_variants(sanitize))}
 
 
 def numbers(gpu: str = record.REFERENCE_GPU) -> dict:

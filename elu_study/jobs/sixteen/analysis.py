@@ -3,6 +3,7 @@ exhaustive checks, the record's resolution, the prediction and the goals graded.
 
 import pandas as pd
 
+from elu_study.core import fingerprint
 from elu_study.core.entries import ENTRIES, roof_of
 from elu_study.core.hardware import issue_bound
 from elu_study.core.ncu import SCHEDULERS, counter_rows, issue_pct
@@ -141,13 +142,13 @@ def budget_frame(record: dict) -> pd.DataFrame:
 
 def graded_frame(record: dict) -> pd.DataFrame:
     """The prediction beside the record: HELD inside its range, else MISSED ("MISSED (faster)" for a time under it)."""
-    out = []
+    out, earlier = [], fingerprint.earlier_variants(record)
     for (name, what), (lo, hi) in PREDICTION.items():
         value = (x_own_copy(record, name)[0] if what == "x own copy_" else counter(record, name)
                  if what == "inst/elem" else checks_of(record)[name]["mismatches"])
         verdict = "NOT MEASURED" if value is None else as_built(
             "HELD" if lo <= value <= hi else "MISSED (faster)" if what == "x own copy_" and value < lo else "MISSED",
-            record, ENTRIES[name].variant)
+            earlier, ENTRIES[name].variant)
         out.append({"entry": name, "what": what, "predicted": f"{SHOWN[what].format(lo)} to {SHOWN[what].format(hi)}",
                     "measured": "" if value is None else SHOWN[what].format(value), "verdict": verdict})
     return pd.DataFrame(out).set_index("entry")
@@ -156,9 +157,10 @@ def graded_frame(record: dict) -> pd.DataFrame:
 def goals_frame(record: dict) -> pd.DataFrame:
     """Issue 24's goals (GOALS): each default's time over its own roof against the aim and the must (short rounds;
     a row whose kernel's build changed since the record says "(earlier build)")."""
+    earlier = fingerprint.earlier_variants(record)
     return pd.DataFrame([{"entry": n, "x own roof": x, "aim": f"{aim:.2f}", "must": f"{must:.2f}",
                           "verdict": as_built("aim met" if x <= aim else "must met" if x <= must else "NOT met",
-                                              record, ENTRIES[n].variant)}
+                                              earlier, ENTRIES[n].variant)}
                          for n, (aim, must) in GOALS.items() for x in [x_own_copy(record, n)[0]]]).set_index("entry")
 
 

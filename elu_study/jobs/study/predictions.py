@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from elu_study.core import fingerprint
 from elu_study.core.entries import ENTRIES
 from elu_study.core.record import noise, row
 from elu_study.core.tables import as_built
@@ -18,17 +19,19 @@ class Prediction:
     bounds: tuple[float, float]
     metric: str = "x_copy"
     job: str = "study"
+    against: tuple[str, ...] = ()  # the entries whose numbers set the bounds (their builds matter to the grade too)
 
 
 def steps(record: dict) -> list[Prediction]:
-    f, z = row(record, "2_float4")["x_copy"], noise(record, "2_float4")
+    step2 = ("2_float4",)
+    f, z = row(record, step2[0])["x_copy"], noise(record, step2[0])
     return [Prediction("00", "the roof: `y.copy_(x)`", "copy_", (84, 88), "pct_of_peak"),
             Prediction("01", "one float per thread", "1_naive", (1.5, 2.0)),
             Prediction("02", "one float4 per thread", "2_float4", (1.0, 1.05)),
             # "whole waves remove most of the seed's loss": two whole waves within 5 % of step 2
-            Prediction("03", "grid-stride loop, whole waves", "3_grid_stride_2_waves", (f, f * 1.05)),
-            Prediction("04", "`__expf` (fast math)", "4_fast_math", (f - z, f + z)),  # "within step 2's noise"
-            Prediction("05", "step 5's four changes", "5_streaming", (f - 0.01, f + 0.01))]  # "like step 2, within 1 %"
+            Prediction("03", "grid-stride loop, whole waves", "3_grid_stride_2_waves", (f, f * 1.05), against=step2),
+            Prediction("04", "`__expf` (fast math)", "4_fast_math", (f - z, f + z), against=step2),  # step 2's noise
+            Prediction("05", "step 5's four changes", "5_streaming", (f - 0.01, f + 0.01), against=step2)]  # within 1 %
 
 
 # Step 6's attempts that change a cache policy or the tile order: predicted to gain nothing (1.00-1.05x copy_).
@@ -72,7 +75,8 @@ def graded(record: dict, p: Prediction) -> dict:
         shown, unit, judged = f"{value:.1f} %", " % of peak", verdict(-value, (-p.bounds[1], -p.bounds[0]), tie)
     return {"notebook": p.notebook, "tried": p.tried, "entry": f"`{p.entry}`",
             "predicted": f"{p.bounds[0]:.5g}-{p.bounds[1]:.5g}{unit}", "measured": shown,
-            "verdict": as_built(judged, record, ENTRIES[p.entry].variant)}
+            "verdict": as_built(judged, fingerprint.earlier_variants(record),
+                                *(ENTRIES[n].variant for n in (p.entry, *p.against)))}
 
 
 def frame(records: dict[str, dict], *predictions: Prediction) -> pd.DataFrame:
