@@ -195,6 +195,8 @@ def test_a_failed_point_is_shown_and_the_rest_stays_readable(rec):
     rec = analysis.derive(rec)
     triton = next(r for r in notebook.entry_table(rec, {}).splitlines() if r.startswith("| triton | "))
     assert triton.split(" | ")[2] == "failed" and rec["regimes"]["launch_bound_max_n"] == launch_bound(rec)[-1]
+    counts, failed = triton.split(" | ")[3].split(" (")  # the loop column still adds up: the failed length is named
+    assert failed == "1 failed)" and sum(map(int, counts.split(" / "))) == len(launch_bound(rec)) - 1
     assert "**Across sizes.**" in readme.block(rec)
     import matplotlib.pyplot as plt
 

@@ -57,8 +57,10 @@ def entry_table(record: dict, main_ms: dict | None = None) -> text.Text:
 
     def loop(c: str) -> str:  # faster / tie / slower than the reference's loop, over the launch-bound lengths
         gaps = [(paced(ref, n) - paced(c, n), max(half(c, n), half(ref, n))) for n in small]
-        return " / ".join(str(sum(f(d, w) for d, w in gaps)) for f in (lambda d, w: d > w, lambda d, w: abs(d) <= w,
-                                                                        lambda d, w: -d > w))
+        counts = " / ".join(str(sum(f(d, w) for d, w in gaps)) for f in (lambda d, w: d > w, lambda d, w: abs(d) <= w,
+                                                                          lambda d, w: -d > w))
+        failed = sum(d != d for d, _ in gaps)  # NaN: a point of either row failed, so neither faster nor slower
+        return counts + (f" ({failed} failed)" if failed else "")
 
     custom = [e["name"] for e in record["entries"] if e["kind"] in ("step", "peer")]
     x_top, wins = f"x copy_, {fmt_n(top)}", f"loop faster / tie / slower, of {len(small)}"
