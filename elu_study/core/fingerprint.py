@@ -237,15 +237,9 @@ def stale_variants(builds: dict[str, str]) -> list[str]:
 
 
 def earlier_variants(record: dict) -> set[str]:
-    """The kernel files of a record's builds whose build changed since it was measured (``stale_variants``)."""
+    """The kernel files of a record's builds whose build changed since it was measured (``stale_variants``): its
+    numbers for them, and any grade of those numbers (``tables.as_built``), are an earlier build's."""
     return set(stale_variants((record.get("fingerprint") or {}).get("builds") or {}))
-
-
-def earlier_rows(record: dict) -> set[str]:
-    """The names of a record's rows built from a kernel file whose build changed since (``earlier_variants``): their
-    numbers, and any grade of them, are an earlier build's."""
-    stale = earlier_variants(record)
-    return {r["name"] for r in record.get("rows", []) if (e := entries.ENTRIES.get(r["name"])) and e.variant in stale}
 
 
 def build_digest(variant: str, flags=(), cpp_flags=()) -> str:

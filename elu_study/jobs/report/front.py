@@ -91,7 +91,6 @@ def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[tuple[str, str]]:
 def checks(gpu: str) -> dict | None:
     """What checks.md.j2 fills in from the GPU's sanitize and tests records, and whether the builds the sanitizer
     ran have changed since (``fingerprint.earlier_variants``); None where either record is missing."""
-
     sanitize, tests = record.load(gpu, "sanitize", required=False), record.load(gpu, "tests", required=False)
     if not (sanitize and tests):
         return None
@@ -133,10 +132,10 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
 
 def changed_kernels(study: dict) -> str:
     """The table's kernel files whose build (the file, a header it includes, flags) changed since the record was
-    measured (its rows are ``fingerprint.earlier_rows``): "every kernel's build" where that is all of them, else
-    "the builds of" their names; "" where none is."""
+    measured (``fingerprint.earlier_variants``): "every kernel's build" where that is all of them, else "the builds
+    of" their names; "" where none is."""
     shown = {e.variant for e in step_entries() if e.variant}
-    stale = {entries.ENTRIES[n].variant for n in fingerprint.earlier_rows(study)} & shown
+    stale = fingerprint.earlier_variants(study) & shown
     named = [f"`{v}`" for v in sorted(stale)]
     return "every kernel's build" if shown <= stale else f"the builds of {', '.join(named)}" if named else ""
 

@@ -52,15 +52,19 @@ def entry_table(record: dict, main_ms: dict | None = None) -> text.Text:
     point = {(p["entry"], p["n"]): p for p in record["points"]}
     us = lambda c, n, mode: 1e3 * point[c, n][mode]["median_ms"] if ok(point[c, n]) else float("nan")  # NaN: failed
     paced = lambda c, n: max(us(c, n, "host"), us(c, n, "warm"))
-    half = lambda c, n: 1e3 * (lambda t: (t["p90_ms"] - t["p10_ms"]) / 2)(  # the pacing time's half spread
-        point[c, n]["host" if us(c, n, "host") >= us(c, n, "warm") else "warm"]) if ok(point[c, n]) else float("nan")
+
+    def half(c: str, n: int) -> float:  # the pacing time's half p10-p90 spread (NaN: a failed point)
+        if not ok(point[c, n]):
+            return float("nan")
+        t = point[c, n]["host" if us(c, n, "host") >= us(c, n, "warm") else "warm"]
+        return 1e3 * (t["p90_ms"] - t["p10_ms"]) / 2
 
     def loop(c: str) -> str:  # faster / tie / slower than the reference's loop, over the launch-bound lengths
         gaps = [(paced(ref, n) - paced(c, n), max(half(c, n), half(ref, n))) for n in small]
-        counts = " / ".join(str(sum(f(d, w) for d, w in gaps)) for f in (lambda d, w: d > w, lambda d, w: abs(d) <= w,
-                                                                          lambda d, w: -d > w))
-        failed = sum(d != d for d, _ in gaps)  # NaN: a point of either row failed, so neither faster nor slower
-        return counts + (f" ({failed} failed)" if failed else "")
+        faster, tie, slower = (sum(d > w for d, w in gaps), sum(abs(d) <= w for d, w in gaps),
+                               sum(-d > w for d, w in gaps))
+        failed = len(gaps) - faster - tie - slower  # NaN: a point of either row failed, so none of the three
+        return f"{faster} / {tie} / {slower}" + (f" ({failed} failed)" if failed else "")
 
     custom = [e["name"] for e in record["entries"] if e["kind"] in ("step", "peer")]
     x_top, wins = f"x copy_, {fmt_n(top)}", f"loop faster / tie / slower, of {len(small)}"
