@@ -226,6 +226,19 @@ def test_a_tie_under_the_records_noise_holds(main_record):
     assert grade == ["TIE (within noise)", "MISSED (faster)", "MISSED (slower)"]
 
 
+def test_a_new_steps_prediction_waits_for_its_first_gpu_run(main_record, monkeypatch):
+    """A new step's notebook grades its own prediction before any GPU has measured it: not graded, not an error;
+    once its row is there, graded as any other."""
+    p = predictions.Prediction("14", "float4 again", "8_float4_again", (1.0, 1.05))
+    assert predictions.graded(main_record, p) == {
+        "notebook": "14", "tried": "float4 again", "entry": "`8_float4_again`", "predicted": "1-1.05x copy_",
+        "measured": "not measured yet", "verdict": "not graded"}
+    monkeypatch.setitem(predictions.ENTRIES, "8_float4_again", predictions.ENTRIES["2_float4"])  # its catalogue entry
+    measured = copy.deepcopy(main_record)
+    measured["rows"].append({**record.row(main_record, "2_float4"), "name": "8_float4_again"})
+    assert predictions.graded(measured, p)["measured"] == f"{record.row(main_record, '2_float4')['x_copy']:.3f}x"
+
+
 def test_step_6s_prediction_is_graded_by_the_fastest_policy_or_order(beyond_record):
     p = predictions.of(beyond_record, "08")
     tried = [r for r in beyond_record["rows"] if r["name"].startswith(predictions.POLICY_OR_ORDER)

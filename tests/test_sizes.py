@@ -215,10 +215,43 @@ def test_figures_show_l2_launch_region_and_floors(committed):
         labels = [t.get_text() for t in fig.legends[0].get_texts()]
         want = "ceiling" if name == "bandwidth" else "floor"  # a time floor is a bandwidth ceiling
         assert "L2 size, 60 MiB" in labels and any(label.startswith("launch-bound") for label in labels)
-        assert f"measured {want}: read_only + write_only" in labels
+        assert "read_only + write_only, where no row beats it" in labels
         assert any("datasheet" in s and want in s for s in labels)
         assert {"copy_", "F.elu", "triton", "cub_transform"} <= set(labels) and "read_only" not in labels
         plt.close(fig)
+
+
+def test_the_streams_sum_is_drawn_only_where_no_row_is_under_it(committed):
+    """Each panel's read_only + write_only line: at every length it spans, every timed row's median is at or above
+    the sum; at the next shorter length, some row is under it (the line starts as early as it can)."""
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(committed["sizes"])
+    for name, make in figures.FIGURES.items():
+        fig = make(committed)
+        for ax, mode in zip(fig.axes, ("cold", "warm")):
+            line = next(li for li in ax.get_lines() if li.get_label().startswith("read_only + write_only"))
+            shown = [round(x / 8) if name == "bandwidth" else round(x) for x in line.get_xdata()]
+            assert shown == [n for n in sizes if n >= shown[0]], name
+            before = sizes[sizes.index(shown[0]) - 1]
+            under = {n: [p["entry"] for p in committed["points"] if p["n"] == n and "cold" in p
+                         and p["entry"] not in ("read_only", "write_only") and 1e3 * p[mode]["median_ms"]
+                         < med(committed, "read_only", n, mode) + med(committed, "write_only", n, mode)]
+                     for n in [before, *shown]}
+            assert not any(under[n] for n in shown) and under[before], (name, mode)
+        plt.close(fig)
+
+
+def test_a_row_under_the_streams_sum_moves_where_it_bounds(rec):
+    for mode in ("cold", "warm"):
+        start = analysis.stream_bound_from(rec, mode)
+        sizes = sorted(rec["sizes"])
+        later = sizes[sizes.index(start) + 1]
+        scale(rec, "6_beyond_copy", later, mode, 0.5 * rec["floors"][str(later)][f"stream_{mode}_ms"]
+              / raw(rec, "6_beyond_copy", later)[mode]["median_ms"])
+        assert analysis.stream_bound_from(rec, mode) == sizes[sizes.index(later) + 1]
+        scale(rec, "F.elu", sizes[-1], mode, 0.5)  # a row under it at the longest length: it bounds nowhere
+        assert analysis.stream_bound_from(rec, mode) is None
 
 
 def test_write_report_draws_both_figures_and_leaves_the_readme(committed, tmp_path):

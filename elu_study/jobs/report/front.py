@@ -132,9 +132,10 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
 
 def changed_kernels(study: dict) -> str:
     """The table's kernel files whose build (the file, a header it includes, flags) changed since the record was
-    measured (``fingerprint.earlier_variants``): "every kernel's build" where that is all of them, else "the builds
-    of" their names; "" where none is."""
-    shown = {e.variant for e in step_entries() if e.variant}
+    measured (``fingerprint.earlier_variants``): "every kernel's build" where that is all those the record measured
+    (a step it has no row of shows as not measured yet), else "the builds of" their names; "" where none is."""
+    measured = {r["name"] for r in study["rows"]}
+    shown = {e.variant for e in step_entries() if e.variant and e.name in measured}
     stale = fingerprint.earlier_variants(study) & shown
     named = [f"`{v}`" for v in sorted(stale)]
     return "every kernel's build" if shown <= stale else f"the builds of {', '.join(named)}" if named else ""

@@ -18,6 +18,21 @@ def series(record: dict, entry: str, mode: str, q: str = "median_ms") -> tuple[n
     return np.array([p["n"] for p in pts], dtype=np.float64), np.array([p[mode][q] for p in pts])
 
 
+def stream_bound_from(record: dict, mode: str) -> int | None:
+    """The least length from which the stream halves' sum (``floors``) bounds every timed row in ``mode`` (cold or
+    warm): at it and every longer length, no row's median is under the sum. None where the longest length has no sum
+    or a row under it. Shorter, the sum pays two launches and bounds nothing."""
+    under = {p["n"] for p in record["points"] if ok(p) and p["entry"] not in STREAMS
+             and (floor := record["floors"][str(p["n"])][f"stream_{mode}_ms"]) is not None
+             and p[mode]["median_ms"] < floor}
+    bound = None
+    for n in sorted(record["sizes"], reverse=True):
+        if n in under or record["floors"][str(n)][f"stream_{mode}_ms"] is None:
+            break
+        bound = n
+    return bound
+
+
 def derive(record: dict) -> dict:
     """The record with its floors per length (the datasheet's; the stream halves' sum, None unless both ran) and its
     regimes on REFERENCE: launch_bound_max_n, the largest length at which its host time per call is at least its

@@ -6,11 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from elu_study.core.record import figure_path, save_figure
-from elu_study.jobs.sizes.analysis import ok, series
+from elu_study.jobs.sizes.analysis import ok, series, stream_bound_from
 from elu_study.jobs.sizes.plan import BYTES_PER_ELEMENT, MODES, STREAMS, fmt_bytes
-
-# The bandwidth figure draws the streams' sum only from here: below, it is two launches, not a bandwidth.
-STREAM_SHOWN_FROM = 32 * 2**20
 
 
 def _style(record: dict) -> dict:
@@ -26,6 +23,15 @@ def _style(record: dict) -> dict:
 def _floor(record: dict, key: str, sizes) -> np.ndarray:
     """One of the record's floors (ms) at these lengths, NaN where it has none."""
     return np.array([record["floors"][str(int(n))][key] or np.nan for n in sizes], dtype=np.float64)
+
+
+def _stream(record: dict, mode: str) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """The stream halves' sum in ``mode`` where it bounds every row (``stream_bound_from``): lengths, ms, label (one
+    for both panels: where each line starts shows its length)."""
+    if (start := stream_bound_from(record, mode)) is None:
+        return None
+    ns = np.array([n for n in record["sizes"] if n >= start], dtype=np.float64)
+    return ns, _floor(record, f"stream_{mode}_ms", ns), "read_only + write_only, where no row beats it"
 
 
 def _panel(ax, record: dict, mode: str, xscale: float, y, title: str, xlabel: str) -> None:
@@ -52,7 +58,6 @@ def _panel(ax, record: dict, mode: str, xscale: float, y, title: str, xlabel: st
 def bandwidth_figure(record: dict):
     """Effective TB/s (8 bytes per element over the median) against bytes moved, cold and warm, p10-p90 bands."""
     fig, axes = plt.subplots(1, 2, figsize=(15, 5.6), sharey=True)
-    sizes = np.array([n for n in record["sizes"] if BYTES_PER_ELEMENT * n >= STREAM_SHOWN_FROM], dtype=np.float64)
     tbps = lambda n, ms: BYTES_PER_ELEMENT * n / (ms * 1e-3) / 1e12
     titles = {"cold": "cold: L2 flushed before each call", "warm": "warm: back to back, no flush"}
     for ax, mode in zip(axes, titles):
@@ -60,10 +65,8 @@ def bandwidth_figure(record: dict):
         if record.get("peak_bytes_per_s"):
             ax.axhline(record["peak_bytes_per_s"] / 1e12, color="tab:red", ls=":",
                        label=f"datasheet {record['peak_bytes_per_s'] / 1e12:.1f} TB/s (ceiling)")
-        stream = _floor(record, f"stream_{mode}_ms", sizes)
-        if np.isfinite(stream).any():
-            ax.plot(BYTES_PER_ELEMENT * sizes, tbps(sizes, stream), color="tab:orange", ls="-.", lw=2,
-                    label="measured ceiling: read_only + write_only")
+        if stream := _stream(record, mode):
+            ax.plot(BYTES_PER_ELEMENT * stream[0], tbps(*stream[:2]), color="tab:orange", ls="-.", lw=2, label=stream[2])
         ticks = [2.0**k for k in range(13, 40, 3) if 2**k <= 2 * BYTES_PER_ELEMENT * max(record["sizes"])]
         ax.set_xticks(ticks, [fmt_bytes(t) for t in ticks])
     axes[0].set_ylabel("TB/s (median, p10-p90 band)")
@@ -89,8 +92,8 @@ def time_figure(record: dict):
         _panel(ax, record, mode, BYTES_PER_ELEMENT, lambda n, ms: 1e3 * ms, titles[mode], "elements (log 2)")
         if mode != "host" and record.get("peak_bytes_per_s"):
             ax.plot(ns, 1e3 * _floor(record, "datasheet_ms", ns), color="tab:red", ls=":", label="datasheet floor")
-        if mode != "host" and np.isfinite(stream := _floor(record, f"stream_{mode}_ms", ns)).any():
-            ax.plot(ns, 1e3 * stream, color="tab:orange", ls="-.", lw=2, label="measured floor: read_only + write_only")
+        if mode != "host" and (stream := _stream(record, mode)):
+            ax.plot(stream[0], 1e3 * stream[1], color="tab:orange", ls="-.", lw=2, label=stream[2])
         ax.set_ylim(bottom=0.5e3 * lowest)  # the datasheet floor of a few KiB is nanoseconds: off the chart
     axes[0].set_ylabel("µs per call (median, p10-p90)")
     _legend(fig, axes[0], f"Time per call, float32, {record['provenance']['gpu']}", right=0.83)

@@ -13,7 +13,7 @@ BASELINE_NAMES = ("F.elu", "torch.compile(F.elu)", "F.elu_", "copy_", "read_only
 # PyTorch face they belong to.
 MODULES = (Entry("nn.ELU", "module", "torch.nn.ELU(alpha): the module a model holds (F.elu inside)"),
            Entry("elu_study.ELU", "module", "the drop-in, elu_study.ELU(alpha): the study's default build per dtype"))
-STREAMS = ("read_only", "write_only")  # shown as their sum (the measured floor), not as lines of their own
+STREAMS = ("read_only", "write_only")  # shown as their sum where it bounds every row (analysis.stream_bound_from)
 MODES = ("cold", "warm", "host")
 
 # Timing budget per (entry, length); see runs().

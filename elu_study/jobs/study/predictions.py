@@ -66,17 +66,20 @@ def verdict(value: float, bounds: tuple[float, float], tie: float = 0.0) -> str:
 
 def graded(record: dict, p: Prediction) -> dict:
     """One row of the appendix: the prediction (to five significant digits, so that its two ends stay apart however
-    close) beside the record's median and the verdict ("(earlier build)" after it where the entry's build changed)."""
+    close) beside the record's median and the verdict ("(earlier build)" after it where the entry's build changed;
+    "not measured yet" where the record has no row of it: a new step's notebook before its first GPU run)."""
+    shown = {"notebook": p.notebook, "tried": p.tried, "entry": f"`{p.entry}`",
+             "predicted": f"{p.bounds[0]:.5g}-{p.bounds[1]:.5g}{' % of peak' if p.metric != 'x_copy' else 'x copy_'}"}
+    if p.entry not in {r["name"] for r in record["rows"]}:
+        return shown | {"measured": "not measured yet", "verdict": "not graded"}
     r = row(record, p.entry)
     value, tie = r[p.metric], noise(record, p.entry, "copy_") * r[p.metric] / r["x_copy"]
     if p.metric == "x_copy":
-        shown, unit, judged = f"{value:.3f}x", "x copy_", verdict(value, p.bounds, tie)
+        measured, judged = f"{value:.3f}x", verdict(value, p.bounds, tie)
     else:  # % of peak: a slower call has a lower share
-        shown, unit, judged = f"{value:.1f} %", " % of peak", verdict(-value, (-p.bounds[1], -p.bounds[0]), tie)
-    return {"notebook": p.notebook, "tried": p.tried, "entry": f"`{p.entry}`",
-            "predicted": f"{p.bounds[0]:.5g}-{p.bounds[1]:.5g}{unit}", "measured": shown,
-            "verdict": as_built(judged, fingerprint.earlier_variants(record),
-                                *(ENTRIES[n].variant for n in (p.entry, *p.against)))}
+        measured, judged = f"{value:.1f} %", verdict(-value, (-p.bounds[1], -p.bounds[0]), tie)
+    return shown | {"measured": measured, "verdict": as_built(judged, fingerprint.earlier_variants(record),
+                                                              *(ENTRIES[n].variant for n in (p.entry, *p.against)))}
 
 
 def frame(records: dict[str, dict], *predictions: Prediction) -> pd.DataFrame:
