@@ -72,6 +72,27 @@ def test_the_float32_backward_computes_exp_on_every_lane_without_a_branch_per_el
     assert default.count("MUFU.EX2") == branch.count("MUFU.EX2") == 4
 
 
+def test_a_flushing_builds_backward_keeps_huge_grads_times_a_denormal_exp():
+    """--use_fast_math flushes a denormal exp(x) (x in [-103.9, -87.3]) to 0, and inf * 0 is NaN: the build tells the
+    shared backward (nvcc defines no macro for it), which multiplies by exp(x/2) twice. Its float4 kernel: at least
+    four multiplies per element (x's scale, grad by alpha, two by exp(x/2)); one by exp(x) without the flag."""
+    flags = {n: build.load_arguments(build.build_spec(n))["extra_cuda_cflags"] for n in ("4_fast_math", "2_float4")}
+    assert "-DELU_FLUSHES_DENORMALS=1" in flags["4_fast_math"] and "-DELU_FLUSHES_DENORMALS=1" not in flags["2_float4"]
+    assert "-DELU_FLUSHES_DENORMALS=1" in build.load_arguments(build.build_spec("2_float4", ["-ftz=true"]))[
+        "extra_cuda_cflags"]
+    ops = named(sass_by_function(build.built_library(ENTRIES["4_fast_math"].build())), "float4_kernelINS0_9FromInput")
+    assert ops.count("FMUL.FTZ") >= 4 * 4 and ops.count("MUFU.EX2") == 4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_flushing_builds_backward_matches_aten_where_exp_is_denormal():
+    x = torch.tensor([-88.0, -100.0, -103.5, -88.0, -1.0], device="cuda")
+    grad = torch.tensor([float("inf"), 3e38, 3e38, -float("inf"), 3e38], device="cuda")
+    got = ENTRIES["4_fast_math"].build().elu_backward(grad, x, 1.0, False)
+    want = torch.ops.aten.elu_backward(grad, 1.0, 1, 1, False, x)
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=False), (got, want)
+
+
 def test_grid_waves_flag_builds_a_separate_extension():
     default = build.build_spec("3_grid_stride")
     waves = build.build_spec("3_grid_stride", ["-DELU_GRID_WAVES=2"])

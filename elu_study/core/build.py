@@ -35,6 +35,8 @@ _FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.M
 _BINDING_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*binding\s*=\s*(.*)$", re.MULTILINE)
 # A kernel file's "// elu-study: binding = WORD" puts its -DELU_BINDING_<WORD> functions in its table (common/table.h).
 BINDING_FEATURES = ("storage16", "backward16", "launch-shape")
+# nvcc flags that flush float32 denormals to zero in device arithmetic (kernels/common/backward.cu works around it).
+FLUSHING_FLAGS = frozenset({"--use_fast_math", "-use_fast_math", "--ftz=true", "-ftz=true"})
 
 
 def configure_toolchain() -> None:
@@ -173,6 +175,8 @@ def load_arguments(spec: BuildSpec) -> dict:
     find (a relative one: the build runs in the extensions folder) is a missing input, which would compile the
     build again on every load."""
     features = [f"-DELU_BINDING_{w.upper().replace('-', '_')}" for w in binding_features(spec.source_path.read_text())]
+    if FLUSHING_FLAGS.intersection(spec.cuda_flags):  # nvcc defines no macro for it: the backward's exp must know
+        features.append("-DELU_FLUSHES_DENORMALS=1")
     return {
         "cpp_sources": "",  # no host code of its own: the shared binding registers it
         "cuda_sources": [f'#line 1 "{p}"\n{p.read_text()}'
