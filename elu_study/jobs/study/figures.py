@@ -132,6 +132,7 @@ def counters_figure(counters: dict):  # per kernel: DRAM throughput, occupancy a
 
 
 ROLE_COLORS = {"this study": "tab:blue", "PyTorch": "tab:gray", "peer": "tab:purple"}
+SIDE_BY_SIDE_MHZ = 8  # rows at one clock in one regime: each drawn this far from the next, so its bar is its own
 
 
 def role(name: str) -> str:
@@ -178,7 +179,7 @@ def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]], top: float 
     for name, pair in shown.items():
         for k in (0, 1):
             same.setdefault((k, pair[k][0]), []).append(name)
-    shown = {n: tuple((p[k][0] + 8 * (same[(k, p[k][0])].index(n) - (len(same[(k, p[k][0])]) - 1) / 2),
+    shown = {n: tuple((p[k][0] + SIDE_BY_SIDE_MHZ * (same[(k, p[k][0])].index(n) - (len(same[(k, p[k][0])]) - 1) / 2),
                        *p[k][1:]) for k in (0, 1)) for n, p in shown.items()}
     for name, ((x0, y0, lo0, hi0), (x1, y1, lo1, hi1)) in shown.items():
         color = ROLE_COLORS[role(name)]
@@ -201,6 +202,6 @@ def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]], top: float 
                plt.Line2D([], [], **ROOF_STYLE, label=label("own_roof"))]
     handles += [Patch(color=c, label=k) for k, c in ROLE_COLORS.items() if k in {role(n) for n in shown}]
     ax.legend(handles=handles, fontsize=8, loc="upper right")
-    ax.set(xlabel=label("regime_clock"), ylabel=label("own_roof_x"), title=label("regimes_title", gpu=gpu))
+    ax.set(xlabel=label("regime_clock", step=SIDE_BY_SIDE_MHZ), ylabel=label("own_roof_x"), title=label("regimes_title", gpu=gpu))
     ax.grid(alpha=0.3)
     return closed(fig)
