@@ -202,6 +202,7 @@ def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]], top: float 
                plt.Line2D([], [], **ROOF_STYLE, label=label("own_roof"))]
     handles += [Patch(color=c, label=k) for k, c in ROLE_COLORS.items() if k in {role(n) for n in shown}]
     ax.legend(handles=handles, fontsize=8, loc="upper right")
-    ax.set(xlabel=label("regime_clock", step=SIDE_BY_SIDE_MHZ), ylabel=label("own_roof_x"), title=label("regimes_title", gpu=gpu))
+    ax.set(xlabel=label("regime_clock", step=SIDE_BY_SIDE_MHZ), ylabel=label("own_roof_x"),
+           title=label("regimes_title", gpu=gpu))
     ax.grid(alpha=0.3)
     return closed(fig)
