@@ -72,25 +72,36 @@ def test_the_float32_backward_computes_exp_on_every_lane_without_a_branch_per_el
     assert default.count("MUFU.EX2") == branch.count("MUFU.EX2") == 4
 
 
-def test_a_flushing_builds_backward_keeps_huge_grads_times_a_denormal_exp():
-    """--use_fast_math flushes a denormal exp(x) (x in [-103.9, -87.3]) to 0, and inf * 0 is NaN: the build tells the
+def test_a_flushing_builds_backward_keeps_huge_grads_times_a_denormal_exp(monkeypatch):
+    """--use_fast_math flushes a denormal exp(x) (x in [-103.97, -87.3]) to 0, and inf * 0 is NaN: the build tells the
     shared backward (nvcc defines no macro for it), which multiplies by exp(x/2) twice. Its float4 kernel: at least
     four multiplies per element (x's scale, grad by alpha, two by exp(x/2)); one by exp(x) without the flag."""
+    for flags, flushes in ((["--use_fast_math"], True), (["-use_fast_math"], True), (["-ftz=true"], True),
+                           (["--ftz", "true"], True), (["-ftz", "1"], True), (["--use_fast_math", "-ftz=false"], False),
+                           (["-O3", "-DX=ftz"], False), ([], False)):
+        assert build.flushes_denormals(flags) is flushes, flags
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "--ftz=true")
+    assert build.flushes_denormals([])
+    monkeypatch.delenv("NVCC_APPEND_FLAGS")
     flags = {n: build.load_arguments(build.build_spec(n))["extra_cuda_cflags"] for n in ("4_fast_math", "2_float4")}
     assert "-DELU_FLUSHES_DENORMALS=1" in flags["4_fast_math"] and "-DELU_FLUSHES_DENORMALS=1" not in flags["2_float4"]
-    assert "-DELU_FLUSHES_DENORMALS=1" in build.load_arguments(build.build_spec("2_float4", ["-ftz=true"]))[
-        "extra_cuda_cflags"]
     ops = named(sass_by_function(build.built_library(ENTRIES["4_fast_math"].build())), "float4_kernelINS0_9FromInput")
     assert ops.count("FMUL.FTZ") >= 4 * 4 and ops.count("MUFU.EX2") == 4
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_a_flushing_builds_backward_matches_aten_where_exp_is_denormal():
-    x = torch.tensor([-88.0, -100.0, -103.5, -88.0, -1.0], device="cuda")
-    grad = torch.tensor([float("inf"), 3e38, 3e38, -float("inf"), 3e38], device="cuda")
-    got = ENTRIES["4_fast_math"].build().elu_backward(grad, x, 1.0, False)
-    want = torch.ops.aten.elu_backward(grad, 1.0, 1, 1, False, x)
-    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=False), (got, want)
+def test_a_flushing_builds_backward_matches_aten_where_exp_is_denormal_or_zero():
+    """Step 4's backward against aten's where exp(x) is denormal, rounds to 0 or the grad overflows: x from -180 to
+    -80 (every 1/64, and each side of ln(2^-150)), grads +-inf, +-3e38 and 1, alpha 1 and 2.5; NaN where aten's is."""
+    edge = torch.tensor(-103.97207641601562)
+    xs = torch.cat([torch.arange(-180.0, -80.0, 1 / 64), edge.view(1), torch.nextafter(edge, torch.tensor(-200.0)).view(1)])
+    grads = torch.tensor([float("inf"), -float("inf"), 3e38, -3e38, 1.0])
+    x, g = (t.reshape(-1).cuda() for t in torch.meshgrid(xs, grads, indexing="ij"))
+    module = ENTRIES["4_fast_math"].build()
+    for alpha in (1.0, 2.5):
+        got, want = module.elu_backward(g, x, alpha, False), torch.ops.aten.elu_backward(g, alpha, 1, 1, False, x)
+        bad = ~torch.isclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True)
+        assert not bad.any(), (alpha, x[bad][:5].tolist(), g[bad][:5].tolist(), got[bad][:5].tolist(), want[bad][:5])
 
 
 def test_grid_waves_flag_builds_a_separate_extension():

@@ -421,8 +421,14 @@ def test_the_table_says_which_kernel_files_changed_since_its_record(study_record
         builds[key] = "an earlier digest"
     assert front.changed_kernels(rec) == "every kernel's build"
     assert "Since this record, every kernel's build changed: these rows" in front.blocks()["front"]
-    rec["rows"] = [r for r in rec["rows"] if r["name"] != "3_grid_stride"]  # a step no GPU has measured yet
+    grid = {e.name for e in entries.ENTRIES.values() if e.variant == "3_grid_stride"}  # as if no GPU had measured it
+    rec["rows"] = [r for r in rec["rows"] if r["name"] not in grid]
+    for key in [k for k in builds if fingerprint.parse_build_key(k)[0] == "3_grid_stride"]:
+        del builds[key]
     assert front.changed_kernels(rec) == "every kernel's build"
+    table = {e.name for e in front.step_entries()}
+    rec["rows"] = [r for r in rec["rows"] if r["name"] not in table]  # none of the table's kernels measured
+    assert front.changed_kernels(rec) == ""
 
 
 def test_with_sustained_timings_the_table_the_verdict_and_a_figure_give_both_regimes(study_record, monkeypatch, tmp_path):

@@ -35,8 +35,21 @@ _FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.M
 _BINDING_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*binding\s*=\s*(.*)$", re.MULTILINE)
 # A kernel file's "// elu-study: binding = WORD" puts its -DELU_BINDING_<WORD> functions in its table (common/table.h).
 BINDING_FEATURES = ("storage16", "backward16", "launch-shape")
-# nvcc flags that flush float32 denormals to zero in device arithmetic (kernels/common/backward.cu works around it).
-FLUSHING_FLAGS = frozenset({"--use_fast_math", "-use_fast_math", "--ftz=true", "-ftz=true"})
+NVCC_ENV_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")  # flags nvcc reads from the environment
+
+
+def flushes_denormals(flags) -> bool:
+    """Whether nvcc flags (with those of NVCC_ENV_FLAGS) flush float32 denormals to zero in device arithmetic:
+    --use_fast_math, or -ftz (--ftz) true or 1, as one token or two; an explicit -ftz wins, the last one given."""
+    prepend, append = (shlex.split(os.environ.get(v, "")) for v in NVCC_ENV_FLAGS)
+    tokens = [*prepend, *flags, *append]
+    ftz = any(t.lstrip("-") == "use_fast_math" for t in tokens)
+    for i, t in enumerate(tokens):
+        if t.lstrip("-") == "ftz" and i + 1 < len(tokens):
+            ftz = tokens[i + 1].lower() in ("true", "1")
+        elif t.lstrip("-").startswith("ftz="):
+            ftz = t.split("=", 1)[1].lower() in ("true", "1")
+    return ftz
 
 
 def configure_toolchain() -> None:
@@ -175,7 +188,7 @@ def load_arguments(spec: BuildSpec) -> dict:
     find (a relative one: the build runs in the extensions folder) is a missing input, which would compile the
     build again on every load."""
     features = [f"-DELU_BINDING_{w.upper().replace('-', '_')}" for w in binding_features(spec.source_path.read_text())]
-    if FLUSHING_FLAGS.intersection(spec.cuda_flags):  # nvcc defines no macro for it: the backward's exp must know
+    if flushes_denormals(spec.cuda_flags):  # nvcc defines no macro for it: the backward's exp must know
         features.append("-DELU_FLUSHES_DENORMALS=1")
     return {
         "cpp_sources": "",  # no host code of its own: the shared binding registers it

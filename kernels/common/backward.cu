@@ -19,7 +19,8 @@
 // -DELU_BWD_LOAD=p (3, the default: loads of grad and x with an L2 evict_last policy, as step 6 loads;
 // 0: plain loads), and -DELU_BWD_SELECT=s (1, the default: every lane computes exp(x), then selects, an empty asm
 // keeping nvcc from moving exp back into a branch; 0: exp only where x <= 0, a branch per element that a warp of
-// mixed signs runs both sides of). Builds with --use_fast_math keep their own form.
+// mixed signs runs both sides of). Builds whose flags flush denormals (--use_fast_math, -ftz=true) keep their own
+// form: the build defines ELU_FLUSHES_DENORMALS for them.
 #include "common/elu.cuh"
 
 #ifndef ELU_BWD_THREADS
@@ -63,10 +64,12 @@ __device__ __forceinline__ bool not_positive(float v) {
 struct FromInput {
   __device__ __forceinline__ float operator()(float g, float x, float alpha) const {
 #if ELU_FLUSHES_DENORMALS
-    // Flushed denormals again: exp(x) is denormal for x in [-103.9, -87.3], and a flushed exp(x) times a
+    // Flushed denormals again: exp(x) is denormal for x in [-103.97, -87.3], and a flushed exp(x) times a
     // huge grad (3e38, inf) loses a result near 1 (NaN). exp(x/2), applied twice, stays normal down to x = -174.
+    // Below kExpZero exp(x) is under 2^-150, which rounds to 0 in aten's expf: 0 here too (inf * 0 is NaN there).
     // nvcc defines no macro for --use_fast_math: the build (elu_study.core.build) defines this one.
-    const float e = expf(0.5f * x);
+    constexpr float kExpZero = -103.97207641601562f;  // float32 nearest ln(2^-150), the least whose exp rounds up
+    const float e = x < kExpZero ? 0.0f : expf(0.5f * x);
     return not_positive(x) ? (g * alpha * e) * e : g;
 #elif ELU_BWD_SELECT == 1
     float e = expf(x);

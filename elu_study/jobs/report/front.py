@@ -138,7 +138,7 @@ def changed_kernels(study: dict) -> str:
     shown = {e.variant for e in step_entries() if e.variant and e.name in measured}
     stale = fingerprint.earlier_variants(study) & shown
     named = [f"`{v}`" for v in sorted(stale)]
-    return "every kernel's build" if shown <= stale else f"the builds of {', '.join(named)}" if named else ""
+    return "every kernel's build" if shown and shown <= stale else f"the builds of {', '.join(named)}" if named else ""
 
 
 def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:

@@ -20,8 +20,8 @@ def series(record: dict, entry: str, mode: str, q: str = "median_ms") -> tuple[n
 
 def stream_bound_from(record: dict, mode: str) -> int | None:
     """The least length from which the stream halves' sum (``floors``) bounds every timed row in ``mode`` (cold or
-    warm): at it and every longer length, no row's median is under the sum. None where the longest length has no sum
-    or a row under it. Shorter, the sum pays two launches and bounds nothing."""
+    warm): at it and every longer length the sum is there (both halves ran) and no row that ran has its median under
+    it. None where the longest length fails that. Shorter, the sum pays two launches and bounds nothing."""
     under = {p["n"] for p in record["points"] if ok(p) and p["entry"] not in STREAMS
              and (floor := record["floors"][str(p["n"])][f"stream_{mode}_ms"]) is not None
              and p[mode]["median_ms"] < floor}
