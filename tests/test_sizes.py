@@ -233,6 +233,7 @@ def test_the_streams_sum_is_drawn_only_where_no_row_is_under_it(committed):
             line = next(li for li in ax.get_lines() if li.get_label().startswith("read_only + write_only"))
             shown = [round(x / 8) if name == "bandwidth" else round(x) for x in line.get_xdata()]
             assert shown == [n for n in sizes if n >= shown[0]], name
+            assert sizes.index(shown[0]) > 0, "on the committed record the sum bounds no row at the shortest length"
             before = sizes[sizes.index(shown[0]) - 1]
             under = {n: [p["entry"] for p in committed["points"] if p["n"] == n and "cold" in p
                          and p["entry"] not in ("read_only", "write_only") and 1e3 * p[mode]["median_ms"]
@@ -246,6 +247,7 @@ def test_a_row_under_the_streams_sum_moves_where_it_bounds(rec):
     for mode in ("cold", "warm"):
         start = analysis.stream_bound_from(rec, mode)
         sizes = sorted(rec["sizes"])
+        assert start is not None and sizes.index(start) + 2 < len(sizes), (mode, start)  # room to move it up twice
         later = sizes[sizes.index(start) + 1]
         scale(rec, "6_beyond_copy", later, mode, 0.5 * rec["floors"][str(later)][f"stream_{mode}_ms"]
               / raw(rec, "6_beyond_copy", later)[mode]["median_ms"])
