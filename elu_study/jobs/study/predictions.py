@@ -64,10 +64,11 @@ def verdict(value: float, bounds: tuple[float, float], tie: float = 0.0) -> str:
         f"MISSED ({'faster' if value < lo else 'slower'})"
 
 
-def graded(record: dict, p: Prediction) -> dict:
+def graded(record: dict, p: Prediction, earlier: set[str] | None = None) -> dict:
     """One row of the appendix: the prediction (to five significant digits, so that its two ends stay apart however
     close) beside the record's median and the verdict ("(earlier build)" after it where the entry's build changed;
-    "not measured yet" where the record has no row of it: a new step's notebook before its first GPU run)."""
+    "not measured yet" where the record has no row of it: a new step's notebook before its first GPU run).
+    ``earlier``: the record's ``fingerprint.earlier_variants``, where the caller has read them already."""
     shown = {"notebook": p.notebook, "tried": p.tried, "entry": f"`{p.entry}`",
              "predicted": f"{p.bounds[0]:.5g}-{p.bounds[1]:.5g}{' % of peak' if p.metric != 'x_copy' else 'x copy_'}"}
     if p.entry not in {r["name"] for r in record["rows"]}:
@@ -78,10 +79,12 @@ def graded(record: dict, p: Prediction) -> dict:
         measured, judged = f"{value:.3f}x", verdict(value, p.bounds, tie)
     else:  # % of peak: a slower call has a lower share
         measured, judged = f"{value:.1f} %", verdict(-value, (-p.bounds[1], -p.bounds[0]), tie)
-    return shown | {"measured": measured, "verdict": as_built(judged, fingerprint.earlier_variants(record),
-                                                              *(ENTRIES[n].variant for n in (p.entry, *p.against)))}
+    earlier = fingerprint.earlier_variants(record) if earlier is None else earlier
+    return shown | {"measured": measured,
+                    "verdict": as_built(judged, earlier, *(ENTRIES[n].variant for n in (p.entry, *p.against)))}
 
 
 def frame(records: dict[str, dict], *predictions: Prediction) -> pd.DataFrame:
     """The predictions graded, each against its job's record in ``records``."""
-    return pd.DataFrame([graded(records[p.job], p) for p in predictions]).set_index("notebook")
+    earlier = {job: fingerprint.earlier_variants(records[job]) for job in {p.job for p in predictions}}  # once a record
+    return pd.DataFrame([graded(records[p.job], p, earlier[p.job]) for p in predictions]).set_index("notebook")
