@@ -73,15 +73,20 @@ def spread(record: dict, name: str) -> float:
     return noise_ms(row(record, name)["timing"]) / ms(record, roof_of(name, row(record, name)["mode"]))
 
 
+def half_band(record: dict, name: str) -> float:
+    """Half a row's p10-p90 over its own roof's median: how far apart its single calls fall."""
+    _, p10, p90 = x_own_copy(record, name)
+    return (p90 - p10) / 2
+
+
 def tried_frame(record: dict) -> pd.DataFrame:
     """Each row one change from its base: the change, its time over its own roof, bit-exact or not, and the
     difference from its base's, a tie where it is inside the record's resolution (the widest gap between two rows
     of one kernel), either row's spread of round medians or either row's half p10-p90 ("tie within": the widest)."""
     checks, res, out = checks_of(record), resolution_frame(record)["gap"].max(), []
     for r in (r for r in record["rows"] if r.get("base") in checks and r["name"] in checks):
-        (x, *band), (xb, *band_b), c = x_own_copy(record, r["name"]), x_own_copy(record, r["base"]), checks[r["name"]]
-        tie = max(res, spread(record, r["name"]), spread(record, r["base"]), (band[1] - band[0]) / 2,
-                  (band_b[1] - band_b[0]) / 2)
+        x, xb, c = x_own_copy(record, r["name"])[0], x_own_copy(record, r["base"])[0], checks[r["name"]]
+        tie = max(res, *(f(record, n) for f in (spread, half_band) for n in (r["name"], r["base"])))
         out.append({"entry": r["name"], "change": r["what"], "base": r["base"], "x own roof": x,
                     "difference": x - xb, "tie within": tie,
                     "verdict": "tie" if abs(x - xb) < tie else "faster" if x < xb else "slower",

@@ -22,12 +22,12 @@ def stream_bound_from(record: dict, mode: str) -> int | None:
     """The least length from which the stream halves' sum (``floors``) bounds every timed row in ``mode`` (cold or
     warm): at it and every longer length the sum is there (both halves ran) and no row that ran has its median under
     it. None where the longest length fails that. Shorter, the sum pays two launches and bounds nothing."""
-    under = {p["n"] for p in record["points"] if ok(p) and p["entry"] not in STREAMS
-             and (floor := record["floors"][str(p["n"])][f"stream_{mode}_ms"]) is not None
-             and p[mode]["median_ms"] < floor}
+    floor = {n: record["floors"][str(n)][f"stream_{mode}_ms"] for n in record["sizes"]}
+    under = {p["n"] for p in record["points"] if ok(p) and p["entry"] not in STREAMS and floor[p["n"]] is not None
+             and p[mode]["median_ms"] < floor[p["n"]]}
     bound = None
     for n in sorted(record["sizes"], reverse=True):
-        if n in under or record["floors"][str(n)][f"stream_{mode}_ms"] is None:
+        if n in under or floor[n] is None:
             break
         bound = n
     return bound
