@@ -1,5 +1,4 @@
-"""The README's first screen (templates/report/front.md.j2): the verdict, the steps' table and figure, the notebooks;
-and its checks (templates/report/checks.md.j2)."""
+"""The README's first screen (templates/report/front.md.j2) and its checks (templates/report/checks.md.j2)."""
 
 import json
 from pathlib import Path
@@ -22,8 +21,7 @@ def step_entries() -> list[entries.Entry]:
 
 
 def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
-    """A float32 row's worst ulp over every float32 input (its kernel file's formula's, where the accuracy job found
-    the file's results to be that formula's bit for bit); a 16-bit row's exhaustive check against PyTorch."""
+    """A float32 row's worst ulp over every input (its file's formula's); a 16-bit row's exhaustive check's result."""
     if entry.dtype in entries.DTYPES16:
         if not row.get("exhaustive"):
             return "the reference" if entry.name.split()[0] == REFERENCE else "not checked"
@@ -40,21 +38,18 @@ def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
 
 
 def sustained(r: dict) -> dict | None:
-    """A row's sustained time over its roof's, energy per pass (J) and whether most of its samples were at the power
-    limit; None unless both were timed so."""
+    """A row's sustained x own roof, J per pass and whether it was at the power limit; None unless timed so."""
     if r.get("x_roof_sustained") is None:
         return None
     return {"x": r["x_roof_sustained"], "j": r["timing"]["sustained"].get("energy_j"), "capped": capped(r)}
 
 
-def capped(r: dict) -> bool:
-    """Whether most of a row's sustained samples were at the power limit (False where it was not timed so)."""
+def capped(r: dict) -> bool:  # most of a row's sustained samples at the power limit (False: not timed so)
     return ((r["timing"].get("sustained") or {}).get("capped_fraction") or 0) >= 0.5
 
 
 def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
-    """One line per step_entries() row: median ms, time over its own dtype's copy_ (also sustained, with the energy
-    per pass, where the record has sustained timings), TB/s and worst ulp; a step the record lacks says so."""
+    """One line per step_entries() row: ms, x own copy_ (and sustained, with J per pass), TB/s and worst ulp."""
     rows, run = {r["name"]: r for r in study["rows"]}, next(iter(accuracy["runs"].values()))
     regimes = any(r["timing"].get("sustained") for r in study["rows"])
 
@@ -69,11 +64,16 @@ def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
     return pd.DataFrame([line(e) for e in step_entries()]).set_index("entry")
 
 
+def measured(study: dict) -> list[dict]:
+    """The record's rows of step_entries(), in their order."""
+    rows = {r["name"]: r for r in study["rows"]}
+    return [rows[e.name] for e in step_entries() if e.name in rows]
+
+
 def figure(study: dict):
     """Each measured row of the table over its own copy_, a panel per dtype on one scale."""
-    rows, panels = {r["name"]: r for r in study["rows"]}, {}
-    for r in (rows[e.name] for e in step_entries() if e.name in rows):
-        panels.setdefault(f"{r['dtype']}, over {r['roof']}", []).append(r["name"])
+    df = pd.DataFrame(measured(study))
+    panels = {k: list(g["name"]) for k, g in df.groupby(df["dtype"] + ", over " + df["roof"], sort=False)}
     return plots.roofs_figure(study, panels, plots.label("steps_title", gpu=study["provenance"]["gpu"]), one_scale=True)
 
 
@@ -89,8 +89,7 @@ def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[tuple[str, str]]:
 
 
 def checks(gpu: str) -> dict | None:
-    """What checks.md.j2 fills in from the GPU's sanitize and tests records, and whether the builds the sanitizer
-    ran have changed since (``fingerprint.earlier_variants``); None where either record is missing."""
+    """What checks.md.j2 fills in from the sanitize and tests records (None where either is missing)."""
     sanitize, tests = record.load(gpu, "sanitize", required=False), record.load(gpu, "tests", required=False)
     if not (sanitize and tests):
         return None
@@ -104,8 +103,7 @@ def checks(gpu: str) -> dict | None:
 
 
 def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
-    """What front.md.j2 fills in, from ``gpu``'s main and accuracy records (and the sustained runs of step 6's and
-    step 7's jobs)."""
+    """What front.md.j2 fills in, from ``gpu``'s main and accuracy records and step 6's and 7's sustained runs."""
     study, accuracy = record.load(gpu), record.load(gpu, "accuracy")
     rows, steps = {r["name"]: r for r in study["rows"]}, steps_frame(study, accuracy)
     best = min((r for r in study["rows"] if r["kind"] == "step"), key=lambda r: r["x_copy"])
@@ -115,13 +113,10 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     runs = {n: sorted(r["x_roof_sustained"] for rec in held for r in rec["rows"]
                       if r["name"] == n and r.get("x_roof_sustained") is not None)
             for n in (best["name"], *(f"{STEP7} {d}" for d in entries.DTYPES16))}
-    return {"runs": runs, "gpu": study["provenance"]["gpu"], "study": study, "x": {n: r["x_roof"] for n, r in rows.items()},
-            "xs": {n: r.get("x_roof_sustained") for n, r in rows.items()},
-            "unsettled": [f"`{n}`" for n in steps.index if (rows.get(n, {}).get("timing", {}).get("sustained") or {})
+    return {"runs": runs, "gpu": study["provenance"]["gpu"], "study": study, "rows": rows, "best": best, "step7": STEP7,
+            "unsettled": [f"`{r['name']}`" for r in measured(study) if (r["timing"].get("sustained") or {})
                           .get("settled") is False],
-            "best_sustained": sustained(best),  # and whether copy_, its roof, ran mostly at the power limit too
-            "roof_capped": capped(rows["copy_"]),
-            "ms": {n: r["timing"]["median_ms"] for n, r in rows.items()}, "best": best, "step7": STEP7,
+            "best_sustained": sustained(best), "roof_capped": capped(rows["copy_"]),  # copy_, the roof, capped too?
             "exact": all(steps.loc[f"{STEP7} {d}", "worst ulp"] == "bit-exact" for d in entries.DTYPES16),
             "ulp": steps.loc[best["name"], "worst ulp"], "alpha": next(iter(accuracy["runs"])),
             "dtypes": entries.DTYPES16, "exhaustive": rows[f"{STEP7} {entries.DTYPES16[0]}"]["exhaustive"],
@@ -131,11 +126,9 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
 
 
 def changed_kernels(study: dict) -> str:
-    """The table's kernel files whose build (the file, a header it includes, flags) changed since the record was
-    measured (``fingerprint.earlier_variants``): "every kernel's build" where that is all those the record measured
-    (a step it has no row of shows as not measured yet), else "the builds of" their names; "" where none is."""
-    measured = {r["name"] for r in study["rows"]}
-    shown = {e.variant for e in step_entries() if e.variant and e.name in measured}
+    """The table's kernel files whose build changed since the record: "every kernel's build" where all those it
+    measured did, else "the builds of" their names; "" where none did (``fingerprint.earlier_variants``)."""
+    shown = {v for r in measured(study) if (v := entries.ENTRIES[r["name"]].variant)}
     stale = fingerprint.earlier_variants(study) & shown
     named = [f"`{v}`" for v in sorted(stale)]
     return "every kernel's build" if shown and shown <= stale else f"the builds of {', '.join(named)}" if named else ""
@@ -149,10 +142,10 @@ def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
 
 
 def regime_points(study: dict) -> dict[str, tuple[tuple, tuple]]:
-    """The table's rows timed both ways with an NVML clock reading: name -> ((MHz, x own roof, p10 x, p90 x) short,
-    the same sustained), for ``figures.regimes_figure``: each quantile scaled by x own roof per ms of its regime."""
-    rows, points = {r["name"]: r for r in study["rows"]}, {}
-    for r in (rows[e.name] for e in step_entries() if e.name in rows):
+    """The table's rows timed both ways with an NVML clock reading, for ``figures.regimes_figure``: name -> ((MHz,
+    x own roof, p10 x, p90 x) short, the same sustained), each quantile scaled by x own roof per ms of its regime."""
+    points = {}
+    for r in measured(study):
         both = ((r["timing"], r["x_roof"]), (r["timing"].get("sustained") or {}, r.get("x_roof_sustained")))
         if all(t.get("sm_clock_mhz") is not None and x is not None for t, x in both):
             points[r["name"]] = tuple((t["sm_clock_mhz"], x, t["p10_ms"] * (x / t["median_ms"]),
@@ -161,8 +154,7 @@ def regime_points(study: dict) -> dict[str, tuple[tuple, tuple]]:
 
 
 def regimes_frame(study: dict) -> pd.DataFrame:
-    """``regime_points``' rows and their roofs: x own roof, SM clock and share at the power limit, short and
-    sustained; power and energy per pass, sustained."""
+    """``regime_points``' rows and their roofs: x own roof, MHz and share at the power limit, short and sustained."""
     points = regime_points(study)
     shown = set(points) | {r["roof"] for r in study["rows"] if r["name"] in points}  # with their copy_ rows
     return pd.DataFrame([{
@@ -178,6 +170,6 @@ def write_figure(gpu: str) -> list[Path]:
     study = record.load(gpu)
     paths = [record.save_figure(figure(study), record.figure_path(gpu, FIGURE))]
     if points := regime_points(study):
-        gpu_name = study["provenance"]["gpu"]
-        paths.append(record.save_figure(plots.regimes_figure(gpu_name, points), record.figure_path(gpu, REGIMES)))
+        fig = plots.regimes_figure(study["provenance"]["gpu"], points)
+        paths.append(record.save_figure(fig, record.figure_path(gpu, REGIMES)))
     return paths
