@@ -11,7 +11,7 @@ import pytest
 from elu_study.core import record
 from elu_study.core.entries import ENTRIES
 from elu_study.jobs import sizes
-from elu_study.jobs.sizes import analysis, figures, notebook, plan, readme
+from elu_study.jobs.sizes import analysis, figures, notebook, plan
 
 GPU_NAME = "NVIDIA H200"
 
@@ -119,7 +119,7 @@ def test_derive_recomputes_the_records_derived_numbers(rec):
 
 
 def test_readme_block_quotes_the_record(committed):
-    rec, block = committed, readme.block(committed)
+    rec, block = committed, notebook.block(committed)
     checked = [p["check"]["passed"] for p in rec["points"] if p["check"]]
     assert f"{sum(checked)} of {len(checked)} element-by-element checks pass" in block
     assert f"on {rec['provenance']['date_utc'][:10]}:" in block and "`results/nvidia-h200-sizes.json`" in block
@@ -129,7 +129,7 @@ def test_readme_block_quotes_the_record(committed):
 
 def test_readme_block_follows_the_record(rec):
     raw(rec, "2_float4", 4096)["check"]["passed"] = False
-    after = readme.block(rec)
+    after = notebook.block(rec)
     checked = sum(1 for p in rec["points"] if p["check"])
     assert f"{checked - 1} of {checked} element-by-element checks" in after
 
@@ -197,7 +197,7 @@ def test_a_failed_point_is_shown_and_the_rest_stays_readable(rec):
     assert triton.split(" | ")[2] == "failed" and rec["regimes"]["launch_bound_max_n"] == launch_bound(rec)[-1]
     counts, failed = triton.split(" | ")[3].split(" (")  # the loop column still adds up: the failed length is named
     assert failed == "1 failed)" and sum(map(int, counts.split(" / "))) == len(launch_bound(rec)) - 1
-    assert "**Across sizes.**" in readme.block(rec)
+    assert "**Across sizes.**" in notebook.block(rec)
     import matplotlib.pyplot as plt
 
     for make in figures.FIGURES.values():  # drawn without the failed point

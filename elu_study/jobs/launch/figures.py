@@ -35,9 +35,8 @@ def _heatmap(ax, cells: pd.DataFrame, at: dict, marked: set[str], vmin: float, v
 
 
 def heatmap_figures(record: dict) -> dict:
-    """{"launch": one-shot heatmaps (threads x float4s, a panel per hints setting), "launch-grid-stride": blocks per SM x
-    threads}: x copy_ per cell, the best cell (and any tied with it) framed; each figure its own colour scale, SCALE
-    wide from its fastest cell, so that the close calls differ in colour; slower cells are hatched."""
+    """The one-shot heatmaps (a panel per hints setting) and the grid-stride one, the best cells framed; each colour
+    scale SCALE wide from the figure's fastest cell, so that close calls differ in colour."""
     cmap, gpu, best = plt.get_cmap("viridis_r"), record["provenance"]["gpu"], set(record["best"]["tied"])
     cells = pd.DataFrame(record["cells"])
     lo = cells.groupby("grid_stride").x_copy.min()
@@ -61,8 +60,7 @@ def heatmap_figures(record: dict) -> dict:
 
 
 def block_size_figure(frame: pd.DataFrame, gpu: str, study: dict | None = None):
-    """x copy_ against threads per block: the block-size table's one-shot cells and grid-stride loops with the SM full
-    (notebook.block_size), and step 3's own one-shot build (512 threads) from the main study's record (``study``)."""
+    """x copy_ against threads per block (``notebook.block_size``), with step 3's one-shot build from ``study``."""
     ax = frame.iloc[:, :2].plot(style=["o-", "^-"], figsize=(7.5, 4.2), grid=True)
     if own := next((r for r in (study or {}).get("rows", []) if r["name"] == "3_grid_stride_one_shot"), None):
         ax.plot([512], [own["x_copy"]], ls="none", marker="D", mfc="none", mec="tab:red", ms=8,

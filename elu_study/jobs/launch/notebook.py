@@ -30,9 +30,8 @@ def achieved_occupancy(beyond: dict | None) -> dict[str, str]:
 
 
 def cells(record: dict, achieved: dict | None = None, only=None) -> Text:
-    """The cells (or those named in ``only``) and step 2's own build, fastest first. Threads per SM and KiB in flight
-    are *theoretical* (registers and the occupancy rules); ``achieved`` (achieved_occupancy) adds ncu's where a
-    profiled build has the shape."""
+    """The cells (or those named in ``only``) and step 2's own build, fastest first; ``achieved`` adds ncu's
+    occupancy to the theoretical (``achieved_occupancy``)."""
     ref, pct = record["references"]["2_float4"], lambda ms: 100 * ms / record["roof_ms"]
     rows = [{"cell": c["name"], "x copy_": c["x_copy"], "noise (% of copy_)": pct(c["noise_ms"]),
              "regs": str(c["occupancy"]["registers"]), "threads/SM (theor.)": str(c["occupancy"]["resident_threads_per_sm"]),
@@ -46,15 +45,14 @@ def cells(record: dict, achieved: dict | None = None, only=None) -> Text:
 
 
 def counter(record: dict, achieved: dict) -> Text:
-    """The cells the argument needs: one-shot with one float4 and no hints (block size alone), those ncu profiled,
-    every grid-stride cell (the knee), and any cell that failed its check."""
+    """The cells the argument needs: block size alone, those ncu profiled, the grid-stride ones, any that failed."""
     return cells(record, achieved, {c["name"] for c in record["cells"] if c["grid_stride"] or not c["correct"]
                                     or c["vectors"] == 1 and not c["hints"]} | set(achieved))
 
 
 def knee(record: dict, flat_within: float = 0.02) -> tuple[float | None, float | None]:
-    """The grid-stride cells' knee in theoretical KiB of loads in flight per SM: (the most KiB at which a cell is more
-    than ``flat_within`` slower than the fastest grid-stride cell, below the least KiB from which none is)."""
+    """The grid-stride cells' knee in KiB in flight per SM: (the most KiB at which a cell is more than ``flat_within``
+    slower than the fastest, below the least KiB from which none is)."""
     gs = [c for c in record["cells"] if c["grid_stride"]]
     kib, fastest = lambda c: c["occupancy"]["load_bytes_in_flight_per_sm"] / 1024, min(c["x_copy"] for c in gs)
     flat = {k: all(c["x_copy"] <= fastest * (1 + flat_within) for c in gs if kib(c) == k) for k in map(kib, gs)}
@@ -63,9 +61,8 @@ def knee(record: dict, flat_within: float = 0.02) -> tuple[float | None, float |
 
 
 def graded(record: dict) -> Text:
-    """The prediction against the record: 1 HOLDS only if every no-hints one-shot cell with 1-2 float4s is within
-    PREDICTED_X and no other cell is; Little's law, if its KiB lie in the grid-stride knee (as written, and again after
-    the run with loads only: copy_'s read bandwidth)."""
+    """The prediction graded: 1 holds only if exactly the no-hints one-shot cells of 1-2 float4s are within
+    PREDICTED_X; Little's law, if its KiB lie in the knee (as written, and with copy_'s read bandwidth)."""
     x = {c["name"]: c["x_copy"] for c in record["cells"]}
     group = [c.name for c in plan() if not c.grid_stride and not c.hints and c.vectors <= 2]
     against = sorted((n for n in x if (n in group) != (x[n] <= PREDICTED_X)), key=x.get, reverse=True)
@@ -86,8 +83,7 @@ def graded(record: dict) -> Text:
 
 
 def block_size(record: dict) -> pd.DataFrame:
-    """Step 2's kernel in one-shot grids (one float4, no hints) at each block size beside the grid-stride loop with
-    the SM full, and the share of the loop's loss over step 2's cell that block size alone reproduces."""
+    """Per block size: one-shot (one float4) beside grid-stride with the SM full, and the loop's loss it explains."""
     x = {(c["threads"], c["grid_stride"]): c["x_copy"] for c in record["cells"] if not c["hints"] and c["vectors"] == 1
          and c["blocks_per_sm"] * c["threads"] in (0, MAX_THREADS_PER_SM)}
     base = x[STEP2_THREADS, False]

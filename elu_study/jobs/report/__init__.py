@@ -8,7 +8,7 @@ from elu_study.core import record
 from elu_study.jobs import beyond, launch, model, sixteen, sizes, study
 from elu_study.jobs.beyond import analysis as beyond_analysis
 from elu_study.jobs.report import front
-from elu_study.jobs.sizes import readme as sizes_readme
+from elu_study.jobs.sizes.notebook import block as sizes_block
 from elu_study.jobs.study import report as study_report
 
 # The jobs whose records make figures or README blocks, in the README's order.
@@ -29,7 +29,7 @@ def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
     """{block name: text} as ``write`` writes them, without drawing a figure."""
     out = front.blocks(gpu)
     for job, name, make in (("study", study_report.README_BLOCK, study_report.readme_block),
-                            ("sizes", "sizes", sizes_readme.block), ("beyond", "beyond", beyond_analysis.readme_block)):
+                            ("sizes", "sizes", sizes_block), ("beyond", "beyond", beyond_analysis.readme_block)):
         if rec := record.load(gpu, job, required=False):
             out[name] = make(rec)
     return out

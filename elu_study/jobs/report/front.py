@@ -142,8 +142,7 @@ def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
 
 
 def regime_points(study: dict) -> dict[str, tuple[tuple, tuple]]:
-    """The table's rows timed both ways with an NVML clock reading, for ``figures.regimes_figure``: name -> ((MHz,
-    x own roof, p10 x, p90 x) short, the same sustained), each quantile scaled by x own roof per ms of its regime."""
+    """For ``figures.regimes_figure``: name -> ((MHz, x own roof, p10 x, p90 x) short, the same sustained)."""
     points = {}
     for r in measured(study):
         both = ((r["timing"], r["x_roof"]), (r["timing"].get("sustained") or {}, r.get("x_roof_sustained")))

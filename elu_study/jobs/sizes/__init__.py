@@ -14,8 +14,7 @@ from elu_study.core.paths import RESULTS_DIR
 from elu_study.core.record import REFERENCE_GPU, load, save, slug, write_block
 from elu_study.jobs.sizes import measure, plan
 from elu_study.jobs.sizes.figures import write_figures
-from elu_study.jobs.sizes.notebook import entry_table
-from elu_study.jobs.sizes.readme import block
+from elu_study.jobs.sizes.notebook import block, entry_table
 
 
 def write_report(gpu: str = REFERENCE_GPU, readme: bool = True, results_dir: Path | None = None) -> list[Path]:

@@ -26,8 +26,7 @@ def _floor(record: dict, key: str, sizes) -> np.ndarray:
 
 
 def _stream(record: dict, mode: str) -> tuple[np.ndarray, np.ndarray, str] | None:
-    """The stream halves' sum in ``mode`` where it bounds every row (``stream_bound_from``): lengths, ms, label (one
-    for both panels: where each line starts shows its length)."""
+    """The stream halves' sum in ``mode`` where it bounds every row (``stream_bound_from``): lengths, ms, label."""
     if (start := stream_bound_from(record, mode)) is None:
         return None
     ns = np.array([n for n in record["sizes"] if n >= start], dtype=np.float64)
@@ -35,8 +34,7 @@ def _stream(record: dict, mode: str) -> tuple[np.ndarray, np.ndarray, str] | Non
 
 
 def _panel(ax, record: dict, mode: str, xscale: float, y, title: str, xlabel: str) -> None:
-    """One log-log panel whose x is bytes moved / ``xscale``: every entry's median in ``mode`` as a line and its
-    p10-p90 as a band (at y(n, ms)), the L2 size and the launch-bound region."""
+    """One log-log panel (x: bytes / ``xscale``): each entry's median and p10-p90 band, the L2 and launch-bound."""
     styles, x, reg = _style(record), lambda n: BYTES_PER_ELEMENT * n / xscale, record["regimes"]
     for name in [e["name"] for e in record["entries"] if e["name"] not in STREAMS]:
         n, med = series(record, name, mode)

@@ -1,10 +1,12 @@
-"""Notebook 09's view of the sweep (no GPU): the prediction graded, the figures, a row per entry; each a cell's value."""
+"""Notebook 09's view of the sweep (no GPU): the prediction graded, the figures, a row per entry; the README's block."""
+
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from elu_study.core import text
-from elu_study.core.record import RecordError, load
+from elu_study.core.record import RecordError, figure_path, load, readme_link, record_path
 from elu_study.jobs.sizes.analysis import ok
 from elu_study.jobs.sizes.figures import FIGURES
 from elu_study.jobs.sizes.plan import STREAMS, fmt_n
@@ -14,9 +16,7 @@ PREDICTION = ((1, "launch_bound_max_n", (2**20, 2**23)), (2, "l2_warm_end_n", (2
 
 
 def grade(record: dict, predictions=PREDICTION, written: str = "before the sweep's first H200 run") -> text.Text:
-    """Predictions graded against the sweep in one table (HELD where the measured length lies in the range):
-    launch_bound_max_n as the regimes have it; l2_warm_end_n, the smallest length past the L2's whose cold time is
-    within 10 % of its warm time."""
+    """Predictions graded in one table; l2_warm_end_n: the least length past the L2's with cold within 10 % of warm."""
     reg = record["regimes"]
     measured = {"launch_bound_max_n": reg["launch_bound_max_n"], "l2_warm_end_n": min(
         (int(n) for n, g in reg["warm_gain"].items() if int(n) > (reg["l2_fit_max_n"] or 0) and g < 1.1), default=None)}
@@ -33,12 +33,9 @@ def figure(record: dict, name: str):
 
 
 def entry_table(record: dict, main_ms: dict | None = None) -> text.Text:
-    """One row per entry (the stream halves aside), sorted by time over copy_'s at the largest length: host time per
-    call (median over the launch-bound lengths), warm GPU time at the smallest length, at how many launch-bound
-    lengths a loop of a custom kernel's calls (paced by the larger of host and warm time) is faster than the
-    reference's, ties it (apart by no more than the wider half p10-p90 spread of the two paces) or is slower, and
-    cold time over copy_'s at the largest length and in the main study (``main_ms``, {entry: median ms}: read from the
-    same GPU's study record where not given)."""
+    """One row per entry, by x copy_ at the largest length: host µs over the launch-bound lengths, warm µs at the
+    smallest, whether a loop of a custom kernel's calls (paced by host or warm time) beats the reference's there (a
+    tie: within the wider half p10-p90 spread), and x copy_ here and in the main study (``main_ms``: {entry: ms})."""
     sizes, ref = record["sizes"], record["regimes"]["reference"]
     n0, top = sizes[0], sizes[-1]
     small = [n for n in sizes if n <= (record["regimes"]["launch_bound_max_n"] or n0)]
@@ -81,3 +78,13 @@ def entry_table(record: dict, main_ms: dict | None = None) -> text.Text:
         table += (f"\n\nResolution at {fmt_n(top)}: `F.elu` and `nn.ELU` launch one ATen kernel, {gap:.3f} apart in "
                   f"`{x_top}`; rows closer than that there are a tie.")
     return text.Text(table)
+
+
+def block(record: dict, figure_paths=None) -> str:
+    """The README's sizes block, linking ``figure_paths`` (default: the record's figures in results/)."""
+    p = record["provenance"]
+    checked = [q["check"]["passed"] for q in record["points"] if q.get("check")]
+    paths = figure_paths or [figure_path(p["gpu"], f"sizes-{name}") for name in FIGURES]
+    return text.render("sizes/readme.md.j2", p=p, file=record_path(p["gpu"], "sizes").name, sizes=record["sizes"],
+                       entries=record["entries"], checked=len(checked), passed=sum(checked), errors=record["errors"],
+                       figures=[(Path(q).stem, readme_link(q)) for q in paths])

@@ -10,9 +10,6 @@ from elu_study.core.record import closed
 COLORS = {"step": "tab:blue", "baseline": "tab:gray", "peer": "tab:purple", "ablation": "tab:olive"}
 KIND_LABELS = {"step": "step", "baseline": "baseline (PyTorch, copies, streams)", "peer": "peer (Triton, CUB)",
                "ablation": "ablation (one change)"}
-# The datasheet floor, the measured two-stream floor (read_only + write_only) and copy_ (the practical roof).
-FLOOR_STYLE = {"color": "tab:red", "ls": ":"}
-STREAM_STYLE = {"color": "tab:orange", "ls": "-."}
 ROOF_STYLE = {"color": "tab:green", "ls": "--"}
 SPREAD = {"color": "k", "marker": "o", "lw": 2, "alpha": 0.5, "label": "median, p10-p90"}
 # The zoomed figures' window, in copy_'s times: a row whose median is outside it is marked at the axis's edge.
@@ -54,16 +51,15 @@ def _legend(ax, rows, extra=(), loc="lower right", **where):  # the kind legend 
 
 
 def xcopy_figure(record: dict, names, title: str | None = None):
-    """Time over copy_'s, median and p10-p90, with the datasheet and measured floors; an entry outside NEAR is an
-    arrow at the edge. The x axis fits the other rows and the lines, not 0."""
+    """x copy_, median and p10-p90, with the floors; an entry outside NEAR is an arrow at the edge."""
     rows, roof = _rows(record, names), record["roof_ms"]
     fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 2.4))
     lines = [ax.axvline(1.0, **ROOF_STYLE, label="copy_ (the roof) = 1")]
     peak_tbps = (record.get("peak_bytes_per_s") or 0) / 1e12
-    for key, style, name in (("floor_ms", FLOOR_STYLE, f"datasheet floor ({peak_tbps:.1f} TB/s)"),
-                             ("stream_floor_ms", STREAM_STYLE, "measured floor (read_only + write_only)")):
+    for key, color, ls, name in (("floor_ms", "tab:red", ":", f"datasheet floor ({peak_tbps:.1f} TB/s)"),
+                                 ("stream_floor_ms", "tab:orange", "-.", "measured floor (read_only + write_only)")):
         if record.get(key):  # annotate() derives both on load; None without a peak or the stream halves
-            lines.append(ax.axvline(record[key] / roof, **style, label=f"{name}: {record[key] / roof:.3f}"))
+            lines.append(ax.axvline(record[key] / roof, color=color, ls=ls, label=f"{name}: {record[key] / roof:.3f}"))
     med, p10, p90 = (np.array([r["timing"][q] for r in rows]) / roof for q in ("median_ms", "p10_ms", "p90_ms"))
     inside, refs = _inside(rows), [line.get_xdata()[0] for line in lines]
     left, right = min(p10[inside].min(), *refs), max(p90[inside].max(), *refs)
@@ -81,8 +77,7 @@ def xcopy_figure(record: dict, names, title: str | None = None):
 
 
 def distribution_figure(record: dict, names):
-    """Every timed sample, per entry: box (p25-p75, whiskers p5-p95) over the samples' strip plot, zoomed to the
-    entries near copy_; an entry outside NEAR is an arrow at the edge with its median."""
+    """Every timed sample per entry, a box over a strip plot; an entry outside NEAR is an arrow at the edge."""
     rows, rng = _rows(record, names), np.random.default_rng(0)
     fig, ax = plt.subplots(figsize=(9, 0.38 * len(rows) + 1.6))
     data = [np.concatenate([np.asarray(s) for s in r["timing"]["samples_ms"]]) for r in rows]
@@ -171,8 +166,7 @@ def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None =
 
 
 def regimes_figure(gpu: str, points: dict[str, tuple[tuple, tuple]], top: float = 1.2):
-    """Each row's time over its roof against its SM clock, short to sustained: ``points``, name -> ((MHz, x, p10 x,
-    p90 x), the same sustained). Rows above ``top`` would hide the differences near the roof: listed, not drawn."""
+    """x own roof against SM clock, short to sustained (``front.regime_points``); rows above ``top``: listed only."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
     shown = {n: p for n, p in points.items() if max(p[0][1], p[1][1]) <= top}
     same: dict[tuple, list[str]] = {}  # rows at one clock in one regime: drawn side by side, so each bar is its own

@@ -124,8 +124,7 @@ class Study:
         self.show(df.sort_values("x copy_") if sort else df)
 
     def grade(self, *claims: predictions.Prediction) -> None:
-        """One prediction graded in a line; several (notebook 06's appendix) in one table of the ranges and results,
-        each graded once, in its own notebook."""
+        """One prediction graded in a line; several (notebook 06's appendix) in one table."""
         records = {job: self.record if job == self.job else self.other(job) for job in {p.job for p in claims}}
         df = predictions.frame(records, *claims)
         if len(df) > 1:

@@ -55,8 +55,7 @@ def appendix(record: dict, beyond: dict | None) -> list[Prediction]:
 
 
 def verdict(value: float, bounds: tuple[float, float], tie: float = 0.0) -> str:
-    """HELD inside the range; outside it by no more than ``tie`` (the record's round-to-round noise): TIE (within
-    noise); else MISSED, faster or slower (``value``: a time, higher is slower)."""
+    """HELD inside the range, TIE outside it by at most ``tie`` (the noise), else MISSED (faster or slower)."""
     lo, hi = bounds
     if lo <= value <= hi:
         return "HELD"
@@ -65,10 +64,8 @@ def verdict(value: float, bounds: tuple[float, float], tie: float = 0.0) -> str:
 
 
 def graded(record: dict, p: Prediction, earlier: set[str] | None = None) -> dict:
-    """One row of the appendix: the prediction (to five significant digits, so that its two ends stay apart however
-    close) beside the record's median and the verdict ("(earlier build)" after it where the entry's build changed;
-    "not measured yet" where the record has no row of it: a new step's notebook before its first GPU run).
-    ``earlier``: the record's ``fingerprint.earlier_variants``, where the caller has read them already."""
+    """One row of the appendix: the prediction (five significant digits, so that close ends stay apart), the
+    record's median and the verdict (``earlier``: the record's ``fingerprint.earlier_variants``)."""
     shown = {"notebook": p.notebook, "tried": p.tried, "entry": f"`{p.entry}`",
              "predicted": f"{p.bounds[0]:.5g}-{p.bounds[1]:.5g}{' % of peak' if p.metric != 'x_copy' else 'x copy_'}"}
     if p.entry not in {r["name"] for r in record["rows"]}:

@@ -24,8 +24,7 @@ WIDTH = 120  # the command line's output fits a terminal this wide
 
 
 def frame(rec: dict, kinds=KINDS_SHOWN, names=None) -> pd.DataFrame:
-    """One line per entry of ``kinds`` (``names``: these, in this order; default: the record's): time, bandwidth,
-    share of the datasheet peak, ratio to copy_, check; a named entry the record lacks is "not measured yet"."""
+    """One line per entry of ``kinds`` (``names``: these, in order; one not in the record: not measured yet)."""
     held = {r["name"]: r for r in rec["rows"]}
     rows = [held[n] for n in names if n in held] if names is not None else rec["rows"]
     return pd.DataFrame([{
@@ -72,8 +71,7 @@ def caption(rec: dict) -> str:
 
 
 def regime(rec: dict) -> dict:
-    """The regime a record measured: the rows timed under sustained load, those that did not settle, those held at
-    the power limit in either protocol, and those whose SM clock moved between rounds (name -> (low, high) MHz)."""
+    """The rows timed sustained, those unsettled, those at the power limit and those whose SM clock moved (MHz)."""
     sustained = {r["name"]: r["timing"]["sustained"] for r in rec["rows"] if r["timing"].get("sustained")}
     mhz = {r["name"]: [s["sm_clock_mhz"]["median"] for s in r["timing"].get("nvml", []) if s.get("samples")]
            for r in rec["rows"]}
