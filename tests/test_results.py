@@ -545,7 +545,7 @@ def test_the_roofs_table_groups_by_dtype_and_direction_and_says_each_check():
     assert list(study_report.roof_panels(rec)) == ["float32 backward, over torch.add", "bfloat16 forward, over copy_",
                                              "bfloat16 backward, over torch.add"]
     assert "ran on all 65,536 inputs at 77 alphas, bit for bit against PyTorch: mismatches only in " \
-           "`7_backward bfloat16` (3)." in study_report.checked_line(rec)
+           "`7_backward bfloat16` (3)." in study_report.readme_block(rec)
 
 
 def test_the_first_screen_keeps_its_budgets_once_the_record_holds_both_protocols(study_record, monkeypatch):

@@ -64,8 +64,7 @@ def occupancy(cell: Cell, registers: int) -> dict:
 
 
 def annotate(record: dict) -> dict:
-    """x copy_ and noise of every cell and reference, and the best: the fastest correct cell (median) and the cells
-    tied with it (``tied``, the best first: those within their own or the best's noise of it)."""
+    """x copy_ and noise of every cell and reference, and the fastest correct cell with those within noise of it."""
     roof = record["roof_ms"] = record["references"]["copy_"]["timing"]["median_ms"]
     for entry in (*record["references"].values(), *record["cells"]):
         entry["x_copy"], entry["noise_ms"] = entry["timing"]["median_ms"] / roof, noise_ms(entry["timing"])

@@ -18,8 +18,7 @@ from elu_study.jobs.sizes.notebook import block, entry_table
 
 
 def write_report(gpu: str = REFERENCE_GPU, readme: bool = True, results_dir: Path | None = None) -> list[Path]:
-    """From a GPU's saved sweep (no GPU needed; [] where it has none): its figures, and for the reference GPU's
-    record in results/ the README's sizes block."""
+    """A GPU's saved sweep's figures (none without one) and, for the reference GPU's in results/, the README block."""
     record = load(gpu, "sizes", results_dir, required=False)
     paths = [] if record is None else write_figures(record, results_dir)
     in_results = results_dir is None or Path(results_dir).resolve() == RESULTS_DIR.resolve()

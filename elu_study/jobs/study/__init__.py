@@ -23,8 +23,7 @@ BINDING_S, BUILD_S, SASS_S = 25.0, 6.0, 3.0
 
 
 def estimate(gpu: str | None, builds: int, workers: int) -> str:
-    """Roughly how long the run takes: the builds and SASS from the costs above; the measurement, as long as the last
-    record's run took (its fingerprint's seconds), where there is one."""
+    """Roughly how long the run takes: builds and SASS from the costs above, the measurement as the last run took."""
     seconds = BINDING_S + BUILD_S * builds / max(workers, 1) + SASS_S * len(SASS_SHOWN)
     last = ((record.held_fingerprint(gpu) if gpu else None) or {}).get("seconds")
     if gpu and last is None:

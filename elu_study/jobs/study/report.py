@@ -98,14 +98,6 @@ def fit(printed: str) -> str:
         for line in printed.splitlines())
 
 
-def checked_line(rec: dict) -> str:
-    """Whether every checked entry passed its check (naming any that did not), and the 16-bit exhaustive checks."""
-    checked = [r for r in rec["rows"] if r["kind"] in KINDS_SHOWN and r["check"]]
-    return text.render("study/checked.md.j2", checked=len(checked),
-                       failed=[r["name"] for r in checked if not r["check"]["passed"]],
-                       exhaustive={r["name"]: r["exhaustive"] for r in rec["rows"] if r.get("exhaustive")})
-
-
 def figure(rec: dict, counters: dict | None, name: str):
     """One of the figures notebook 06 shows, by name: xcopy, distributions, roofs or counters."""
     x = {r["name"]: r["x_copy"] for r in rec["rows"]}
@@ -122,9 +114,13 @@ def figure(rec: dict, counters: dict | None, name: str):
 
 
 def readme_block(rec: dict) -> str:
-    """The README's results block: the run's caption, checks and figure."""
+    """The README's results block: the run's caption, checks (the 16-bit ones exhaustive) and figure."""
     path = record.figure_path(rec["provenance"]["gpu"], "")
-    return text.render("study/readme.md.j2", caption=caption(rec), checked=checked_line(rec), figure=path.stem,
+    checked = [r for r in rec["rows"] if r["kind"] in KINDS_SHOWN and r["check"]]
+    failed = [r["name"] for r in checked if not r["check"]["passed"]]
+    checks = text.render("study/checked.md.j2", checked=len(checked), failed=failed,
+                         exhaustive={r["name"]: r["exhaustive"] for r in rec["rows"] if r.get("exhaustive")})
+    return text.render("study/readme.md.j2", caption=caption(rec), checked=checks, figure=path.stem,
                        link=record.readme_link(path))
 
 
