@@ -3,6 +3,7 @@ inputs with its reference at a time (Chunk), summed per formula and alpha (Accum
 
 import dataclasses
 import math
+from collections import Counter
 from typing import Callable
 
 import numpy as np
@@ -22,28 +23,22 @@ COMBOS = 1 << len(FLAGS)  # an input's outcome: one bit per flag
 class Chunk:
     """One range of inputs with everything that does not depend on the formula."""
 
-    def __init__(self, lo: int, hi: int, alpha: float, device, ref_stats: dict):
+    def __init__(self, lo: int, hi: int, alpha: float, device, ref_stats: Counter):
         self.lo, self.alpha, self.rows = lo, alpha, (hi - lo) // BINADE
         group0 = (lo % 2**32) >> 23  # (sign << 8) | exponent field of the chunk's first binade
         self.groups = slice(group0, group0 + self.rows)
         self.x = patterns(lo, hi, device)
         ref = reference(self.x, alpha)
-        ref_stats["near_midpoint"] += int(ref.near.sum())
-        n_tie = int(ref.tie.sum())
-        ref_stats["exact_ties_tiny_x"] += n_tie
-        ref_stats["ties_corrected"] += int((ref.tie & (bits32(ref.ref32) != bits32(ref.ref64.float()))).sum())
-        if n_tie:  # sample the ties (the first of each binade) for an exact check
-            first = ref.tie.view(self.rows, BINADE).to(torch.uint8).argmax(1)
-            rows = ref.tie.view(self.rows, BINADE).any(1).nonzero().flatten()
-            ref_stats["tie_sample"] += (self.x[rows * BINADE + first[rows]]).cpu().tolist()
+        ref_stats.update(near_midpoint=int(ref.near.sum()), exact_ties_tiny_x=int(ref.tie.sum()),
+                         ties_corrected=int((ref.tie & (bits32(ref.ref32) != bits32(ref.ref64.float()))).sum()))
+        if ref.tie.any():  # sample the ties (the first of each binade) for an exact check
+            ties = ref.tie.view(self.rows, BINADE)
+            rows = ties.any(1).nonzero().flatten()
+            ref_stats["tie_sample"] += self.x[rows * BINADE + ties.to(torch.uint8).argmax(1)[rows]].cpu().tolist()
         if ref.todo.any():
-            r = resolve(self.x, ref, alpha, MAX_DECIMAL - ref_stats["resolved"])
-            for key in ("resolved", "corrected", "unresolved"):
-                ref_stats[key] += r[key]
-        self.ref64, self.ref32 = ref.ref64, ref.ref32
-        del ref
-        self.r32b = bits32(self.ref32)
-        self.ref_nan = torch.isnan(self.ref64)
+            ref_stats.update(resolve(self.x, ref, alpha, MAX_DECIMAL - ref_stats["resolved"]))
+        self.ref64, self.r32b, self.ref_nan = ref.ref64, bits32(ref.ref32), torch.isnan(ref.ref64)
+        del ref  # its masks: not held through the formulas
         self.felu = F.elu(self.x, alpha)
         self.felub = bits32(self.felu)
         self.parts = bound_parts(self.x, self.ref64)
@@ -97,14 +92,11 @@ class Accumulator:
 
     def to_dict(self) -> dict:
         counts = dict(zip(self.COUNTS, self.counts.tolist()))
-
-        def flag_counts(row: list[int]) -> dict:
-            return {"n": sum(row), **{name: sum(v for combo, v in enumerate(row) if combo >> bit & 1)
-                                      for bit, name in enumerate(FLAGS)}}
-
-        every = flag_counts(self.classes.view(len(CLASSES), COMBOS).sum(0).tolist())
-        class_stats = {label: d for label, row in zip(CLASSES, self.classes.view(len(CLASSES), COMBOS).tolist())
-                       if (d := flag_counts(row))["n"]}
+        per_class = self.classes.view(len(CLASSES), COMBOS).cpu()
+        has_flag = (torch.arange(COMBOS)[:, None] >> torch.arange(len(FLAGS))) & 1  # combo x flag: 0 or 1
+        class_stats = {label: {"n": n, **dict(zip(FLAGS, flags))} for label, n, flags
+                       in zip(CLASSES, per_class.sum(1).tolist(), (per_class @ has_flag).tolist()) if n}
+        every = {key: sum(c[key] for c in class_stats.values()) for key in ("n", *FLAGS)}
         return {
             "n": every["n"],
             "max_ulp": {sign: None if v is None else {"ulp": v} for sign, v in self.max_ulp.items()},
@@ -153,17 +145,16 @@ def measure(alphas=ALPHAS, formulas=FORMULAS, same_as=SAME_AS, *, ranges=((-(2**
 
 def run_alpha(alpha: float, starts, formulas, same_as: dict, fns: dict[str, Callable], device) -> dict:
     """Every chunk through every formula at one alpha: the run's reference summary, same_as and formulas."""
-    ref_stats = {"near_midpoint": 0, "exact_ties_tiny_x": 0, "ties_corrected": 0, "resolved": 0,
-                 "corrected": 0, "unresolved": 0, "tie_sample": []}
+    ref_stats = Counter(dict.fromkeys(("near_midpoint", "exact_ties_tiny_x", "ties_corrected", "resolved", "corrected",
+                                       "unresolved"), 0) | {"tie_sample": []})
     acc = {f.name: Accumulator(f, device) for f in formulas}
     differ = {name: torch.zeros((), dtype=torch.int64, device=device) for name in same_as}
     for start, stop in starts:
         c = Chunk(start, stop, alpha, device, ref_stats)
         for f in formulas:
             y = c.felu if f.name == "F.elu" else fns[f.name](c.x, alpha)
-            for name, target in same_as.items():
-                if target == f.name:
-                    differ[name] += (bits32(fns[name](c.x, alpha)) != bits32(y)).sum()
+            for name in (n for n, target in same_as.items() if target == f.name):
+                differ[name] += (bits32(fns[name](c.x, alpha)) != bits32(y)).sum()
             acc[f.name].update(y, c)
             del y
         del c

@@ -16,19 +16,15 @@ SIZES = (2**10, 2**16, 2**20)
 CALLS, REPEATS, WARMUP = 2000, 15, 300
 
 
-def routes(dtype: torch.dtype) -> dict:
-    """route -> a one-tensor call, for tensors of ``dtype`` (the binding: the DEFAULTS build of that dtype)."""
-    binding = ops.module_for(None) if dtype is torch.float32 else ops.sixteen_bit_module()
-    return {"nn.ELU": nn.ELU(), "F.elu": F.elu, "binding": lambda x: binding.elu(x, 1.0), "elu_study.ELU": ELU()}
-
-
 def time_group(numel: int, requires_grad: bool, autocast: bool) -> list:
     from torch.utils import benchmark  # noqa: PLC0415 - lazy: it imports cpp_extension, which warns on stderr without a GPU
 
     # Under bfloat16 autocast ELU meets what a Linear layer gives it there: a bfloat16 tensor.
     dtype = torch.bfloat16 if autocast else torch.float32
     x = torch.randn(numel, device="cuda", dtype=dtype, requires_grad=requires_grad)
-    timers = {r: benchmark.Timer("f(x)", globals={"f": f, "x": x}) for r, f in routes(dtype).items()}
+    binding = ops.module_for(None) if dtype is torch.float32 else ops.sixteen_bit_module()  # the dtype's default build
+    routes = {"nn.ELU": nn.ELU(), "F.elu": F.elu, "binding": lambda x: binding.elu(x, 1.0), "elu_study.ELU": ELU()}
+    timers = {r: benchmark.Timer("f(x)", globals={"f": f, "x": x}) for r, f in routes.items()}
     runs = {r: [] for r in timers}
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
         for t in timers.values():

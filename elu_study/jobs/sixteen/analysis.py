@@ -80,9 +80,8 @@ def half_band(record: dict, name: str) -> float:
 
 
 def tried_frame(record: dict) -> pd.DataFrame:
-    """Each row one change from its base: the change, its time over its own roof, bit-exact or not, and the
-    difference from its base's, a tie where it is inside the record's resolution (the widest gap between two rows
-    of one kernel), either row's spread of round medians or either row's half p10-p90 ("tie within": the widest)."""
+    """Each one-change row against its base: a tie within the widest of the record's resolution and either row's
+    spread or half p10-p90 ("tie within")."""
     checks, res, out = checks_of(record), resolution_frame(record)["gap"].max(), []
     for r in (r for r in record["rows"] if r.get("base") in checks and r["name"] in checks):
         x, xb, c = x_own_copy(record, r["name"])[0], x_own_copy(record, r["base"])[0], checks[r["name"]]
@@ -101,14 +100,13 @@ def resolution_frame(record: dict) -> pd.DataFrame:
     out = []
     for a, b in SAME_KERNEL:
         (ta, tb), (xa, xb) = (row(record, n)["timing"] for n in (a, b)), (x_own_copy(record, n)[0] for n in (a, b))
-        rounds = [(ma, mb, na["sm_clock_mhz"]["median"], nb["sm_clock_mhz"]["median"]) for ma, mb, na, nb
-                  in zip(ta["round_medians_ms"], tb["round_medians_ms"], ta["nvml"], tb["nvml"])]
-        apart = [(ma, mb, ca, cb) for ma, mb, ca, cb in rounds if ca != cb]  # equal clocks tell nothing
-        clock = sum((ma < mb) == (ca > cb) for ma, mb, ca, cb in apart)
+        clocks = [(na["sm_clock_mhz"]["median"], nb["sm_clock_mhz"]["median"]) for na, nb in zip(ta["nvml"], tb["nvml"])]
+        apart = [(ma < mb) == (ca > cb) for ma, mb, (ca, cb) in zip(ta["round_medians_ms"], tb["round_medians_ms"], clocks)
+                 if ca != cb]  # equal clocks tell nothing
         same = record["sass16"][a].get("opcodes") == record["sass16"][b].get("opcodes")
         out.append({"first / second": f"{a} / {b}", "same opcodes (sass16)": "yes" if same else "NO", "first": xa,
                     "second": xb, "gap": abs(xa - xb),
-                    "faster at the higher clock": f"{clock} of {len(apart)} rounds with different clocks"})
+                    "faster at the higher clock": f"{sum(apart)} of {len(apart)} rounds with different clocks"})
     return pd.DataFrame(out).set_index("first / second")
 
 
