@@ -89,10 +89,16 @@ def test_a_roof_is_timed_under_sustained_load_only_where_a_row_is_taken_over_it(
     from elu_study.jobs.sixteen import measure as sixteen
 
     step6 = beyond.sustained([ENTRIES[n] for n in beyond.COMPARED] + list(ATTEMPTS))
-    for rows in (sustained_entries(), step6,
-                 *(sustained_entries(resolve(sixteen.timed_names(d))) for d in ("bfloat16", "float16"))):
+    step7 = {d: sixteen.sustained_rows(resolve(sixteen.timed_names(d))) for d in ("bfloat16", "float16")}
+    for rows in (sustained_entries(), step6, *step7.values()):
         assert {roof_for(e.direction, e.dtype) for e in rows} <= {e.name for e in rows}
-    assert "copy_" not in {e.name for e in sustained_entries(resolve(sixteen.timed_names("float16")))}
+    assert "copy_" not in {e.name for e in step7["float16"]}
+    # step 7's: what its sustained prediction grades (and any marked row), and their roofs; no other row
+    for d, rows in step7.items():
+        graded = {n for n in sixteen.SUSTAINED_PREDICTION if n.endswith(f" {d}")}
+        graded |= {e.name for e in resolve(sixteen.timed_names(d)) if e.sustained}
+        roofs = {roof_for(ENTRIES[n].direction, d) for n in graded}
+        assert {e.name for e in rows} == graded | roofs, d
     assert "copy_ bfloat16" not in {e.name for e in step6}
     # step 6's: the marked attempts, its default and copy_; the rows it is compared with are the main record's
     assert {e.name for e in step6} == {e.name for e in ATTEMPTS if e.sustained} | {"copy_", "6_beyond_copy"}

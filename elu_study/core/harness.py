@@ -150,13 +150,14 @@ def check_entry(entry: Entry, row: schema.Row, shape, trials: int) -> None:
 
 
 def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress: bool = False,
-            sustained=(), check: bool = True) -> dict:
-    """Check every entry (``check``: False where the job has checked them its own way), then time them all in
+            sustained=(), check: bool = True, sass: bool = True) -> dict:
+    """Check every entry (``check``: False where the job has checked them its own way) and read its SASS (``sass``:
+    False where no reader wants a row's), then time them all in
     interleaved rounds (the short protocol), then each of ``sustained`` (entries) alone under sustained load
     (``timing.time_sustained``); return a results record."""
     entries = resolve(entries)
     rows = {}
-    sass: dict[tuple, dict] = {}
+    read: dict[tuple, dict] = {}  # SASS by build
     with quiet():
         for entry in tqdm(entries, desc="checking", unit="entry", disable=not progress):
             row = schema.Row(name=entry.name, kind=entry.kind, what=entry.what, base=entry.base, flags=list(entry.flags),
@@ -164,11 +165,11 @@ def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress:
                              direction=entry.direction, exhaustive=None)  # its parts plain dicts, checked on read
             if check:
                 check_entry(entry, row, shape, trials)
-            if entry.variant and not entry.variant.startswith("peers/"):  # a library's file holds its own kernels
+            if sass and entry.variant and not entry.variant.startswith("peers/"):  # a library's holds its own
                 key = (entry.variant, entry.flags)  # entries that call one build another way share its SASS
-                if key not in sass:
-                    sass[key] = inspect_variant(entry.build()).to_dict()
-                row.sass = sass[key]
+                if key not in read:
+                    read[key] = inspect_variant(entry.build()).to_dict()
+                row.sass = read[key]
             rows[entry.name] = row
         torch.cuda.empty_cache()
         x = input_tensor(shape)

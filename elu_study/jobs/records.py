@@ -79,11 +79,11 @@ STAGES = (
     # The suite compares the README and the notebooks' outputs with what the records give (nbval, the report's
     # byte-for-byte test): regenerated from the records just measured before it runs, not left at the last ones.
     Stage("report", ELU + ("report",), None, serves=("tests",)),
-    Stage("notebooks", ELU + ("notebooks",), None, serves=("tests",)),
-    # One test file per worker (pytest-xdist, six of the H200 machine's 16 cores): one process could not run the suite
-    # within a session's device time (the record's duration_s is the parallel run's); all workers share one
-    # hypothesis seed, kept in fuzz.rerun_with.
-    Stage("tests", ("pytest", "-q", "-p", "no:cacheprovider", "--durations=15", "-n", "6", "--dist", "loadfile"),
+    Stage("notebooks", ELU + ("notebooks", "--jobs", "8"), None, serves=("tests",)),  # 8 of 16 cores, ~20 GB
+    # One test file per worker (pytest-xdist, eight of the H200 machine's 16 cores, as the gputests stage ran it in
+    # 61 s): one process could not run the suite within a session's device time (the record's duration_s is the
+    # parallel run's); all workers share one hypothesis seed, kept in fuzz.rerun_with.
+    Stage("tests", ("pytest", "-q", "-p", "no:cacheprovider", "--durations=15", "-n", "8", "--dist", "loadfile"),
           "tests", seed_option="--hypothesis-seed", files=("tests/*.py", "tests/data/*")),
 )
 BY_NAME = {s.name: s for s in STAGES}

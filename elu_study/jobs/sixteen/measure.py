@@ -16,7 +16,7 @@ from elu_study.core.entries import ALPHA, ENTRIES, STEP7, builds, is_backward, r
 from elu_study.core.hardware import SHAPE, provenance
 from elu_study.core.ncu import profile
 from elu_study.core.sass import sass_by_function
-from elu_study.jobs.sixteen.analysis import DTYPES
+from elu_study.jobs.sixteen.analysis import DTYPES, SUSTAINED_PREDICTION
 
 VARIANT = "7_sixteen_bits"
 PEERS16 = ("triton", "cub_transform")  # checked like step 7, but their exactness is not this study's claim
@@ -68,15 +68,22 @@ def timed_names(dtype: str) -> list[str]:
     return list(dict.fromkeys(["copy_", f"copy_ {dtype}", f"F.elu {dtype}", f"6_beyond_copy {dtype}", *own]))
 
 
+def sustained_rows(batch) -> list:
+    """The rows of a batch timed under sustained load too: those SUSTAINED_PREDICTION grades or the catalogue marks
+    ``sustained``, and the roofs they are taken over."""
+    return sustained_entries([e for e in batch if e.sustained or e.name in SUSTAINED_PREDICTION
+                              or e.name.split()[0] in ("copy_", "torch.add")])  # the roofs: kept where needed
+
+
 def time_batches(rounds: int) -> dict:
     """Each dtype's batch in interleaved rounds, one after the other (both at once would hold every entry's tensors,
-    6.4 GB each), merged into one record; of float32 copy_, in every batch, the first one's is kept. The batch's
-    defaults, roofs and the attempts the catalogue marks ``sustained`` are then timed under sustained load too."""
+    6.4 GB each), merged into one record; of float32 copy_, in every batch, the first one's is kept. Then
+    ``sustained_rows`` under sustained load too (the main record times the other defaults so)."""
     batches = {}
     for dtype in DTYPES:
         batch = resolve(timed_names(dtype))
-        batches[dtype] = harness.measure(batch, rounds=rounds, progress=True, sustained=sustained_entries(batch),
-                                         check=False)  # run() checked every build on every bit pattern
+        batches[dtype] = harness.measure(batch, rounds=rounds, progress=True, sustained=sustained_rows(batch),
+                                         check=False, sass=False)  # run() checked every bit pattern, read sass16
         torch.cuda.empty_cache()
     merged = {k: v for k, v in batches[DTYPES[0]].items() if k != "rows"}
     rows = [{**r, "batch": d} for d, rec in batches.items() for r in rec["rows"]]
