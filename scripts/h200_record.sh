@@ -22,7 +22,8 @@ if [ -d .whl ] && ! python3 -c "import nbval, ipykernel, msgspec" 2>/dev/null; t
   python3 -m ipykernel install --user >/dev/null
 fi
 if [ -z "${ELU_STUDY_COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null | head -1)" ]; then
-  # A copy of a working tree sent to a GPU machine can keep an older git state than the files it holds.
+  # A copy of a working tree sent to a GPU machine can keep an older git state than the files it holds, clean or
+  # not: give ELU_STUDY_COMMIT as the hash the sending machine names (not $(git rev-parse HEAD) run over there).
   echo "WARNING: uncommitted changes and no ELU_STUDY_COMMIT: records will name $(git describe --always --dirty)." \
        "Commit, then run with ELU_STUDY_COMMIT=<the commit sent>." >&2
 fi

@@ -148,8 +148,8 @@ def test_a_record_without_this_jobs_stamp_is_refused(tmp_path, stamp):
 def test_every_committed_record_carries_the_stamp_this_code_reads():
     committed = sorted(RESULTS_DIR.glob("*.json"))
     assert committed
-    for path in committed:
-        job = path.stem.removeprefix(record.REFERENCE_GPU).lstrip("-") or "study"
+    for path in committed:  # every GPU's: results/<gpu>.json is the study's, results/<gpu>-<job>.json another job's
+        job = next((j for j in record.VERSIONS if j != "study" and path.stem.endswith(f"-{j}")), "study")
         assert record.read(path, job)["schema"] == {"job": job, "version": record.VERSIONS[job]}
 
 
