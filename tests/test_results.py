@@ -4,6 +4,7 @@ timings, and each seen to move when the record moves), the README read as a whol
 steps against the records), rows over their own roofs, and step 6's verdict row."""
 
 import copy
+import itertools
 import json
 import re
 
@@ -75,15 +76,21 @@ def x_copy(rec: dict, name: str) -> float:
     return record.row(rec, name)["timing"]["median_ms"] / record.row(rec, "copy_")["timing"]["median_ms"]
 
 
+def first_table(text: str) -> list[list[str]]:
+    """The cells of the first pipe table in a text, header and separator rows included."""
+    lines = itertools.dropwhile(lambda line: not line.startswith("|"), text.splitlines())
+    return [[c.strip() for c in line.strip("|").split("|")] for line in itertools.takewhile(
+        lambda line: line.startswith("|"), lines)]
+
+
 def table_rows(table: str) -> dict[str, list[str]]:
-    """A pipe table's cells by entry (its first column)."""
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("|")]
-    return {c[0]: c[1:] for c in cells[2:]}
+    """The first pipe table's cells by entry (its first column)."""
+    return {c[0]: c[1:] for c in first_table(table)[2:]}
 
 
 def table_cells(table: str) -> dict[str, dict[str, str]]:
-    """A pipe table's cells by entry (its first column) and header: whatever columns the table has gained."""
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("|")]
+    """The first pipe table's cells by entry (its first column) and header: whatever columns the table has gained."""
+    cells = first_table(table)
     return {c[0]: dict(zip(cells[0][1:], c[1:])) for c in cells[2:]}
 
 
@@ -384,6 +391,29 @@ def test_the_steps_table_is_the_records(study_record):
             formula = KERNELS[entry.variant].formula if entry.variant else name
             worst = max(side["ulp"] for side in run["formulas"][formula]["max_ulp"].values())
             assert float(ulp.replace(",", "")) == pytest.approx(worst, rel=5e-3), name
+
+
+def test_every_gpu_with_a_main_record_gets_its_line_from_that_record(tmp_path):
+    """The README's GPU table: one line per GPU with a main record, the reference first, each cell from that GPU's
+    own record (copy_'s median, the best step over its copy_, short / sustained, the rows capped under sustained
+    load); a record timed without the sustained protocol shows the short ratio alone."""
+    slugs = record.gpus()
+    assert slugs[0] == record.REFERENCE_GPU and len(slugs) >= 2  # the H200's and the H100's are committed
+    best = front.numbers()["best"]["name"]
+    df = front.gpus_frame(best)
+    for slug in slugs:
+        rec = record.load(slug)
+        line, r = df.loc[rec["provenance"]["gpu"]], record.row(rec, best)
+        assert line["copy_ ms"] == record.row(rec, "copy_")["timing"]["median_ms"]
+        assert line[best] == f"{r['x_roof']:.3f} / {r['x_roof_sustained']:.3f}"
+        held = [r for r in rec["rows"] if r["timing"].get("sustained")]
+        capped = sum((r["timing"]["sustained"]["capped_fraction"] or 0) >= 0.5 for r in held)
+        assert line["sustained rows at the power limit"] == f"{capped} of {len(held)}"
+    short = without_sustained(record.load(slugs[1]))
+    record.save(short, "study", tmp_path)
+    line = front.gpus_frame(best, tmp_path).iloc[0]
+    assert line[best] == f"{record.row(short, best)['x_roof']:.3f}"
+    assert line["sustained rows at the power limit"] == "0 of 0"
 
 
 def test_the_steps_table_and_the_verdict_follow_the_records(study_record, monkeypatch):

@@ -62,6 +62,13 @@ def held_fingerprint(gpu: str, job: str = "study", results_dir: Path | None = No
     return json.loads(path.read_text()).get("fingerprint") or {} if path.is_file() else None
 
 
+def gpus(results_dir: Path | None = None) -> list[str]:
+    """Every GPU (its slug) with a main record in the results folder, the reference GPU first."""
+    jobs = tuple(f"-{j}" for j in VERSIONS if j != "study")
+    found = [p.stem for p in Path(results_dir or RESULTS_DIR).glob("*.json") if not p.stem.endswith(jobs)]
+    return sorted(found, key=lambda g: (g != REFERENCE_GPU, g))
+
+
 def figure_path(gpu: str, name: str = "", results_dir: Path | None = None) -> Path:
     """results/<gpu>[-<name>].png: where a record's figure is saved."""
     return Path(results_dir or RESULTS_DIR) / f"{slug(gpu)}{'-' + name if name else ''}.png"

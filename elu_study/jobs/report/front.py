@@ -77,6 +77,26 @@ def figure(study: dict):
     return plots.roofs_figure(study, panels, plots.label("steps_title", gpu=study["provenance"]["gpu"]), one_scale=True)
 
 
+def gpus_frame(best: str, results_dir: Path | None = None) -> pd.DataFrame:
+    """One line per GPU with a main record, the reference first: copy_'s time and its floors, then ``best`` (the
+    fastest float32 step on the reference), F.elu and step 7 over their own copy_, short / sustained, and how many of
+    its sustained rows ran mostly at the power limit."""
+    out = []
+    for gpu in record.gpus(results_dir):
+        study = record.load(gpu, results_dir=results_dir)
+        rows = {r["name"]: r for r in study["rows"]}
+        line = {"GPU": study["provenance"]["gpu"], "copy_ ms": rows["copy_"]["timing"]["median_ms"],
+                "floors ms, datasheet / streams": f"{study['floor_ms']:.2f} / {study['stream_floor_ms']:.2f}"}
+        for name in (best, REFERENCE, *(f"{STEP7} {d}" for d in entries.DTYPES16)):
+            r = rows.get(name, {})
+            both = [r.get("x_roof"), r.get("x_roof_sustained")]
+            line[name] = " / ".join(f"{x:.3f}" for x in both if x is not None) or entries.NOT_MEASURED
+        held = [r for r in study["rows"] if r["timing"].get("sustained")]
+        line["sustained rows at the power limit"] = f"{sum(map(capped, held))} of {len(held)}"
+        out.append(line)
+    return pd.DataFrame(out).set_index("GPU")
+
+
 def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[tuple[str, str]]:
     """(title, file name) of each notebook: its first heading, without the study's name before a dash."""
     found = []
@@ -122,6 +142,7 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
             "dtypes": entries.DTYPES16, "exhaustive": rows[f"{STEP7} {entries.DTYPES16[0]}"]["exhaustive"],
             "records": (record.record_path(gpu).name, record.record_path(gpu, "accuracy").name), "steps": steps,
             "figure": record.readme_link(record.figure_path(gpu, FIGURE)), "notebooks": notebooks(),
+            "gpus": gpus_frame(best["name"]),
             "stale": changed_kernels(study)}
 
 
