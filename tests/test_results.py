@@ -409,6 +409,7 @@ def test_every_gpu_with_a_main_record_gets_its_line_from_that_record(tmp_path):
         held = [r for r in rec["rows"] if r["timing"].get("sustained")]
         capped = sum((r["timing"]["sustained"]["capped_fraction"] or 0) >= 0.5 for r in held)
         assert line["sustained rows at the power limit"] == f"{capped} of {len(held)}"
+        assert line["builds changed since"] == (front.changed_kernels(rec) or "nothing")
     short = without_sustained(record.load(slugs[1]))
     record.save(short, "study", tmp_path)
     line = front.gpus_frame(best, tmp_path).iloc[0]

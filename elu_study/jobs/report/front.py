@@ -79,8 +79,8 @@ def figure(study: dict):
 
 def gpus_frame(best: str, results_dir: Path | None = None) -> pd.DataFrame:
     """One line per GPU with a main record, the reference first: copy_'s time and its floors, then ``best`` (the
-    fastest float32 step on the reference), F.elu and step 7 over their own copy_, short / sustained, and how many of
-    its sustained rows ran mostly at the power limit."""
+    fastest float32 step on the reference), F.elu and step 7 over their own copy_, short / sustained, how many of its
+    sustained rows ran mostly at the power limit, and which of the table's kernel builds changed since."""
     out = []
     for gpu in record.gpus(results_dir):
         study = record.load(gpu, results_dir=results_dir)
@@ -93,6 +93,7 @@ def gpus_frame(best: str, results_dir: Path | None = None) -> pd.DataFrame:
             line[name] = " / ".join(f"{x:.3f}" for x in both if x is not None) or entries.NOT_MEASURED
         held = [r for r in study["rows"] if r["timing"].get("sustained")]
         line["sustained rows at the power limit"] = f"{sum(map(capped, held))} of {len(held)}"
+        line["builds changed since"] = changed_kernels(study) or "nothing"  # builds whose numbers are an earlier build's
         out.append(line)
     return pd.DataFrame(out).set_index("GPU")
 
