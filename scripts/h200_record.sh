@@ -27,6 +27,12 @@ if [ -z "${ELU_STUDY_COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null 
   echo "WARNING: uncommitted changes and no ELU_STUDY_COMMIT: records will name $(git describe --always --dirty)." \
        "Commit, then run with ELU_STUDY_COMMIT=<the commit sent>." >&2
 fi
+if [ -n "${ELU_STUDY_COMMIT:-}" ] && [ "$ELU_STUDY_COMMIT" = "$(git rev-parse HEAD 2>/dev/null)" ] \
+   && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)" ]; then
+  echo "ERROR: ELU_STUDY_COMMIT is this copy's git HEAD, which its files do not match (a stale git state):" \
+       "give the hash of the commit sent, as the sending machine names it." >&2
+  exit 2
+fi
 status=0
 log() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 for stage in "$@"; do
