@@ -4,6 +4,7 @@
 #   bash scripts/h200_record.sh notebooks tests          # notebooks executed and checked, GPU tests
 #   bash scripts/h200_record.sh build optests model:checks,host,eager notebook:11_in_a_model
 #   bash scripts/h200_record.sh build gputests   # a new kernel's first GPU call: every test, no notebook, no record
+#   bash scripts/h200_record.sh build gputests:"flushing or 4_fast_math"  # those tests only (pytest -k)
 #   bash scripts/h200_record.sh records          # every due record (its inputs changed), resumable (python -m elu_study records)
 #   UNTIL=540 bash scripts/h200_record.sh records:study,beyond  # those if due; none started that would end past 540 s
 # Stages: build (every kernel build of every job, in parallel), study (results/<gpu>.json, figures, README block), profile (results/<gpu>-ncu.json),
@@ -43,6 +44,8 @@ for stage in "$@"; do
     notebook:*) python3 -m elu_study notebooks "notebooks/${stage#notebook:}.ipynb" || status=1 ;;
     gputests) python3 -m pytest tests -q -n 8 --dist loadfile -p no:cacheprovider -o addopts="" --durations=8 \
                 || status=1 ;;  # the suite alone, in parallel (GPU checks: every bit pattern, both exp builds, ...)
+    gputests:*) python3 -m pytest tests -q -n 4 -p no:cacheprovider -o addopts="" -k "${stage#gputests:}" \
+                  || status=1 ;;  # the tests pytest -k selects, e.g. gputests:"flushing or 4_fast_math"
     optests) python3 -m pytest tests/test_ops.py tests/test_op_properties.py -q -p no:cacheprovider -o addopts="" \
                || status=1 ;;  # -o addopts="": no nbval (the GPU test record is rewritten: commit the full suite's)
     model:*) python3 -m elu_study model --parts "${stage#model:}" || status=1 ;;
