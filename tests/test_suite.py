@@ -106,9 +106,24 @@ def test_only_a_run_with_gpu_tests_run_is_recorded():
     assert suite.ran_on_gpu({"passed": [_report("tests/test_fuzz.py::test_bad_calls", keywords=("gpu",))]})
 
 
-def _write(stats, results_dir, gpu=True):
+def _write(stats, results_dir, gpu=True, args=("-q", "-x")):
     fuzz = suite.fuzz_settings(examples=60, seed=99)
-    return suite.write_record(stats, fuzz, ["-q", "-x"], results_dir, lambda: gpu, lambda: PROVENANCE, 123.456)
+    return suite.write_record(stats, fuzz, list(args), results_dir, lambda: gpu, lambda: PROVENANCE, 123.456)
+
+
+@pytest.mark.parametrize("args", [("-k", "flushing or 4_fast_math"), ("-kfast",), ("-m", "gpu"), ("--lf",),
+                                  ("tests/test_build.py",), ("tests/test_gpu.py::test_odd_lengths",),
+                                  ("--deselect", "tests/test_fuzz.py::test_bad_calls")])
+def test_a_run_of_part_of_the_suite_leaves_the_record_as_it_was(tmp_path, args):
+    """A few tests' run on a GPU (a -k expression, a file) must not stand in for the suite's record."""
+    assert _write(STATS, tmp_path, args=args) is None
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("args", [(), ("tests",), ("-q", "-n", "8", "--dist", "loadfile", "--hypothesis-seed=7"),
+                                  ("tests", "notebooks", "--nbval")])
+def test_a_run_of_the_whole_suite_is_recorded(tmp_path, args):
+    assert _write(STATS, tmp_path, args=args) == tmp_path / "nvidia-h200-tests.json"
 
 
 def test_the_record_reads_back_with_the_run_it_was_written_from(tmp_path):

@@ -64,12 +64,22 @@ def ran_on_gpu(stats: dict[str, list]) -> bool:
                for outcome in ("passed", "failed") for r in stats.get(outcome, []))
 
 
+SELECTING = ("-k", "-m", "--deselect", "--lf", "--last-failed")  # options that run part of the suite
+
+
+def partial(args: list[str]) -> bool:
+    """Whether pytest's arguments select part of the suite: a -k or -m expression, a deselection, the last failures,
+    a test file or a test by its id (a folder, the whole suite's or notebooks/, does not)."""
+    return any(a.startswith(SELECTING) or "::" in a or a.endswith((".py", ".ipynb")) for a in args)
+
+
 def write_record(stats: dict[str, list], fuzz: FuzzSettings, args: list[str], results_dir: Path | None,
                  gpu_available: Callable[[], bool], provenance: Callable[[], dict],
                  duration_s: float | None = None) -> Path | None:
     """Save the run's record (job "tests") in ``results_dir`` (None: the repository's results/) if GPU tests ran on a
-    GPU here, and return its path; else write nothing (a CPU run, CI's, leaves the tree as it was) and return None."""
-    if not ran_on_gpu(stats) or not gpu_available():
+    GPU here, the whole suite (not ``partial``), and return its path; else write nothing (a CPU run, CI's, or a few
+    tests', leaves the tree as it was) and return None."""
+    if not ran_on_gpu(stats) or partial(args) or not gpu_available():
         return None
     return record.save({
         "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
