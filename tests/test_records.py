@@ -278,3 +278,15 @@ def test_a_group_runs_at_once_and_names_the_stage_that_failed(capsys):
     # each one's output under its own name, not interleaved with the others'
     assert said.index("=== c's output:\nTraceback") < said.index("SystemExit: 3") < said.index("=== c: exit 1")
     assert said.count("'s output:\n1 loop, best of 1") == 2
+
+
+def test_without_a_gpu_the_plan_reads_the_records_of_the_gpu_named(capsys, monkeypatch):
+    """--gpu picks whose committed records --plan reads: each stage's last run is that GPU's record's."""
+    monkeypatch.setattr(records.torch.cuda, "is_available", lambda: False)  # a GPU here would name itself
+    other = next(g for g in record.gpus() if g != record.REFERENCE_GPU)
+    assert records.main(["--plan", "--gpu", other]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"records of {other} ")
+    seconds = record.held_fingerprint(other, "study")["seconds"]
+    assert re.search(rf"^  study +\w+ +\(last run {seconds:.0f} s\)", out, re.MULTILINE), out
+    assert seconds != record.held_fingerprint(record.REFERENCE_GPU, "study")["seconds"]  # not the reference's
