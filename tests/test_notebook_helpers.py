@@ -382,3 +382,19 @@ def test_every_grade_says_when_its_kernels_build_changed_since_the_record(job, v
     assert verdicts(rec) and all(v.endswith("(earlier build)") for v in verdicts(rec))
     monkeypatch.setattr(fingerprint, "earlier_variants", lambda r: {other})
     assert not any("(earlier build)" in v for v in verdicts(rec))
+
+
+def test_without_a_toolkit_a_row_measured_without_its_sass_says_so(capsys):
+    """Study.inspect falls back on the record's SASS where nothing compiles; step 7's batches record none
+    (harness.measure(sass=False)): a clear error naming the row, not a crash inside KernelReport."""
+    from elu_study.jobs.study.notebook import Study
+
+    study = Study(job="sixteen")
+    study.can_compile = False
+    name = "7_sixteen_bits bfloat16"
+    record.row(study.record, name)["sass"] = None  # as a batch measured with sass=False holds it
+    with pytest.raises(ValueError, match=f"{name}: no toolkit here"):
+        study.inspect(name)
+    main = Study()  # the main record keeps each build's SASS: read back as it was recorded
+    main.can_compile = False
+    assert main.inspect("2_float4").function == record.row(main.record, "2_float4")["sass"]["function"]

@@ -395,26 +395,41 @@ def test_the_steps_table_is_the_records(study_record):
 
 def test_every_gpu_with_a_main_record_gets_its_line_from_that_record(tmp_path):
     """The README's GPU table: one line per GPU with a main record, the reference first, each cell from that GPU's
-    own record (copy_'s median, the best step over its copy_, short / sustained, the rows capped under sustained
-    load); a record timed without the sustained protocol shows the short ratio alone."""
+    own record (copy_'s median, its floors, each kernel over its own dtype's copy_, short / sustained, the rows capped
+    under sustained load, the builds changed since); a record timed without the sustained protocol shows the short
+    ratio alone, and one without a datasheet figure or stream rows says so instead of failing."""
     slugs = record.gpus()
     assert slugs[0] == record.REFERENCE_GPU and len(slugs) >= 2  # the H200's and the H100's are committed
     best = front.numbers()["best"]["name"]
     df = front.gpus_frame(best)
+    assert list(df.index) == [record.load(s)["provenance"]["gpu"] for s in slugs]
+    shown = [best, "F.elu", *(f"7_sixteen_bits {d}" for d in DTYPES16)]
+    assert list(df.columns)[2:6] == shown
     for slug in slugs:
         rec = record.load(slug)
-        line, r = df.loc[rec["provenance"]["gpu"]], record.row(rec, best)
+        line = df.loc[rec["provenance"]["gpu"]]
         assert line["copy_ ms"] == record.row(rec, "copy_")["timing"]["median_ms"]
-        assert line[best] == f"{r['x_roof']:.3f} / {r['x_roof_sustained']:.3f}"
+        assert line["floors ms, streams / datasheet"] == f"{rec['stream_floor_ms']:.2f} / {rec['floor_ms']:.2f}"
+        for name in shown:  # over its own dtype's copy_: a 16-bit row's ratio is not its x_copy
+            r = record.row(rec, name)
+            roof = record.row(rec, roof_for("forward", r["dtype"]))
+            short = r["timing"]["median_ms"] / roof["timing"]["median_ms"]
+            held = r["timing"]["sustained"]["median_ms"] / roof["timing"]["sustained"]["median_ms"]
+            assert line[name] == f"{short:.3f} / {held:.3f}", (slug, name)
         held = [r for r in rec["rows"] if r["timing"].get("sustained")]
         capped = sum((r["timing"]["sustained"]["capped_fraction"] or 0) >= 0.5 for r in held)
-        assert line["sustained rows at the power limit"] == f"{capped} of {len(held)}"
-        assert line["builds changed since"] == (front.changed_kernels(rec) or "nothing")
+        assert line["at the power limit"] == f"{capped} of {len(held)} sustained rows"
+        assert line["kernel builds changed since"] == (front.changed_kernels(rec) or "none")
     short = without_sustained(record.load(slugs[1]))
+    short["rows"] = [r for r in short["rows"] if r["name"] not in ("read_only", "write_only")]  # no stream floor
+    short["peak_bytes_per_s"] = None  # a GPU without a datasheet figure
     record.save(short, "study", tmp_path)
+    (tmp_path / f"{slugs[1]}-model.json").write_text(json.dumps({"schema": {"job": "model", "version": 4}}))
+    assert record.gpus(tmp_path) == [slugs[1]]  # by the stamp: the model record is not a GPU
     line = front.gpus_frame(best, tmp_path).iloc[0]
     assert line[best] == f"{record.row(short, best)['x_roof']:.3f}"
-    assert line["sustained rows at the power limit"] == "0 of 0"
+    assert line["floors ms, streams / datasheet"] == "n/a / n/a"
+    assert line["at the power limit"] == "0 of 0 sustained rows"
 
 
 def test_the_steps_table_and_the_verdict_follow_the_records(study_record, monkeypatch):

@@ -63,9 +63,10 @@ def held_fingerprint(gpu: str, job: str = "study", results_dir: Path | None = No
 
 
 def gpus(results_dir: Path | None = None) -> list[str]:
-    """Every GPU (its slug) with a main record in the results folder, the reference GPU first."""
-    jobs = tuple(f"-{j}" for j in VERSIONS if j != "study")
-    found = [p.stem for p in Path(results_dir or RESULTS_DIR).glob("*.json") if not p.stem.endswith(jobs)]
+    """Every GPU (its slug, the file's name) with a main record in the results folder, by the records' schema stamps
+    (a GPU's name may end like a job's); the reference GPU first."""
+    found = [p.stem for p in Path(results_dir or RESULTS_DIR).glob("*.json")
+             if (json.loads(p.read_text()).get("schema") or {}).get("job") == "study"]
     return sorted(found, key=lambda g: (g != REFERENCE_GPU, g))
 
 

@@ -85,15 +85,16 @@ def gpus_frame(best: str, results_dir: Path | None = None) -> pd.DataFrame:
     for gpu in record.gpus(results_dir):
         study = record.load(gpu, results_dir=results_dir)
         rows = {r["name"]: r for r in study["rows"]}
+        floors = (study.get("stream_floor_ms"), study.get("floor_ms"))  # None: no such rows, no datasheet figure
         line = {"GPU": study["provenance"]["gpu"], "copy_ ms": rows["copy_"]["timing"]["median_ms"],
-                "floors ms, datasheet / streams": f"{study['floor_ms']:.2f} / {study['stream_floor_ms']:.2f}"}
+                "floors ms, streams / datasheet": " / ".join("n/a" if f is None else f"{f:.2f}" for f in floors)}
         for name in (best, REFERENCE, *(f"{STEP7} {d}" for d in entries.DTYPES16)):
             r = rows.get(name, {})
             both = [r.get("x_roof"), r.get("x_roof_sustained")]
             line[name] = " / ".join(f"{x:.3f}" for x in both if x is not None) or entries.NOT_MEASURED
         held = [r for r in study["rows"] if r["timing"].get("sustained")]
-        line["sustained rows at the power limit"] = f"{sum(map(capped, held))} of {len(held)}"
-        line["builds changed since"] = changed_kernels(study) or "nothing"  # builds whose numbers are an earlier build's
+        line["at the power limit"] = f"{sum(map(capped, held))} of {len(held)} sustained rows"
+        line["kernel builds changed since"] = changed_kernels(study) or "none"  # its numbers are an earlier build's
         out.append(line)
     return pd.DataFrame(out).set_index("GPU")
 

@@ -113,6 +113,8 @@ class Study:
     def inspect(self, name: str) -> KernelReport:
         """An entry's SASS report, printed: compiled here if a toolkit is installed, else the recorded one."""
         entry = ENTRIES[name]
+        if not self.can_compile and self.row(name)["sass"] is None:  # a batch measured with sass=False
+            raise ValueError(f"{name}: no toolkit here to compile it, and this record holds no SASS of it")
         found = (inspect_variant(compile_variant(entry.variant, extra_cuda_cflags=list(entry.flags)))
                  if self.can_compile else KernelReport.from_dict(self.row(name)["sass"]))
         print(found.summary())
