@@ -627,3 +627,17 @@ def test_the_checks_say_when_the_sanitizers_builds_changed_since_its_run(monkeyp
     assert "changed since" not in front.blocks()["checks"]
     changed.add("7_sixteen_bits")
     assert "(`results/nvidia-h200-sanitize.json`); its builds have changed since." in front.blocks()["checks"]
+
+
+def test_another_gpus_report_draws_its_figures_and_leaves_the_readme_to_the_reference():
+    """``report`` redraws every GPU's figures; the README's blocks (the verdict, the steps, sizes, step 6) stay the
+    reference GPU's: another GPU shows there as its line of the GPU table."""
+    other = next(g for g in record.gpus() if g != record.REFERENCE_GPU)
+    before = README.read_text()
+    try:
+        written = report.write(other)
+        assert README.read_text() == before
+    finally:
+        README.write_text(before)
+    assert README not in written and record.figure_path(other, "steps") in written
+    assert all(p.name.startswith(other) for p in written)

@@ -1,5 +1,5 @@
-"""``python -m elu_study report [gpu]``: every job's figures and README blocks again, from the committed records
-(no GPU needed)."""
+"""``python -m elu_study report [gpu]``: every job's figures again, for every GPU with records (or the one named),
+and the README's blocks from the reference GPU's, all from the committed records (no GPU needed)."""
 
 import argparse
 from pathlib import Path
@@ -16,11 +16,13 @@ REPORTS = {"study": study, "sizes": sizes, "beyond": beyond, "launch": launch, "
 
 
 def write(gpu: str, readme: bool = True) -> list[Path]:
-    """Regenerate what every job with a record for ``gpu`` draws and writes, then the README's first screen."""
+    """Regenerate what every job with a record for ``gpu`` draws and, for the reference GPU (the README's), writes
+    into the README, then its first screen."""
+    readme = readme and record.slug(gpu) == record.REFERENCE_GPU  # another GPU's show in the first screen's table
     paths = [p for job, module in REPORTS.items() if record.record_path(gpu, job).is_file()
              for p in module.write_report(gpu, readme=readme)]
     paths += front.write_figure(gpu) if record.record_path(gpu).is_file() else []
-    if readme and record.slug(gpu) == record.REFERENCE_GPU:
+    if readme:
         paths += [record.write_block(name, text) for name, text in front.blocks(gpu).items()]
     return paths
 
@@ -37,9 +39,10 @@ def blocks(gpu: str = record.REFERENCE_GPU) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elu_study report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("gpu", nargs="?", default=record.REFERENCE_GPU)
+    parser.add_argument("gpu", nargs="?", help="only this GPU's (default: every GPU with a main record)")
     parser.add_argument("--no-readme", action="store_true", help="figures only, README untouched")
     args = parser.parse_args(argv)
-    for path in write(args.gpu, readme=not args.no_readme):
-        print(f"wrote {path}")
+    for gpu in [args.gpu] if args.gpu else record.gpus():
+        for path in write(gpu, readme=not args.no_readme):
+            print(f"wrote {path}")
     return 0
