@@ -79,7 +79,7 @@ STAGES = (
     # The suite compares the README and the notebooks' outputs with what the records give (nbval, the report's
     # byte-for-byte test): regenerated from the records just measured before it runs, not left at the last ones.
     Stage("report", ELU + ("report",), None, serves=("tests",)),
-    Stage("notebooks", ELU + ("notebooks", "--jobs", "8"), None, serves=("tests",)),  # 8 of 16 cores, ~20 GB
+    Stage("notebooks", ELU + ("notebooks", "--jobs", "8"), None, serves=("tests",)),  # 8 of 16 cores: records, SASS
     # One test file per worker (pytest-xdist, eight of the H200 machine's 16 cores, as the gputests stage ran it in
     # 61 s): one process could not run the suite within a session's device time (the record's duration_s is the
     # parallel run's); all workers share one hypothesis seed, kept in fuzz.rerun_with.
