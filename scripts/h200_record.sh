@@ -12,7 +12,7 @@
 # (executed in place, then re-run by nbval), tests (the whole suite, GPU tests and fuzzing
 # included; results/<gpu>-tests.json), optests (the operator's tests alone, no record), model:PARTS (python -m
 # elu_study model --parts PARTS), notebook:NAME (one notebook executed in place). What changed is packed into $OUT/record.tar.gz when
-# $OUT is set (the device tool's output folder).
+# $OUT is set (the device tool's output folder); scripts/take_records.sh takes it into the tree before the next call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
