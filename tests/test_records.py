@@ -290,3 +290,6 @@ def test_without_a_gpu_the_plan_reads_the_records_of_the_gpu_named(capsys, monke
     seconds = record.held_fingerprint(other, "study")["seconds"]
     assert re.search(rf"^  study +\w+ +\(last run {seconds:.0f} s\)", out, re.MULTILINE), out
     assert seconds != record.held_fingerprint(record.REFERENCE_GPU, "study")["seconds"]  # not the reference's
+    with pytest.raises(SystemExit):  # a GPU with no main record: named, with those there are, not an empty plan
+        records.main(["--plan", "--gpu", "no-such-gpu"])
+    assert "recorded: nvidia-h200" in capsys.readouterr().err

@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--until", type=float, metavar="SECONDS",
                         help="start no stage whose last run would end past this many seconds from now (a device "
                              "call's limit): it is left due for the next run")
-    parser.add_argument("--gpu", default=record.REFERENCE_GPU, choices=record.gpus(),
+    parser.add_argument("--gpu", default=record.REFERENCE_GPU,
                         help="without a GPU: whose records --plan reads (default: %(default)s)")
     parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the build stage's process
     args = parser.parse_args(argv)
@@ -201,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := set(args.stages) - set(BY_NAME):
         parser.error(f"unknown stages {sorted(unknown)}; stages: {', '.join(BY_NAME)}")
     here = torch.cuda.is_available()
+    if not here and args.gpu not in (recorded := record.gpus()):  # read here, not by every stage's start-up
+        parser.error(f"no main record of {args.gpu!r} in results/; recorded: {', '.join(recorded)}")
     gpu = torch.cuda.get_device_name() if here else args.gpu
     provenance = hardware.provenance() if here else {}
     tools = {k: provenance.get(k) for k in fingerprint.TOOLCHAIN} if here else None
