@@ -256,10 +256,12 @@ def test_the_closing_line_names_the_builds_changed_since_the_records(monkeypatch
 
 
 def test_only_stages_that_measure_no_time_run_side_by_side():
-    """accuracy and sanitize (checks, no time or counter) form one group; each timing stage runs alone."""
+    """accuracy and sanitize (checks, no time or counter) form one group, the README and notebooks made from them
+    another, after them; each timing stage runs alone."""
     groups = [[s.name for s in g] for g in records.batches(list(records.STAGES))]
-    assert ["accuracy", "sanitize"] in groups
-    assert all(len(g) == 1 for g in groups if g != ["accuracy", "sanitize"])
+    together = [["accuracy", "sanitize"], ["report", "notebooks"]]
+    assert [g for g in groups if len(g) > 1] == together
+    assert all(len(g) == 1 for g in groups if g not in together)
     assert [n for g in groups for n in g] == [s.name for s in records.STAGES]
     timing = [records.BY_NAME[n] for n in ("study", "model", "profile")]
     assert records.batches(timing) == [[s] for s in timing]
@@ -267,9 +269,9 @@ def test_only_stages_that_measure_no_time_run_side_by_side():
 
 def test_a_group_runs_at_once_and_names_the_stage_that_failed(capsys):
     sleep = "import time; time.sleep(1.5)"
-    group = [records.Stage("a", ("timeit", "-n1", "-r1", sleep), None, alone=False),
-             records.Stage("b", ("timeit", "-n1", "-r1", sleep), None, alone=False),
-             records.Stage("c", ("timeit", "-n1", "-r1", "raise SystemExit(3)"), None, alone=False)]
+    group = [records.Stage("a", ("timeit", "-n1", "-r1", sleep), None, beside="g"),
+             records.Stage("b", ("timeit", "-n1", "-r1", sleep), None, beside="g"),
+             records.Stage("c", ("timeit", "-n1", "-r1", "raise SystemExit(3)"), None, beside="g")]
     start = time.monotonic()
     assert records.run_side_by_side(group, record.REFERENCE_GPU, {}) == ["c"]
     assert time.monotonic() - start < 2.9  # one after the other: 3 s and more

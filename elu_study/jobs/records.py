@@ -2,9 +2,10 @@
 
 A record is due when its fingerprint (``elu_study.core.fingerprint``) differs from what this tree and machine give.
 Each due stage runs in a fresh process, in ``STAGES`` order (a peer's time depends on its process's history,
-notebook 09), and is fingerprinted once it succeeds: a run that ran out of time resumes where it stopped. A stage
-that records neither a time nor a counter (``alone`` False: the accuracy and sanitizer checks) runs side by side with
-the next such stage; every other runs alone on the GPU.
+notebook 09), and is fingerprinted once it succeeds: a run that ran out of time resumes where it stopped. Stages
+that record neither a time nor a counter run side by side with the next ones of their ``beside`` group (the accuracy
+and sanitizer checks; then the README and the notebooks, made from what those wrote); every other runs alone on the
+GPU.
 ``--plan`` prints each record, current or due and why; ``--pack`` archives the records, notebooks and README after
 every stage, so that nothing measured is lost."""
 
@@ -39,7 +40,7 @@ class Stage:
     seed_option: str | None = None  # an option given a fresh random seed per run (one for all of pytest's workers)
     serves: tuple[str, ...] | None = None  # a stage without a record: the stages it prepares (None: every one)
     files: tuple[str, ...] = ()  # inputs beyond the job's modules: globs under the repository (the tests' files)
-    alone: bool = True  # False: it measures no time or counter, so it may share the GPU with another such stage
+    beside: str = ""  # a group: it measures no time or counter, so it may share the GPU with the next of its group
 
     def argv(self) -> tuple[str, ...]:
         return self.command + ((f"{self.seed_option}={secrets.randbelow(2**32)}",) if self.seed_option else ())
@@ -74,12 +75,13 @@ STAGES = (
     Stage("profile", ELU + ("profile",), "ncu"),
     Stage("sizes", ELU + ("sizes",), "sizes"),
     Stage("launch", ELU + ("launch",), "launch"),
-    Stage("accuracy", ELU + ("accuracy",), "accuracy", alone=False),
-    Stage("sanitize", ELU + ("sanitize",), "sanitize", alone=False),
+    Stage("accuracy", ELU + ("accuracy",), "accuracy", beside="checks"),
+    Stage("sanitize", ELU + ("sanitize",), "sanitize", beside="checks"),
     # The suite compares the README and the notebooks' outputs with what the records give (nbval, the report's
     # byte-for-byte test): regenerated from the records just measured before it runs, not left at the last ones.
-    Stage("report", ELU + ("report",), None, serves=("tests",)),
-    Stage("notebooks", ELU + ("notebooks", "--jobs", "8"), None, serves=("tests",)),  # 8 of 16 cores: records, SASS
+    # Neither reads what the other writes (the notebooks read records and SASS, no README, no figure file).
+    Stage("report", ELU + ("report",), None, serves=("tests",), beside="presenting"),
+    Stage("notebooks", ELU + ("notebooks", "--jobs", "8"), None, serves=("tests",), beside="presenting"),
     # One test file per worker (pytest-xdist, eight of the H200 machine's 16 cores, as the gputests stage ran it in
     # 61 s): one process could not run the suite within a session's device time (the record's duration_s is the
     # parallel run's); all workers share one hypothesis seed, kept in fuzz.rerun_with.
@@ -139,8 +141,8 @@ def pack(archive: Path) -> None:
 
 
 def batches(stages: list[Stage]) -> list[list[Stage]]:
-    """Groups run side by side: consecutive stages that need not be alone (``Stage.alone`` False), or one stage."""
-    return [list(group) for _, group in itertools.groupby(stages, key=lambda s: s.alone and s.name)]
+    """Groups run side by side: consecutive stages of one ``beside`` group, or one stage."""
+    return [list(group) for _, group in itertools.groupby(stages, key=lambda s: s.beside or s.name)]
 
 
 def run_side_by_side(group: list[Stage], gpu: str, tools: dict) -> list[str]:
