@@ -135,7 +135,9 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     runs = {n: sorted(r["x_roof_sustained"] for rec in held for r in rec["rows"]
                       if r["name"] == n and r.get("x_roof_sustained") is not None)
             for n in (best["name"], *(f"{STEP7} {d}" for d in entries.DTYPES16))}
-    return {"runs": runs, "gpu": study["provenance"]["gpu"], "study": study, "rows": rows, "best": best, "step7": STEP7,
+    # a tie with the row's copy_: its slowest run no further from 1 than its runs are from each other
+    ties = {n: len(x) > 1 and abs(1 - x[-1]) <= x[-1] - x[0] for n, x in runs.items()}
+    return {"runs": runs, "ties": ties, "gpu": study["provenance"]["gpu"], "study": study, "rows": rows, "best": best, "step7": STEP7,
             "unsettled": [f"`{r['name']}`" for r in measured(study) if (r["timing"].get("sustained") or {})
                           .get("settled") is False],
             "best_sustained": sustained(best), "roof_capped": capped(rows["copy_"]),  # copy_, the roof, capped too?
