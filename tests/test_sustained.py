@@ -61,6 +61,28 @@ def test_the_prediction_is_graded_on_each_rows_sustained_ratio_and_the_defaults_
     assert tables.sustained_graded(without_sustained(beyond), analysis.SUSTAINED_PREDICTION) is None  # short only
 
 
+def test_a_prediction_with_several_runs_of_its_build_holds_only_where_every_run_holds(beyond):
+    """Other sustained runs of a row's build (another record's, or the same build under another name) are graded too:
+    runs graded apart put the range's edge within the protocol's resolution, a tie, whichever run the table shows."""
+    time, energy = "{}, time over copy_'s", "{}, J per pass over copy_'s"
+    other = copy.deepcopy(beyond)
+    record.row(other, "6_load_evict_last")["timing"]["sustained"]["median_ms"] = 2.95  # 0.983: inside 0.975-0.99
+    other = derived.annotate(other)
+    also = {"6_load_evict_last": [(other, "6_load_evict_last")]}
+    graded = tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION, also=also)
+    assert graded.loc[time.format("6_load_evict_last"), "grade"] == "HELD"  # 0.980 and 0.983: both inside
+    assert graded.loc[time.format("6_load_evict_last"), "other runs"] == "0.983"
+    record.row(other, "6_load_evict_last")["timing"]["sustained"]["median_ms"] = 3.0  # 1.000: over 0.99
+    graded = tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION, also={
+        "6_load_evict_last": [(derived.annotate(other), "6_load_evict_last")]})
+    assert graded.loc[time.format("6_load_evict_last"), "grade"] == "TIE (its runs graded apart)"
+    assert graded.loc[time.format("6_load_evict_last"), "measured"] == pytest.approx(0.98)  # the record's own run
+    assert graded.loc[time.format("6_base"), "grade"] == "HELD"  # no other run: graded as before
+    assert graded.loc[energy.format("6_beyond_copy"), "grade"] == "HELD"
+    assert graded.loc[time.format("6_base"), "other runs"] == ""  # none: an empty cell
+    assert "other runs" not in tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION)  # none given
+
+
 def test_step_7s_prediction_is_graded_per_dtype_against_its_own_copy():
     from elu_study.jobs.sixteen import analysis as sixteen
 

@@ -39,34 +39,57 @@ def as_built(grade: str, earlier: set[str], *variants: str | None) -> str:
     return grade + (EARLIER_BUILD if earlier & set(variants) else "")
 
 
+def sustained_value(rec: dict, name: str, energy: bool = False) -> float | None:
+    """A row's sustained time over its roof's, or (``energy``) its energy per pass over its roof's; None where the
+    record did not time it so or NVML gave no energy reading."""
+    rows = {r["name"]: r for r in rec["rows"]}
+    if (r := rows.get(name)) is None or r.get("x_roof_sustained") is None:
+        return None
+    if not energy:
+        return r["x_roof_sustained"]
+    j = (r["timing"]["sustained"].get("energy_j"), rows[r["roof"]]["timing"]["sustained"].get("energy_j"))
+    return None if None in j else j[0] / j[1]
+
+
+def range_verdict(value: float | None, lo: float, hi: float, tie: float) -> str:
+    """One value against a predicted range, a value outside it by no more than ``tie`` a tie."""
+    return ("no reading" if value is None else "HELD" if lo <= value <= hi else
+            "TIE (within the runs' spread)" if lo - tie <= value <= hi + tie else
+            f"MISSED ({'lower' if value < lo else 'higher'})")
+
+
 def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
-                     ties: tuple[float, float] = (0.0, 0.0)) -> pd.DataFrame | None:
+                     ties: tuple[float, float] = (0.0, 0.0),
+                     also: dict[str, list[tuple[dict, str]]] | None = None) -> pd.DataFrame | None:
     """A prediction for the sustained protocol graded on a record: for each "entry", its sustained time over its own
     roof's; for "entry J", its energy per pass over its roof's; beside each, the short protocol's ratio and the
     sustained readings. A value outside its range by no more than ``ties`` (time, energy: how far apart sustained
-    runs of one build fall, the protocol's resolution) is a tie; an entry the record lacks reads "not measured yet",
-    and a grade of a row whose kernel's build changed since says "(earlier build)". None where the record has no
-    sustained timings."""
+    runs of one build fall, the protocol's resolution) is a tie. ``also``: other sustained runs of an entry's build,
+    (record, row name) pairs by entry: each is graded too, and where the runs' grades differ the prediction's edge
+    lies within the protocol's resolution, a tie ("other runs" lists their values). An entry the record lacks reads
+    "not measured yet", and a grade of a row whose kernel's build changed since says "(earlier build)". None where the
+    record has no sustained timings."""
     rows, out, earlier = {r["name"]: r for r in record["rows"]}, [], fingerprint.earlier_variants(record)
     for key, (lo, hi) in prediction.items():
         name, energy = key.removesuffix(" J"), key.endswith(" J")
         if name not in rows:  # in the catalogue since the record was measured: predicted, not run yet
             roof = roof_of(name, ENTRIES[name].mode)
             out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {roof}'s",
-                        "range": f"{lo:.3f}-{hi:.3f}", "grade": "not measured yet"})
+                        "range": f"{lo:.3f}-{hi:.3f}", **({"other runs": ""} if also else {}),
+                        "grade": "not measured yet"})
             continue
         if rows[name].get("x_roof_sustained") is None:
             continue
-        r, roof = rows[name], rows[rows[name]["roof"]]
-        s, j = r["timing"]["sustained"], (r["timing"]["sustained"]["energy_j"], roof["timing"]["sustained"]["energy_j"])
-        value = (j[0] / j[1] if None not in j else None) if energy else r["x_roof_sustained"]
-        tie = ties[1] if energy else ties[0]
+        r, s = rows[name], rows[name]["timing"]["sustained"]
+        value, tie = sustained_value(record, name, energy), ties[1] if energy else ties[0]
+        others = [v for rec, n in (also or {}).get(name, ()) if (v := sustained_value(rec, n, energy)) is not None]
+        grades = {range_verdict(v, lo, hi, tie) for v in [value, *others]} if value is not None else {"no reading"}
+        verdict = grades.pop() if len(grades) == 1 else "TIE (its runs graded apart)"
         out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {r['roof']}'s",
                     "range": f"{lo:.3f}-{hi:.3f}", "measured": value, "short": None if energy else r["x_roof"],
+                    **({"other runs": ", ".join(f"{v:.3f}" for v in others)} if also else {}),
                     "MHz": s["sm_clock_mhz"], "J per pass": s["energy_j"], "at the limit": s["capped_fraction"],
-                    "grade": as_built("no reading" if value is None else "HELD" if lo <= value <= hi else
-                                      "TIE (within the runs' spread)" if lo - tie <= value <= hi + tie else
-                                      f"MISSED ({'lower' if value < lo else 'higher'})", earlier, ENTRIES[name].variant)})
+                    "grade": as_built(verdict, earlier, ENTRIES[name].variant)})
     graded = any(o["grade"] != "not measured yet" for o in out)
     return pd.DataFrame(out).set_index("prediction") if graded else None
 
