@@ -365,11 +365,12 @@ def test_an_aim_reached_in_no_run_says_none():
 
 
 def test_the_steps_table_is_the_records(study_record):
-    """Every catalogue step and F.elu, then step 7 and F.elu per 16-bit dtype: each number from the raw medians, each
-    float32 row's worst ulp its kernel file's formula's over every input, each 16-bit row's exhaustive check."""
+    """copy_, every catalogue step and F.elu, then per 16-bit dtype its copy_, step 7 and F.elu: each number from the
+    raw medians, each float32 row's worst ulp its kernel file's formula's over every input, each 16-bit row's
+    exhaustive check, a roof's none (it computes no ELU)."""
     table = table_rows(report.blocks(record.REFERENCE_GPU)["front"])
-    sixteen = [f"{name} {dtype}" for dtype in DTYPES16 for name in ("7_sixteen_bits", "F.elu")]
-    assert list(table) == [e.name for e in STEPS] + ["F.elu"] + sixteen
+    sixteen = [f"{name} {dtype}" for dtype in DTYPES16 for name in ("copy_", "7_sixteen_bits", "F.elu")]
+    assert list(table) == ["copy_"] + [e.name for e in STEPS] + ["F.elu"] + sixteen
     run = record.load(record.REFERENCE_GPU, "accuracy")["runs"]["1.0"]
     held = {r["name"] for r in study_record["rows"]}
     for name, cells in table_cells(report.blocks(record.REFERENCE_GPU)["front"]).items():
@@ -383,7 +384,9 @@ def test_the_steps_table_is_the_records(study_record):
         roof = record.row(study_record, roof_for("forward", entry.dtype))["timing"]["median_ms"]
         moved = bytes_moved(study_record["problem"]["numel"]) * BYTES_PER_ELEMENT[entry.mode] / 4
         assert [ms, x, tbps] == [f"{median:.3f}", f"{median / roof:.3f}", f"{moved / median / 1e9:.2f}"], name
-        if entry.dtype != "float32":  # PyTorch's own row is the reference; the committed step 7 matched it
+        if name.split()[0] == "copy_":
+            assert ulp == "a copy", name
+        elif entry.dtype != "float32":  # PyTorch's own row is the reference; the committed step 7 matched it
             reference = name.startswith("F.elu ")
             assert ulp == ("the reference" if reference else "bit-exact"), name
             assert reference or r["exhaustive"]["mismatches"] == 0
