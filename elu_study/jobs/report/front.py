@@ -151,7 +151,8 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
             for n in (best["name"], *(f"{STEP7} {d}" for d in entries.DTYPES16))}
     # a tie with the row's copy_: its slowest run no further from 1 than its runs are from each other
     ties = {n: len(x) > 1 and abs(1 - x[-1]) <= x[-1] - x[0] for n, x in runs.items()}
-    return {"runs": runs, "ties": ties, "gpu": study["provenance"]["gpu"], "study": study, "rows": rows, "best": best, "step7": STEP7,
+    return {"runs": runs, "ties": ties, "gpu": study["provenance"]["gpu"], "study": study, "rows": rows, "best": best,
+            "step7": STEP7,
             "unsettled": [f"`{r['name']}`" for r in measured(study) if (r["timing"].get("sustained") or {})
                           .get("settled") is False],
             "best_sustained": sustained(best), "roof_capped": capped(rows["copy_"]),  # copy_, the roof, capped too?
