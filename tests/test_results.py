@@ -648,3 +648,22 @@ def test_another_gpus_report_draws_its_figures_and_leaves_the_readme_to_the_refe
         README.write_text(before)
     assert README not in written and record.figure_path(other, "steps") in written
     assert all(p.name.startswith(other) for p in written)
+
+
+def test_the_verdicts_slowest_sustained_run_pools_only_runs_of_this_trees_build(monkeypatch):
+    """A job's record whose build of step 7 changed since it ran holds an earlier kernel's runs: the verdict's
+    slowest run is then the main record's alone; once that job runs this build, its runs count too."""
+    sixteen = record.load(record.REFERENCE_GPU, "sixteen")
+    names = [f"7_sixteen_bits {d}" for d in DTYPES16]
+    if any(record.row(sixteen, n).get("x_roof_sustained") is None for n in names):
+        pytest.skip("the committed step 7 record holds no sustained run of its defaults")
+    earlier = fingerprint.earlier_variants
+    study = record.load(record.REFERENCE_GPU)
+    main_runs = {n: record.row(study, n)["x_roof_sustained"] for n in names}
+    for stale in (True, False):
+        monkeypatch.setattr(fingerprint, "earlier_variants", lambda rec, _s=stale: (
+            {"7_sixteen_bits"} if _s and rec["schema"]["job"] == "sixteen" else set(earlier(rec)) - {"7_sixteen_bits"}))
+        runs = front.numbers()["runs"]
+        for n in names:
+            expected = [main_runs[n]] if stale else sorted([main_runs[n], record.row(sixteen, n)["x_roof_sustained"]])
+            assert runs[n] == pytest.approx(expected), (n, stale)

@@ -143,11 +143,14 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     study, accuracy = record.load(gpu), record.load(gpu, "accuracy")
     rows, steps = {r["name"]: r for r in study["rows"]}, steps_frame(study, accuracy)
     best = min((r for r in study["rows"] if r["kind"] == "step"), key=lambda r: r["x_copy"])
-    # a row's sustained runs, lowest first: the main record's and its step's own job's (beyond, sixteen); the verdict
-    # gives the worst, since runs of one build differ by more than a run's own spread
+    # a row's sustained runs, lowest first: the main record's and its step's own job's (beyond, sixteen) where that
+    # record ran this tree's build of it; the verdict gives the worst, since runs of one build differ by more than a
+    # run's own spread
     held = [study] + [r for r in (record.load(gpu, job, required=False) for job in ("beyond", "sixteen")) if r]
-    runs = {n: sorted(r["x_roof_sustained"] for rec in held for r in rec["rows"]
-                      if r["name"] == n and r.get("x_roof_sustained") is not None)
+    earlier = [fingerprint.earlier_variants(rec) for rec in held]
+    runs = {n: sorted(r["x_roof_sustained"] for rec, old in zip(held, earlier) for r in rec["rows"]
+                      if r["name"] == n and r.get("x_roof_sustained") is not None
+                      and (rec is study or entries.ENTRIES[n].variant not in old))
             for n in (best["name"], *(f"{STEP7} {d}" for d in entries.DTYPES16))}
     # a tie with the row's copy_: its slowest run no further from 1 than its runs are from each other
     ties = {n: len(x) > 1 and abs(1 - x[-1]) <= x[-1] - x[0] for n, x in runs.items()}
