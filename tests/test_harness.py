@@ -312,3 +312,21 @@ def test_the_notebooks_job_runs_several_at_once_and_keeps_a_failed_one_as_it_was
     assert outputs["a"][0]["text"] == "42\n" and outputs["c"][0]["text"] == "ccc\n"
     assert paths[1].read_text() == before and not outputs["b"]
     assert "FAILED b.ipynb: " in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.ipynb", "b.ipynb", "c.ipynb"]  # no file left half-done
+
+
+def test_a_notebook_is_never_seen_half_written(tmp_path, monkeypatch):
+    """The README stage reads the notebooks' titles while the notebooks stage runs: each executed notebook is written
+    whole to another file and renamed over the old one, so a reader sees the old file or the new one."""
+    nbformat = pytest.importorskip("nbformat")
+    from elu_study.jobs import notebooks  # noqa: PLC0415 - needs nbclient, the test extra's
+
+    path = tmp_path / "a.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    written, write = [], nbformat.write
+    monkeypatch.setattr(notebooks.nbformat, "write", lambda n, f, **kw: (written.append(Path(f)), write(n, f, **kw)))
+    assert notebooks.execute(path) is None
+    assert written and path not in written  # never truncated in place
+    assert nbformat.read(path, as_version=4).cells[0].outputs[0]["text"] == "42\n"

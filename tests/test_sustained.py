@@ -61,7 +61,7 @@ def test_the_prediction_is_graded_on_each_rows_sustained_ratio_and_the_defaults_
     assert tables.sustained_graded(without_sustained(beyond), analysis.SUSTAINED_PREDICTION) is None  # short only
 
 
-def test_a_prediction_with_several_runs_of_its_build_holds_only_where_every_run_holds(beyond):
+def test_a_prediction_with_several_runs_of_its_build_holds_only_where_every_run_holds(beyond, monkeypatch):
     """Other sustained runs of a row's build (another record's, or the same build under another name) are graded too:
     runs graded apart put the range's edge within the protocol's resolution, a tie, whichever run the table shows."""
     time, energy = "{}, time over copy_'s", "{}, J per pass over copy_'s"
@@ -73,10 +73,17 @@ def test_a_prediction_with_several_runs_of_its_build_holds_only_where_every_run_
     assert graded.loc[time.format("6_load_evict_last"), "grade"] == "HELD"  # 0.980 and 0.983: both inside
     assert graded.loc[time.format("6_load_evict_last"), "other runs"] == "0.983"
     record.row(other, "6_load_evict_last")["timing"]["sustained"]["median_ms"] = 3.0  # 1.000: over 0.99
-    graded = tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION, also={
-        "6_load_evict_last": [(derived.annotate(other), "6_load_evict_last")]})
-    assert graded.loc[time.format("6_load_evict_last"), "grade"] == "TIE (its runs graded apart)"
+    also = {"6_load_evict_last": [(derived.annotate(other), "6_load_evict_last")]}
+    graded = tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION, ties=(0.02, 0.0), also=also)
+    assert graded.loc[time.format("6_load_evict_last"), "grade"] == "TIE (its runs graded apart)"  # 0.01 out < 0.02
     assert graded.loc[time.format("6_load_evict_last"), "measured"] == pytest.approx(0.98)  # the record's own run
+    far = tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION, ties=(0.005, 0.0), also=also)
+    assert far.loc[time.format("6_load_evict_last"), "grade"] == "MISSED (higher)"  # one run past the tie: its miss
+    monkeypatch.setattr(fingerprint, "earlier_variants", lambda rec: {"6_beyond_copy"} if rec is also[
+        "6_load_evict_last"][0][0] else set())  # the other run is an earlier build's: another kernel, not counted
+    alone = tables.sustained_graded(beyond, analysis.SUSTAINED_PREDICTION, ties=(0.005, 0.0), also=also)
+    assert alone.loc[time.format("6_load_evict_last"), ["grade", "other runs"]].tolist() == ["HELD", ""]
+    monkeypatch.undo()
     assert graded.loc[time.format("6_base"), "grade"] == "HELD"  # no other run: graded as before
     assert graded.loc[energy.format("6_beyond_copy"), "grade"] == "HELD"
     assert graded.loc[time.format("6_base"), "other runs"] == ""  # none: an empty cell

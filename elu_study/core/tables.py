@@ -51,6 +51,11 @@ def sustained_value(rec: dict, name: str, energy: bool = False) -> float | None:
     return None if None in j else j[0] / j[1]
 
 
+def this_build(rec: dict, name: str) -> bool:
+    """Whether a record's row ran this tree's build of its entry (a library's call: always)."""
+    return ENTRIES[name].variant not in fingerprint.earlier_variants(rec)
+
+
 def range_verdict(value: float | None, lo: float, hi: float, tie: float) -> str:
     """One value against a predicted range, a value outside it by no more than ``tie`` a tie."""
     return ("no reading" if value is None else "HELD" if lo <= value <= hi else
@@ -65,8 +70,10 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
     roof's; for "entry J", its energy per pass over its roof's; beside each, the short protocol's ratio and the
     sustained readings. A value outside its range by no more than ``ties`` (time, energy: how far apart sustained
     runs of one build fall, the protocol's resolution) is a tie. ``also``: other sustained runs of an entry's build,
-    (record, row name) pairs by entry: each is graded too, and where the runs' grades differ the prediction's edge
-    lies within the protocol's resolution, a tie ("other runs" lists their values). An entry the record lacks reads
+    (record, row name) pairs by entry, each counted where it and the graded record ran this tree's build (``this_build``):
+    each is graded too; where their grades differ and every run lies within the tie of the range, the range's edge
+    lies within the protocol's resolution, a tie; where one lies further out, its miss is the grade ("other runs" lists
+    the runs counted). An entry the record lacks reads
     "not measured yet", and a grade of a row whose kernel's build changed since says "(earlier build)". None where the
     record has no sustained timings."""
     rows, out, earlier = {r["name"]: r for r in record["rows"]}, [], fingerprint.earlier_variants(record)
@@ -82,9 +89,13 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
             continue
         r, s = rows[name], rows[name]["timing"]["sustained"]
         value, tie = sustained_value(record, name, energy), ties[1] if energy else ties[0]
-        others = [v for rec, n in (also or {}).get(name, ()) if (v := sustained_value(rec, n, energy)) is not None]
-        grades = {range_verdict(v, lo, hi, tie) for v in [value, *others]} if value is not None else {"no reading"}
-        verdict = grades.pop() if len(grades) == 1 else "TIE (its runs graded apart)"
+        others = [v for rec, n in (also or {}).get(name, ()) if this_build(record, name) and this_build(rec, n)
+                  and (v := sustained_value(rec, n, energy)) is not None]
+        runs = [value, *others] if value is not None else [None]
+        grades = {range_verdict(v, lo, hi, tie) for v in runs}
+        farthest = max(runs, key=lambda v: max(lo - v, v - hi)) if len(grades) > 1 else None
+        verdict = (grades.pop() if len(grades) == 1 else "TIE (its runs graded apart)" if all(
+            lo - tie <= v <= hi + tie for v in runs) else range_verdict(farthest, lo, hi, tie))
         out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {r['roof']}'s",
                     "range": f"{lo:.3f}-{hi:.3f}", "measured": value, "short": None if energy else r["x_roof"],
                     **({"other runs": ", ".join(f"{v:.3f}" for v in others)} if also else {}),
@@ -96,12 +107,13 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
 
 def runs_spread(runs: list[tuple[dict, str]]) -> tuple[float, float]:
     """How far apart sustained runs of one build fall, (time, energy) over their roof's, from (record, row name)
-    pairs: the sustained protocol's resolution, ``sustained_graded``'s ties (0 for a quantity under two runs)."""
+    pairs: the sustained protocol's resolution, ``sustained_graded``'s ties (0 for a quantity under two runs). A run of
+    an earlier build (``this_build``) is another kernel's: not counted."""
     times, energies = [], []
     for rec, name in runs:
         rows = {x["name"]: x for x in rec["rows"]}
         r = rows.get(name, {})
-        if r.get("x_roof_sustained") is not None:  # timed so, and its roof too
+        if r.get("x_roof_sustained") is not None and this_build(rec, name):  # timed so, and its roof too
             roof = rows[r["roof"]]["timing"]["sustained"]
             times.append(r["x_roof_sustained"])
             if None not in (r["timing"]["sustained"].get("energy_j"), roof.get("energy_j")):

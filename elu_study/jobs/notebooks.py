@@ -20,7 +20,9 @@ def execute(path: Path, timeout_s: int = 1800) -> str | None:
         nb = nbformat.read(path, as_version=4)
         resources = {"metadata": {"path": str(path.parent)}}
         NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources=resources).execute()
-        nbformat.write(nb, path)
+        written = path.with_name(f".{path.name}.tmp")  # then renamed over it: a reader never sees it half written
+        nbformat.write(nb, written)
+        os.replace(written, path)
     except Exception as err:  # noqa: BLE001 - any failure of one notebook is reported, the rest still run
         return f"FAILED {path.name}: {type(err).__name__}: {str(err)[-2000:]}"
     return None

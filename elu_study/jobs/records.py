@@ -79,7 +79,8 @@ STAGES = (
     Stage("sanitize", ELU + ("sanitize",), "sanitize", beside="checks"),
     # The suite compares the README and the notebooks' outputs with what the records give (nbval, the report's
     # byte-for-byte test): regenerated from the records just measured before it runs, not left at the last ones.
-    # Neither reads what the other writes (the notebooks read records and SASS, no README, no figure file).
+    # The notebooks read records and SASS, no README or figure file; the README lists the notebooks' titles, which
+    # their execution leaves as they were (each notebook is written whole to a new file, then renamed over it).
     Stage("report", ELU + ("report",), None, serves=("tests",), beside="presenting"),
     Stage("notebooks", ELU + ("notebooks", "--jobs", "8"), None, serves=("tests",), beside="presenting"),
     # One test file per worker (pytest-xdist, eight of the H200 machine's 16 cores, as the gputests stage ran it in

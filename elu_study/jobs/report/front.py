@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from elu_study.core import entries, fingerprint, record, text
+from elu_study.core import entries, fingerprint, record, tables, text
 from elu_study.core.paths import NOTEBOOKS_DIR
 from elu_study.jobs.sixteen.analysis import DEFAULT as STEP7
 from elu_study.jobs.study import figures as plots
@@ -147,31 +147,37 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     # record ran this tree's build of it; the verdict gives the worst, since runs of one build differ by more than a
     # run's own spread
     held = [study] + [r for r in (record.load(gpu, job, required=False) for job in ("beyond", "sixteen")) if r]
-    earlier = [fingerprint.earlier_variants(rec) for rec in held]
-    runs = {n: sorted(r["x_roof_sustained"] for rec, old in zip(held, earlier) for r in rec["rows"]
-                      if r["name"] == n and r.get("x_roof_sustained") is not None
-                      and (rec is study or entries.ENTRIES[n].variant not in old))
-            for n in (best["name"], *(f"{STEP7} {d}" for d in entries.DTYPES16))}
+    pooled = {n: sorted(((r["x_roof_sustained"], rec, r) for rec in held for r in rec["rows"]
+                         if r["name"] == n and r.get("x_roof_sustained") is not None
+                         and (rec is study or tables.this_build(rec, n))), key=lambda t: t[0])
+              for n in (best["name"], *(f"{STEP7} {d}" for d in entries.DTYPES16))}
+    runs = {n: [x for x, _, _ in p] for n, p in pooled.items()}
+    _, slowest_record, slowest = pooled[best["name"]][-1] if pooled[best["name"]] else (None, study, best)
     # a tie with the row's copy_: its slowest run no further from 1 than its runs are from each other
     ties = {n: len(x) > 1 and abs(1 - x[-1]) <= x[-1] - x[0] for n, x in runs.items()}
     return {"runs": runs, "ties": ties, "gpu": study["provenance"]["gpu"], "study": study, "rows": rows, "best": best,
             "step7": STEP7,
             "unsettled": [f"`{r['name']}`" for r in measured(study) if (r["timing"].get("sustained") or {})
                           .get("settled") is False],
-            "best_sustained": sustained(best), "roof_capped": capped(rows["copy_"]),  # copy_, the roof, capped too?
+            # the slowest run's: at the power limit, and its own record's copy_ too?
+            "best_sustained": sustained(slowest), "roof_capped": capped(record.row(slowest_record, "copy_")),
+            "runs_of": {n: len(p) for n, p in pooled.items()},
+            "step7_runs": max(len(pooled[f"{STEP7} {d}"]) for d in entries.DTYPES16),
             "exact": all(steps.loc[f"{STEP7} {d}", "worst ulp"] == "bit-exact" for d in entries.DTYPES16),
             "ulp": steps.loc[best["name"], "worst ulp"], "alpha": next(iter(accuracy["runs"])),
             "dtypes": entries.DTYPES16, "exhaustive": rows[f"{STEP7} {entries.DTYPES16[0]}"]["exhaustive"],
             "records": (record.record_path(gpu).name, record.record_path(gpu, "accuracy").name), "steps": steps,
             "figure": record.readme_link(record.figure_path(gpu, FIGURE)), "notebooks": notebooks(),
             "gpus": gpus_frame(best["name"]),
-            "stale": changed_kernels(study)}
+            "stale": changed_kernels(study), "stale_ulp": changed_kernels(accuracy, steps_shown=True)}
 
 
-def changed_kernels(study: dict) -> str:
+def changed_kernels(study: dict, steps_shown: bool = False) -> str:
     """The table's kernel files whose build changed since the record: "every kernel's build" where all those it
-    measured did, else "the builds of" their names; "" where none did (``fingerprint.earlier_variants``)."""
-    shown = {v for r in measured(study) if (v := entries.ENTRIES[r["name"]].variant)}
+    measured did, else "the builds of" their names; "" where none did (``fingerprint.earlier_variants``).
+    ``steps_shown``: of a record without the table's rows (the accuracy record), the table's kernel files."""
+    shown = {v for e in (step_entries() if steps_shown else (entries.ENTRIES[r["name"]] for r in measured(study)))
+             if (v := e.variant)}
     stale = fingerprint.earlier_variants(study) & shown
     named = [f"`{v}`" for v in sorted(stale)]
     return "every kernel's build" if shown and shown <= stale else f"the builds of {', '.join(named)}" if named else ""
