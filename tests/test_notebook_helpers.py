@@ -353,6 +353,52 @@ def test_outputs_stay_short(stem):
     assert total <= MAX_TEXT_OUTPUT, f"{stem} prints {total} characters"
 
 
+# Issue 45's read: words as runs of letters, hyphens and underscores (a figure's "<Figure ...>" line aside), decimal
+# numbers, and output lines that grade a prediction.
+READ = {"words": 15_000, "main path words": 8_000, "decimals": 1_000, "graded lines": 40, "markdown words": 1_500}
+MAIN_PATH = ("00_problem_and_floor", "01_naive", "02_float4", "03_grid_stride", "04_fast_math", "05_streaming",
+             "08_beyond_copy")  # from the problem to the fastest kernel
+
+
+def reading(path: Path) -> dict[str, int]:
+    """One notebook's markdown words, output words, decimals and graded lines."""
+    import re  # noqa: PLC0415
+
+    cells = json.loads(path.read_text())["cells"]
+    md = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    texts = []
+    for c in cells:
+        for o in c.get("outputs", []):
+            data = o.get("data", {})
+            t = o.get("text") or data.get("text/markdown") or data.get("text/plain") or ""
+            texts.append(re.sub(r"<Figure[^>]*>", "", "".join(t)))
+    out, words = "\n".join(texts), re.compile(r"[A-Za-z_\-]+")
+    graded = [line for line in out.splitlines() if re.search(r"\b(held|missed|HELD|MISSED|hit|miss)\b", line)
+              and re.search(r"predict|grade|held|missed", line, re.I)]
+    return {"markdown": len(words.findall(md)), "output": len(words.findall(out)),
+            "decimals": len(re.findall(r"\d+\.\d+", md + "\n" + out)), "graded": len(graded)}
+
+
+def test_the_study_reads_in_about_forty_minutes():
+    """Issue 45's budgets: the notebooks' markdown and output in words, the main path's share, decimals, graded lines,
+    and no notebook's markdown past a sitting's read."""
+    counts = {p.stem: reading(p) for p in sorted((ROOT / "notebooks").glob("*.ipynb"))}
+    assert set(MAIN_PATH) <= set(counts)
+    total = {k: sum(c[k] for c in counts.values()) for k in ("markdown", "output", "decimals", "graded")}
+    assert total["markdown"] + total["output"] <= READ["words"], total
+    assert sum(counts[n]["markdown"] + counts[n]["output"] for n in MAIN_PATH) <= READ["main path words"]
+    assert total["decimals"] <= READ["decimals"] and total["graded"] <= READ["graded lines"], total
+    assert max(c["markdown"] for c in counts.values()) <= READ["markdown words"], counts
+
+
+def test_reading_counts_what_the_issue_counts(tmp_path):
+    cell = {"cell_type": "code", "source": [], "outputs": [
+        {"text": ["Prediction for `x`: 1-1.05x copy_; measured 0.998x: HELD\n<Figure size 900x550 with 1 Axes>"]}]}
+    md = {"cell_type": "markdown", "source": ["The roof, `copy_`: 3.042 ms and 0.5x."]}
+    (tmp_path / "a.ipynb").write_text(json.dumps({"cells": [md, cell]}))
+    assert reading(tmp_path / "a.ipynb") == {"markdown": 6, "output": 9, "decimals": 4, "graded": 1}  # "1-1.05x": "-", "x"
+
+
 def test_a_range_narrower_than_the_shown_digits_keeps_its_two_ends_apart(main_record):
     """Notebook 04's 'within step 2's noise' spans less than 0.001x copy_: its ends stay apart."""
     ranges = (("2_float4", (1.00262, 1.00308), "x_copy"), ("2_float4", (1.0, 1.05), "x_copy"),
