@@ -2,7 +2,7 @@
 # Regenerate the committed H200 records on a GPU machine, stage by stage:
 #   bash scripts/h200_record.sh study profile accuracy   # the measurements
 #   bash scripts/h200_record.sh notebooks tests          # notebooks executed and checked, GPU tests
-#   bash scripts/h200_record.sh build optests model:checks,host,eager notebook:11_in_a_model
+#   bash scripts/h200_record.sh build optests notebook:11_in_a_model
 #   bash scripts/h200_record.sh build gputests   # a new kernel's first GPU call: every test, no notebook, no record
 #   bash scripts/h200_record.sh build gputests:"flushing or 4_fast_math"  # those tests only (pytest -k)
 #   bash scripts/h200_record.sh records          # every due record (its inputs changed), resumable (python -m elu_study records)
@@ -10,8 +10,7 @@
 # Stages: build (every kernel build of every job, in parallel), study (results/<gpu>.json, figures, README block), profile (results/<gpu>-ncu.json),
 # accuracy (results/<gpu>-accuracy.json), sanitize (results/<gpu>-sanitize.json), notebooks
 # (executed in place, then re-run by nbval), tests (the whole suite, GPU tests and fuzzing
-# included; results/<gpu>-tests.json), optests (the operator's tests alone, no record), model:PARTS (python -m
-# elu_study model --parts PARTS), notebook:NAME (one notebook executed in place). What changed is packed into $OUT/record.tar.gz when
+# included; results/<gpu>-tests.json), optests (the operator's tests alone, no record), notebook:NAME (one notebook executed in place). What changed is packed into $OUT/record.tar.gz when
 # $OUT is set (the device tool's output folder); scripts/take_records.sh takes it into the tree before the next call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +47,6 @@ for stage in "$@"; do
                   || status=1 ;;  # the tests pytest -k selects, e.g. gputests:"flushing or 4_fast_math"
     optests) python3 -m pytest tests/test_ops.py tests/test_op_properties.py -q -p no:cacheprovider -o addopts="" \
                || status=1 ;;  # -o addopts="": no nbval (the GPU test record is rewritten: commit the full suite's)
-    model:*) python3 -m elu_study model --parts "${stage#model:}" || status=1 ;;
     tests) python3 -m pytest -q -x --durations=15 || status=1 ;;
     records|records:*) stages=${stage#records}; stages=${stages#:}
       python3 -m elu_study records ${stages//,/ } ${UNTIL:+--until "$UNTIL"} ${OUT:+--pack "$OUT/record.tar.gz"} \
