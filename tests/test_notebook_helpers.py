@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from pathlib import Path
 
 import matplotlib
@@ -339,17 +340,19 @@ def test_each_step_notebook_has_a_diagram_and_one_graded_table(stem):
     assert "check_prediction" not in code
 
 
-@pytest.mark.parametrize("stem", (*STEP_NOTEBOOKS, "00_problem_and_floor"))
-def test_outputs_stay_short(stem):
-    cells = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
-    total = 0
+def output_texts(cells: list[dict], kinds=("text/markdown", "text/html", "text/plain"), figures: bool = True):
+    """Each output's text: a stream's, else its first of ``kinds``; ``figures`` False: none of a figure's."""
     for cell in cells:
         for out in cell.get("outputs", []):
             data = out.get("data", {})
-            if "image/png" in data:
-                continue
-            text = out.get("text") or next((data[k] for k in ("text/markdown", "text/html", "text/plain") if k in data), "")
-            total += len("".join(text))
+            if figures or "image/png" not in data:
+                yield "".join(out.get("text") or next((data[k] for k in kinds if k in data), ""))
+
+
+@pytest.mark.parametrize("stem", (*STEP_NOTEBOOKS, "00_problem_and_floor"))
+def test_outputs_stay_short(stem):
+    cells = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
+    total = sum(map(len, output_texts(cells, figures=False)))
     assert total <= MAX_TEXT_OUTPUT, f"{stem} prints {total} characters"
 
 
@@ -362,16 +365,9 @@ MAIN_PATH = ("00_problem_and_floor", "01_naive", "02_float4", "03_grid_stride", 
 
 def reading(path: Path) -> dict[str, int]:
     """One notebook's markdown words, output words, decimals and graded lines."""
-    import re  # noqa: PLC0415
-
     cells = json.loads(path.read_text())["cells"]
     md = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    texts = []
-    for c in cells:
-        for o in c.get("outputs", []):
-            data = o.get("data", {})
-            t = o.get("text") or data.get("text/markdown") or data.get("text/plain") or ""
-            texts.append(re.sub(r"<Figure[^>]*>", "", "".join(t)))
+    texts = (re.sub(r"<Figure[^>]*>", "", t) for t in output_texts(cells, ("text/markdown", "text/plain")))
     out, words = "\n".join(texts), re.compile(r"[A-Za-z_\-]+")
     graded = [line for line in out.splitlines() if re.search(r"\b(held|missed|HELD|MISSED|hit|miss)\b", line)
               and re.search(r"predict|grade|held|missed", line, re.I)]

@@ -51,9 +51,13 @@ def sustained_value(rec: dict, name: str, energy: bool = False) -> float | None:
     return None if None in j else j[0] / j[1]
 
 
-def this_build(rec: dict, name: str) -> bool:
-    """Whether a record's row ran this tree's build of its entry (a library's call: always)."""
-    return ENTRIES[name].variant not in fingerprint.earlier_variants(rec)
+def this_build(rec: dict, name: str, known: dict[int, set[str]] | None = None) -> bool:
+    """Whether a record's row ran this tree's build of its entry (a library's call: always). ``known``: each record's
+    ``fingerprint.earlier_variants`` already read, by ``id``, filled here (it hashes every build's sources)."""
+    known = {} if known is None else known
+    if id(rec) not in known:
+        known[id(rec)] = fingerprint.earlier_variants(rec)
+    return ENTRIES[name].variant not in known[id(rec)]
 
 
 def range_verdict(value: float | None, lo: float, hi: float, tie: float) -> str:
@@ -77,6 +81,7 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
     "not measured yet", and a grade of a row whose kernel's build changed since says "(earlier build)". None where the
     record has no sustained timings."""
     rows, out, earlier = {r["name"]: r for r in record["rows"]}, [], fingerprint.earlier_variants(record)
+    known = {id(record): earlier}
     for key, (lo, hi) in prediction.items():
         name, energy = key.removesuffix(" J"), key.endswith(" J")
         if name not in rows:  # in the catalogue since the record was measured: predicted, not run yet
@@ -89,8 +94,8 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
             continue
         r, s = rows[name], rows[name]["timing"]["sustained"]
         value, tie = sustained_value(record, name, energy), ties[1] if energy else ties[0]
-        others = [v for rec, n in (also or {}).get(name, ()) if this_build(record, name) and this_build(rec, n)
-                  and (v := sustained_value(rec, n, energy)) is not None]
+        others = [v for rec, n in (also or {}).get(name, ()) if this_build(record, name, known)
+                  and this_build(rec, n, known) and (v := sustained_value(rec, n, energy)) is not None]
         runs = [value, *others] if value is not None else [None]
         grades = {range_verdict(v, lo, hi, tie) for v in runs}
         farthest = max(runs, key=lambda v: max(lo - v, v - hi)) if len(grades) > 1 else None
@@ -109,11 +114,11 @@ def runs_spread(runs: list[tuple[dict, str]]) -> tuple[float, float]:
     """How far apart sustained runs of one build fall, (time, energy) over their roof's, from (record, row name)
     pairs: the sustained protocol's resolution, ``sustained_graded``'s ties (0 for a quantity under two runs). A run of
     an earlier build (``this_build``) is another kernel's: not counted."""
-    times, energies = [], []
+    times, energies, known = [], [], {}
     for rec, name in runs:
         rows = {x["name"]: x for x in rec["rows"]}
         r = rows.get(name, {})
-        if r.get("x_roof_sustained") is not None and this_build(rec, name):  # timed so, and its roof too
+        if r.get("x_roof_sustained") is not None and this_build(rec, name, known):  # timed so, and its roof too
             roof = rows[r["roof"]]["timing"]["sustained"]
             times.append(r["x_roof_sustained"])
             if None not in (r["timing"]["sustained"].get("energy_j"), roof.get("energy_j")):

@@ -146,10 +146,10 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
     # a row's sustained runs, lowest first: the main record's and its step's own job's (beyond, sixteen) where that
     # record ran this tree's build of it; the verdict gives the worst, since runs of one build differ by more than a
     # run's own spread
-    held = [study] + [r for r in (record.load(gpu, job, required=False) for job in ("beyond", "sixteen")) if r]
+    held, known = [study] + [r for r in (record.load(gpu, job, required=False) for job in ("beyond", "sixteen")) if r], {}
     pooled = {n: sorted(((r["x_roof_sustained"], rec, r) for rec in held for r in rec["rows"]
                          if r["name"] == n and r.get("x_roof_sustained") is not None
-                         and (rec is study or tables.this_build(rec, n))), key=lambda t: t[0])
+                         and (rec is study or tables.this_build(rec, n, known))), key=lambda t: t[0])
               for n in (best["name"], *(f"{STEP7} {d}" for d in entries.DTYPES16))}
     runs = {n: [x for x, _, _ in p] for n, p in pooled.items()}
     _, slowest_record, slowest = pooled[best["name"]][-1] if pooled[best["name"]] else (None, study, best)
