@@ -527,7 +527,7 @@ def test_with_sustained_timings_the_table_the_verdict_and_a_figure_give_both_reg
     assert "for seconds until power and clock settle; `F.elu` never settled)" in front.blocks()["front"]
     monkeypatch.setattr(record, "figure_path", lambda gpu, name: tmp_path / f"{name}.png")
     paths = front.write_figure("nvidia-h200")
-    assert [p.name for p in paths] == ["steps.png", "regimes.png"] and all(p.stat().st_size for p in paths)
+    assert [p.name for p in paths] == ["steps.png"] and all(p.stat().st_size for p in paths)
     plt.close("all")
 
 

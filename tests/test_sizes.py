@@ -182,9 +182,6 @@ def test_entry_table_quotes_the_record_and_follows_it(rec):
     for n in small:
         scale(rec, "triton", n, "host", 1.5)
     assert row(notebook.entry_table(rec, main), "triton")[1] == f"{host_median(rec, 'triton'):.1f}" != cells[1]
-    # the sweep's resolution at the largest length: one ATen kernel timed as F.elu and as nn.ELU
-    gap = abs(med(rec, "F.elu", top, "cold") - med(rec, "nn.ELU", top, "cold")) / med(rec, "copy_", top, "cold")
-    assert f"launch one ATen kernel, {gap:.3f} apart" in notebook.entry_table(rec, main)
 
 
 def test_a_failed_point_is_shown_and_the_rest_stays_readable(rec):

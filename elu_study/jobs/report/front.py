@@ -10,7 +10,7 @@ from elu_study.core.paths import NOTEBOOKS_DIR
 from elu_study.jobs.sixteen.analysis import DEFAULT as STEP7
 from elu_study.jobs.study import figures as plots
 
-BLOCK, FIGURE, REGIMES = "front", "steps", "regimes"
+BLOCK, FIGURE = "front", "steps"
 REFERENCE = "F.elu"  # PyTorch's op: every dtype's reference row
 
 
@@ -23,12 +23,7 @@ def step_entries() -> list[entries.Entry]:
 def table_entries() -> list[entries.Entry]:
     """The README table's rows: step_entries(), each dtype's after its own copy_, the roof its ratios and energy per
     pass are read against."""
-    out = []
-    for e in step_entries():
-        if (roof := entries.ENTRIES[entries.roof_of(e.name, e.mode)]) not in out:
-            out.append(roof)
-        out.append(e)
-    return out
+    return list(dict.fromkeys(x for e in step_entries() for x in (entries.ENTRIES[entries.roof_of(e.name, e.mode)], e)))
 
 
 def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
@@ -161,7 +156,6 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
                           .get("settled") is False],
             # the slowest run's: at the power limit, and its own record's copy_ too?
             "best_sustained": sustained(slowest), "roof_capped": capped(record.row(slowest_record, "copy_")),
-            "runs_of": {n: len(p) for n, p in pooled.items()},
             "step7_runs": max(len(pooled[f"{STEP7} {d}"]) for d in entries.DTYPES16),
             "exact": all(steps.loc[f"{STEP7} {d}", "worst ulp"] == "bit-exact" for d in entries.DTYPES16),
             "ulp": steps.loc[best["name"], "worst ulp"], "alpha": next(iter(accuracy["runs"])),
@@ -214,10 +208,5 @@ def regimes_frame(study: dict) -> pd.DataFrame:
 
 
 def write_figure(gpu: str) -> list[Path]:
-    """The steps' figure and, where rows were timed both ways with a clock reading, the regimes' figure."""
-    study = record.load(gpu)
-    paths = [record.save_figure(figure(study), record.figure_path(gpu, FIGURE))]
-    if points := regime_points(study):
-        fig = plots.regimes_figure(study["provenance"]["gpu"], points)
-        paths.append(record.save_figure(fig, record.figure_path(gpu, REGIMES)))
-    return paths
+    """The steps' figure (notebook 08 draws the regimes' one)."""
+    return [record.save_figure(figure(record.load(gpu)), record.figure_path(gpu, FIGURE))]

@@ -72,12 +72,7 @@ def entry_table(record: dict, main_ms: dict | None = None) -> text.Text:
              "x copy_, main study": main_ms[c] / main_ms["copy_"] if c in main_ms and "copy_" in main_ms else None}
             for c in (e["name"] for e in record["entries"]) if c not in STREAMS]
     df = pd.DataFrame(rows).set_index("entry").sort_values(x_top)
-    table = text.table(df, {"host µs": "{:.1f}", x_top: "{:.3f}", "x copy_, main study": "{:.3f}"})
-    if {"F.elu", "nn.ELU"} <= set(df.index):  # one ATen kernel, two rows: how far apart the sweep puts it
-        gap = abs(df.loc["F.elu", x_top] - df.loc["nn.ELU", x_top])
-        table += (f"\n\nResolution at {fmt_n(top)}: `F.elu` and `nn.ELU` launch one ATen kernel, {gap:.3f} apart in "
-                  f"`{x_top}`; rows closer than that there are a tie.")
-    return text.Text(table)
+    return text.Text(text.table(df, {"host µs": "{:.1f}", x_top: "{:.3f}", "x copy_, main study": "{:.3f}"}))
 
 
 def block(record: dict, figure_paths=None) -> str:
