@@ -633,14 +633,19 @@ def test_the_first_screen_keeps_its_budgets_once_the_record_holds_both_protocols
     assert prose_words(text) < PROSE_WORDS
 
 
-def test_the_checks_say_when_the_sanitizers_builds_changed_since_its_run(monkeypatch):
-    """The sanitizer's run is the study's evidence that the kernels touch only their memory: the README says when
-    the builds it ran have changed since (``fingerprint.earlier_variants`` of its record), and nothing otherwise."""
-    changed: set[str] = set()
-    monkeypatch.setattr(fingerprint, "earlier_variants", lambda rec: changed if "builds" in rec else set())
+def test_the_checks_say_when_a_checks_record_is_due(monkeypatch):
+    """The sanitizer's and the GPU suite's runs are the study's evidence that the kernels touch only their memory and
+    that the tests pass on a GPU: the README says of each whose inputs changed since its run (``records --plan``'s
+    due: its builds, its code, the tests' files) that it did, and nothing of a current one."""
+    due: set[str] = set()
+    monkeypatch.setattr(fingerprint, "changes", lambda held, *args, job=None, **kw: ["code x"] if job in due else [])
     assert "changed since" not in front.blocks()["checks"]
-    changed.add("7_sixteen_bits")
-    assert "(`results/nvidia-h200-sanitize.json`); its builds have changed since." in front.blocks()["checks"]
+    due.add("tests")
+    checks = front.blocks()["checks"]
+    assert checks.count("changed since") == 1 and checks.endswith("(`results/nvidia-h200-tests.json`); what "
+                                                                  "determines it has changed since.")
+    due.add("sanitize")
+    assert "(`results/nvidia-h200-sanitize.json`); what determines it has changed since." in front.blocks()["checks"]
 
 
 def test_another_gpus_report_draws_its_figures_and_leaves_the_readme_to_the_reference():

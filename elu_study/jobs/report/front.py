@@ -7,6 +7,7 @@ import pandas as pd
 
 from elu_study.core import entries, fingerprint, record, tables, text
 from elu_study.core.paths import NOTEBOOKS_DIR
+from elu_study.jobs.records import BY_NAME as STAGES
 from elu_study.jobs.sixteen.analysis import DEFAULT as STEP7
 from elu_study.jobs.study import figures as plots
 
@@ -130,7 +131,7 @@ def checks(gpu: str) -> dict | None:
             "examples": tests["fuzz"]["examples_per_test"],
             "at": [f"on {r['provenance']['date_utc'][:10]}" for r in (sanitize, tests)],
             "records": [record.record_path(gpu, job).name for job in ("sanitize", "tests")],
-            "earlier": bool(fingerprint.earlier_variants(sanitize))}
+            "due": [bool(STAGES[job].due(gpu, None)) for job in ("sanitize", "tests")]}  # inputs changed since
 
 
 def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
