@@ -118,11 +118,9 @@ READS = {
 
 
 def sustained_entries(among: list[Entry] | tuple[Entry, ...] | None = None) -> list[Entry]:
-    """The rows of ``among`` (default: the main study's) also timed under sustained load (3-6 s each): the
-    steps and peers, F.elu and its compiled form, step 7's and the backward's defaults, those marked ``sustained``,
-    and the roof of each of them (its dtype's copy_ or torch.add) only where one of them is taken over it. The other
-    baselines (copy_kernel, F.elu_, read_only, write_only) bound or explain a short time; no table reads them
-    sustained."""
+    """The rows of ``among`` (default: the main study's) also timed under sustained load (3-6 s each): steps, peers,
+    F.elu (compiled too), step 7's and the backward's defaults, those marked ``sustained``, and the roofs that one of
+    them is taken over. The other baselines bound or explain a short time; no table reads them sustained."""
     rows = [e for e in (study_entries() if among is None else among) if e.sustained or e.kind in ("step", "peer")
             or e.name.split()[0] in ("F.elu", "torch.compile(F.elu)", "elu_backward", "7_sixteen_bits", "7_backward",
                                      "copy_", "torch.add")]
@@ -193,19 +191,8 @@ def fuzz_builds(which: str) -> list[tuple[str, tuple[str, ...]]]:
     return builds() if which == "all" else [(name, ()) for name in known_variants()]
 
 
-INEXACT_16 = ("6_16bit_expf", "7_unchecked")  # entries whose 16-bit results are not PyTorch's bits, by design
-
-
-def exact_at_16_bits(variant: str, flags: tuple[str, ...] | list[str] = ()) -> bool:
-    """Whether a build's 16-bit path (if it has one) claims PyTorch's bits: not where an entry that builds it is
-    one of INEXACT_16."""
-    same = [e for e in ENTRIES.values() if e.variant == variant and tuple(e.flags) == tuple(flags)]
-    return not any(e.name.split()[0] in INEXACT_16 for e in same)
-
-
 def computes_elu(variant: str, flags: tuple[str, ...] | list[str] = ()) -> bool:
-    """Whether a build's results can be compared with ELU: not when every entry that compiles it is unchecked (a
-    copy kernel). Its memory accesses are fuzzed all the same."""
+    """Whether a build's results compare with ELU: not where every entry of it is unchecked (a copy kernel)."""
     entries = [e for e in ENTRIES.values() if e.variant == variant and tuple(e.flags) == tuple(flags)]
     return not entries or any(e.checked for e in entries)
 

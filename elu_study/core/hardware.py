@@ -28,8 +28,7 @@ class GpuSpec:
     source: str = "datasheet"
 
 
-# Most specific names first: "H100 NVL" and "H100 PCIe" must not match the SXM row.
-# The SXM H100 reports itself as "NVIDIA H100 80GB HBM3".
+# Most specific first: "H100 NVL" and "H100 PCIe" must not match the SXM row (named "NVIDIA H100 80GB HBM3").
 KNOWN_GPUS: tuple[tuple[str, GpuSpec], ...] = (
     (r"GH200", GpuSpec("GH200 (HBM3)", 4.0e12)),
     (r"H200", GpuSpec("H200 (SXM/NVL)", 4.8e12)),

@@ -112,7 +112,7 @@ def _timed_streams(entry: Entry, xh, gh, yh) -> Callable[[], object]:
 
 
 def triton_module():
-    """elu_study.core.triton_elu (the Triton peer), imported on first use: triton is optional."""
+    """elu_study.core.triton_elu, imported on first use: triton is optional."""
     from elu_study.core import triton_elu  # noqa: PLC0415
 
     return triton_elu
@@ -151,10 +151,8 @@ def check_entry(entry: Entry, row: schema.Row, shape, trials: int) -> None:
 
 def measure(entries, *, shape=SHAPE, trials: int = 3, rounds: int = 5, progress: bool = False,
             sustained=(), check: bool = True, sass: bool = True) -> dict:
-    """Check every entry (``check``: False where the job has checked them its own way) and read its SASS (``sass``:
-    False where no reader wants a row's), then time them all in
-    interleaved rounds (the short protocol), then each of ``sustained`` (entries) alone under sustained load
-    (``timing.time_sustained``); return a results record."""
+    """Check every entry (``check``: False where the job checked them its own way) and read its SASS (``sass``), then
+    time them all in interleaved rounds, then each of ``sustained`` alone (``time_sustained``); a results record."""
     entries = resolve(entries)
     rows = {}
     read: dict[tuple, dict] = {}  # SASS by build

@@ -19,8 +19,7 @@ from elu_study.core.entries import ENTRIES
 from elu_study.core.harness import input_tensor, quiet, timed_call
 from elu_study.core.hardware import SHAPE, provenance
 
-# name in the record -> ncu metric
-METRICS = {
+METRICS = {  # name in the record -> ncu metric
     "duration_ns": "gpu__time_duration.sum",
     "dram_read_bytes": "dram__bytes_read.sum",
     "dram_write_bytes": "dram__bytes_write.sum",

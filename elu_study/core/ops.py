@@ -37,8 +37,7 @@ OPS: dict[str, OpSpec] = {
     "elu": OpSpec("elu", ("x",), F.elu, in_place=0, messages=("input",)),
     "elu_backward": OpSpec("elu_backward", ("grad_output", "x"), _elu_backward_reference, in_place=0),
 }
-# A module's public names that are not kernel ops: its BuildSpec, the operator's entry points and namespace, the
-# launch-shape controls.
+# A module's public names that are no kernel ops: its BuildSpec, the operator's entry points and namespace, launch shapes
 NOT_OPS = frozenset({"spec", "op_namespace", "call_elu", "call_elu_", "set_launch_shape", "launch_shapes"})
 SIXTEEN_BIT_FEATURE = {"elu": "storage16", "elu_backward": "backward16"}  # core.build.BINDING_FEATURES for 16 bits
 
@@ -54,8 +53,7 @@ def ops_of(module) -> list[OpSpec]:
 
 
 def accepted_dtypes(module, op: OpSpec) -> tuple[torch.dtype, ...]:
-    """float32, plus float16 and bfloat16 where the build's spec asks for the op's SIXTEEN_BIT_FEATURE (the call's
-    other tensors then have the first input's dtype)."""
+    """float32, and float16 and bfloat16 where the build asks for the op's SIXTEEN_BIT_FEATURE (all inputs alike)."""
     spec = getattr(module, "spec", None)
     if spec is not None and SIXTEEN_BIT_FEATURE.get(op.name) in binding_features(spec.source_path.read_text()):
         return (torch.float32, torch.float16, torch.bfloat16)

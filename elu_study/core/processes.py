@@ -15,8 +15,7 @@ from elu_study.core.harness import measure
 
 
 def repeat(path: Path, rounds: int, names) -> int:
-    """One fresh process: time ``names`` in interleaved rounds (the job checked them) and write the medians to
-    ``path``."""
+    """One fresh process: ``names`` timed in interleaved rounds (the job checked them), the medians to ``path``."""
     timed = measure([ENTRIES[n] for n in names], rounds=rounds, check=False, sass=False)
     path.write_text(json.dumps({r["name"]: {"median_ms": r["timing"]["median_ms"], "x_copy": r["x_copy"], "x_roof":
                                             r.get("x_roof"), "round_medians_ms": r["timing"]["round_medians_ms"]}

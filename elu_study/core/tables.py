@@ -51,10 +51,9 @@ def sustained_value(rec: dict, name: str, energy: bool = False) -> float | None:
     return None if None in j else j[0] / j[1]
 
 
-def this_build(rec: dict, name: str, known: dict[int, set[str]] | None = None) -> bool:
+def this_build(rec: dict, name: str, known: dict[int, set[str]]) -> bool:
     """Whether a record's row ran this tree's build of its entry (a library's call: always). ``known``: each record's
-    ``fingerprint.earlier_variants`` already read, by ``id``, filled here (it hashes every build's sources)."""
-    known = {} if known is None else known
+    ``fingerprint.earlier_variants`` by ``id``, filled here (reading it hashes every build's sources)."""
     if id(rec) not in known:
         known[id(rec)] = fingerprint.earlier_variants(rec)
     return ENTRIES[name].variant not in known[id(rec)]
@@ -70,27 +69,23 @@ def range_verdict(value: float | None, lo: float, hi: float, tie: float) -> str:
 def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
                      ties: tuple[float, float] = (0.0, 0.0),
                      also: dict[str, list[tuple[dict, str]]] | None = None) -> pd.DataFrame | None:
-    """A prediction for the sustained protocol graded on a record: for each "entry", its sustained time over its own
-    roof's; for "entry J", its energy per pass over its roof's; beside each, the short protocol's ratio and the
-    sustained readings. A value outside its range by no more than ``ties`` (time, energy: how far apart sustained
-    runs of one build fall, the protocol's resolution) is a tie. ``also``: other sustained runs of an entry's build,
-    (record, row name) pairs by entry, each counted where it and the graded record ran this tree's build (``this_build``):
-    each is graded too; where their grades differ and every run lies within the tie of the range, the range's edge
-    lies within the protocol's resolution, a tie; where one lies further out, its miss is the grade ("other runs" lists
-    the runs counted). An entry the record lacks reads
-    "not measured yet", and a grade of a row whose kernel's build changed since says "(earlier build)". None where the
-    record has no sustained timings."""
+    """A prediction for the sustained protocol graded on a record: "entry", its sustained time over its roof's;
+    "entry J", its energy per pass over its roof's; beside each, the short protocol's ratio and the sustained
+    readings. Outside its range by no more than ``ties`` (time, energy: the protocol's resolution) is a tie.
+    ``also``: other runs of an entry's build, (record, row name) pairs by entry, graded too where they and the record
+    ran this tree's build (``this_build``): grades that differ are a tie where every run lies within the tie of the
+    range, else the farthest run's miss. An entry the record lacks reads "not measured yet"; a row of an earlier
+    build says so (``as_built``). None where the record has no sustained timings."""
     rows, out, earlier = {r["name"]: r for r in record["rows"]}, [], fingerprint.earlier_variants(record)
     known = {id(record): earlier}
     for key, (lo, hi) in prediction.items():
         name, energy = key.removesuffix(" J"), key.endswith(" J")
-        if name not in rows:  # in the catalogue since the record was measured: predicted, not run yet
-            roof = roof_of(name, ENTRIES[name].mode)
-            out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {roof}'s",
-                        "range": f"{lo:.3f}-{hi:.3f}", **({"other runs": ""} if also else {}),
-                        "grade": "not measured yet"})
+        if name in rows and rows[name].get("x_roof_sustained") is None:
             continue
-        if rows[name].get("x_roof_sustained") is None:
+        what = {"prediction": f"{name}, {'J per pass' if energy else 'time'} over {roof_of(name, ENTRIES[name].mode)}'s",
+                "range": f"{lo:.3f}-{hi:.3f}"}
+        if name not in rows:  # in the catalogue since the record was measured: predicted, not run yet
+            out.append({**what, **({"other runs": ""} if also else {}), "grade": "not measured yet"})
             continue
         r, s = rows[name], rows[name]["timing"]["sustained"]
         value, tie = sustained_value(record, name, energy), ties[1] if energy else ties[0]
@@ -101,8 +96,7 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
         farthest = max(runs, key=lambda v: max(lo - v, v - hi)) if len(grades) > 1 else None
         verdict = (grades.pop() if len(grades) == 1 else "TIE (its runs graded apart)" if all(
             lo - tie <= v <= hi + tie for v in runs) else range_verdict(farthest, lo, hi, tie))
-        out.append({"prediction": f"{name}, {'J per pass' if energy else 'time'} over {r['roof']}'s",
-                    "range": f"{lo:.3f}-{hi:.3f}", "measured": value, "short": None if energy else r["x_roof"],
+        out.append({**what, "measured": value, "short": None if energy else r["x_roof"],
                     **({"other runs": ", ".join(f"{v:.3f}" for v in others)} if also else {}),
                     "MHz": s["sm_clock_mhz"], "J per pass": s["energy_j"], "at the limit": s["capped_fraction"],
                     "grade": as_built(verdict, earlier, ENTRIES[name].variant)})
@@ -112,15 +106,9 @@ def sustained_graded(record: dict, prediction: dict[str, tuple[float, float]],
 
 def runs_spread(runs: list[tuple[dict, str]]) -> tuple[float, float]:
     """How far apart sustained runs of one build fall, (time, energy) over their roof's, from (record, row name)
-    pairs: the sustained protocol's resolution, ``sustained_graded``'s ties (0 for a quantity under two runs). A run of
-    an earlier build (``this_build``) is another kernel's: not counted."""
-    times, energies, known = [], [], {}
-    for rec, name in runs:
-        rows = {x["name"]: x for x in rec["rows"]}
-        r = rows.get(name, {})
-        if r.get("x_roof_sustained") is not None and this_build(rec, name, known):  # timed so, and its roof too
-            roof = rows[r["roof"]]["timing"]["sustained"]
-            times.append(r["x_roof_sustained"])
-            if None not in (r["timing"]["sustained"].get("energy_j"), roof.get("energy_j")):
-                energies.append(r["timing"]["sustained"]["energy_j"] / roof["energy_j"])
-    return tuple(max(v) - min(v) if len(v) > 1 else 0.0 for v in (times, energies))
+    pairs: the protocol's resolution, ``sustained_graded``'s ties (0 under two runs). A run of an earlier build
+    (``this_build``) is another kernel's: not counted."""
+    known = {}
+    kept = [(rec, n) for rec, n in runs if sustained_value(rec, n) is not None and this_build(rec, n, known)]
+    values = [[v for rec, n in kept if (v := sustained_value(rec, n, energy)) is not None] for energy in (False, True)]
+    return tuple(max(v) - min(v) if len(v) > 1 else 0.0 for v in values)

@@ -21,10 +21,9 @@ ENERGY = "nvmlDeviceGetTotalEnergyConsumption"  # mJ since the driver loaded
 
 @dataclass(frozen=True)
 class Sustained:
-    """The sustained protocol: settled once, after at least ``settle_min_s`` back to back, the last ``window_s`` of
-    NVML samples has mean power within ``power_tol`` of the window before's and median SM clock within
-    ``clock_tol_mhz`` (one 15 MHz clock bin) of it; timed after ``settle_max_s`` even if not; then ``timed_s`` of
-    passes timed."""
+    """The sustained protocol: settled once, after ``settle_min_s`` or more, the last ``window_s`` of NVML samples has
+    mean power within ``power_tol`` of the window before's and median SM clock within ``clock_tol_mhz`` (one 15 MHz
+    bin) of it; timed after ``settle_max_s`` even if not; then ``timed_s`` of passes timed."""
 
     settle_min_s: float = 2.0
     settle_max_s: float = 5.0
@@ -127,8 +126,7 @@ class NvmlSampler:
         }
 
     def regime(self, samples: list[tuple]) -> dict:
-        """Over some samples: SM and memory clocks (medians, MHz), power (mean, W), share at the power limit
-        (POWER_CAP); or None."""
+        """Over some samples: SM and memory clocks (medians, MHz), power (mean, W), share at POWER_CAP; or None."""
         if not samples:
             return dict.fromkeys(("sm_clock_mhz", "mem_clock_mhz", "power_w", "capped_fraction"))
         capped = sum(not set(POWER_CAP).isdisjoint(decode_reasons(s[3], self._nvml)) for s in samples)
@@ -150,10 +148,9 @@ def decode_reasons(mask: int, nvml) -> list[str]:
 
 def time_interleaved(calls: dict[str, Callable[[], object]], rounds: int = 5, warmup_ms: float = WARMUP_MS,
                      rep_ms: float = REP_MS, progress: bool = False) -> dict[str, dict]:
-    """Time every call once per round, in the same order; per call: ``summarize``, each round's NVML ``summary``, and
-    over all its rounds the NVML ``regime`` (its power is NVML's ~1 s average, so it mixes neighbouring entries) and
-    ``energy_j``: NVML's energy counter over its do_bench calls divided by the passes they ran (counted), the energy
-    of this regime, not of the sustained loop's (their L2 flushes, 256 MB a pass, included)."""
+    """Time every call once per round, in the same order; per call: ``summarize``, each round's NVML ``summary``, over
+    all its rounds the NVML ``regime`` (its power, NVML's ~1 s average, mixes neighbouring entries) and ``energy_j``:
+    NVML's energy counter over its do_bench calls per pass they ran, do_bench's L2 flushes (256 MB a pass) included."""
     from triton.testing import do_bench  # noqa: PLC0415 - lazy: triton is optional where nothing is timed
 
     samples, nvml, kept = defaultdict(list), defaultdict(list), defaultdict(list)  # per name: times, summaries, samples
@@ -207,11 +204,10 @@ def _event_times(fn: Callable[[], object], n: int) -> list[float]:
 
 
 def time_sustained(fn: Callable[[], object], rule: Sustained = Sustained()) -> dict:
-    """One call alone, back to back, until the board's power and SM clock settle (``settled``; at most
-    ``rule.settle_max_s``, and that long without NVML: ``settled`` None), then ``rule.timed_s`` of passes timed with
-    CUDA events while NVML samples, its energy counter read before and after them: median and spread, the NVML
-    ``regime`` and energy per pass (J). No L2 flush between passes: each moves 6.4-19 GB through a 60 MiB L2, so a
-    pass finds nothing of its input there, and a flush's own energy would count in every pass."""
+    """One call alone, back to back, until power and SM clock settle (``settled``; at most ``rule.settle_max_s``, and
+    that long without NVML: ``settled`` None), then ``rule.timed_s`` of passes timed with CUDA events: median and
+    spread, the NVML ``regime`` and energy per pass (J). No L2 flush between passes: each moves 6.4-19 GB through a
+    60 MiB L2, so a pass finds nothing of its input there, and a flush's own energy would count in every pass."""
     sampler = NvmlSampler()
     start, n = time.monotonic(), 1
     with sampler:

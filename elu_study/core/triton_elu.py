@@ -1,8 +1,7 @@
-"""Peer: ELU as the Triton tutorials write an elementwise kernel (vector add), autotuned over BLOCK_SIZE and num_warps.
-
-Two departures, for robustness: 64-bit offsets (past 2^31 elements), and an autotuning key of the length's power-of-two
-size class, so a sweep tunes once per class. 16-bit inputs use float32 math with libdevice's expm1 and one rounding, as
-PyTorch does; float32 keeps the tutorial's exp - 1. ``elu_study`` imports this module (and triton) only when needed."""
+"""Peer: ELU as the Triton tutorials write an elementwise kernel (vector add), autotuned over BLOCK_SIZE and num_warps,
+with 64-bit offsets (past 2^31 elements) and an autotuning key of the length's power-of-two size class (a sweep tunes
+once per class). 16-bit inputs use float32 math with libdevice's expm1 and one rounding, as PyTorch does; float32 keeps
+the tutorial's exp - 1. ``elu_study`` imports this module (and triton) only when needed."""
 
 import contextlib
 import functools

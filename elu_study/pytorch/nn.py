@@ -1,7 +1,5 @@
-"""Drop-ins for ``torch.nn.ELU``: ``ELU`` runs the study's operator (``elu_study.pytorch.ops.elu``, in PyTorch's
-dispatcher: autograd to any order, forward-mode AD, vmap, autocast, CUDA graphs, torch.export, every dtype, device
-and layout; ``F.elu``, which Inductor fuses, under torch.compile), with no parameters, so state dicts are unchanged.
-``swap_elu(model)`` puts it in place of every nn.ELU of a model."""
+"""Drop-ins for ``torch.nn.ELU``: ``ELU`` runs the study's operator (``pytorch.ops.elu``, in PyTorch's dispatcher), with
+no parameters, so state dicts are unchanged; ``swap_elu(model)`` puts it in place of every nn.ELU of a model."""
 
 import os
 

@@ -1,9 +1,7 @@
-"""The kernels as a PyTorch operator: its Python side, and the drop-in's defaults.
-
-Every build registers in C++ (``kernels/common/binding.cpp``) ``torch.ops.<namespace>.elu``, ``elu_`` and
-``elu_backward``: its CUDA kernels, ATen for every input no kernel takes, autograd. This module adds what PyTorch
-registers from Python (fake implementations, vmap rules), the drop-in's ``DEFAULTS``, the probe that refuses a build
-whose kernel is not ELU (``verdict``), and ``elu``, the function behind ``elu_study.ELU``."""
+"""The kernels as a PyTorch operator. Every build registers in C++ (``kernels/common/binding.cpp``)
+``torch.ops.<namespace>.elu``, ``elu_`` and ``elu_backward`` (its kernels, ATen for every other input, autograd); here
+is what registers from Python (fake implementations, vmap rules), the drop-in's ``DEFAULTS``, the probe that refuses
+a build whose kernel is not ELU (``verdict``), and ``elu``, behind ``elu_study.ELU``."""
 
 import functools
 import math
@@ -89,9 +87,8 @@ def loaded(module):
 
 @functools.cache
 def module_for(variant: str | os.PathLike | None = None):
-    """The compiled module whose operator ``elu`` calls: the defaults (``variant=None``), or the build of a step
-    name or .cu path. Built on first use (disk-cached), then kept: from then on ``elu`` sends every tensor of that
-    variant through it (call it to have a CPU tensor's ELU recorded as the operator, by torch.export for one)."""
+    """The compiled module ``elu`` calls for ``variant`` (None: the defaults), built on first use, then kept: from then
+    on ``elu`` sends every tensor of it there (call it to have torch.export record a CPU tensor's ELU as the op)."""
     if variant is None:
         builds = default_builds()
         loaded(compile_variant(builds["16-bit"][0], extra_cuda_cflags=builds["16-bit"][1]))  # the delegate first
@@ -191,8 +188,7 @@ def vmap_elu_(op, info, in_dims, x, alpha=1.0):
 
 
 def vmap_elu_backward(op, info, in_dims, grad, saved, alpha, is_result):
-    """Both tensors batched along dimension 0 (an unbatched one expanded), then the op: it is elementwise. (functorch
-    calls no rule where no tensor is batched.)"""
+    """Both tensors batched along dimension 0 (an unbatched one expanded; functorch calls no rule where none is)."""
 
     def front(t, dim):
         return t.movedim(dim, 0) if dim is not None else t.expand(info.batch_size, *t.shape)
@@ -201,9 +197,8 @@ def vmap_elu_backward(op, info, in_dims, grad, saved, alpha, is_result):
 
 
 def refusal(x: torch.Tensor, alpha: float, variant: str | os.PathLike | None) -> tuple[type, str] | None:
-    """Why no study kernel computes ELU(x) at ``alpha``, as (exception type, message), or None where one does: the
-    kernels take (binding.cpp's forward_route) a strided CUDA tensor of float32, or of float16 or bfloat16 where
-    the build has a 16-bit path, at a finite alpha. Needs no build."""
+    """Why no study kernel computes ELU(x) at ``alpha``, as (exception type, message), or None: the kernels take
+    (binding.cpp's forward_route) strided CUDA float32, 16-bit where the build has a path, finite alpha; no build."""
     if x.device.type != "cuda":
         return ValueError, f"no study kernel computes a tensor on {x.device}: the kernels take CUDA tensors"
     if x.layout != torch.strided or x.is_nested:
