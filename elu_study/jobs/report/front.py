@@ -27,9 +27,9 @@ def table_entries() -> list[entries.Entry]:
     return list(dict.fromkeys(x for e in step_entries() for x in (entries.ENTRIES[entries.roof_of(e.name, e.mode)], e)))
 
 
-def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
-    """A float32 row's worst ulp over every input (its file's formula's); a 16-bit row's exhaustive check's result;
-    a roof's: none, it computes no ELU."""
+def worst_ulp(entry: entries.Entry, row: dict, runs: dict) -> str:
+    """A float32 row's worst ulp over every input (its file's formula's) at each alpha of the accuracy record's
+    ``runs``, joined by " / "; a 16-bit row's exhaustive check's result; a roof's: none, it computes no ELU."""
     if entry.name.split()[0] == "copy_":
         return "a copy"
     if entry.dtype in entries.DTYPES16:
@@ -39,12 +39,12 @@ def worst_ulp(entry: entries.Entry, row: dict, run: dict) -> str:
         return "bit-exact" if mismatches == 0 else f"{mismatches:,} mismatches"
     kernel = entries.KERNELS.get(entry.variant)
     formula = kernel.formula if kernel else entry.name
-    if formula not in run["formulas"]:
+    if formula not in next(iter(runs.values()))["formulas"]:
         return "not in the accuracy record"
-    if differ := run["same_as"].get(entry.variant, {}).get("n_differ"):
+    if differ := next(iter(runs.values()))["same_as"].get(entry.variant, {}).get("n_differ"):
         return f"{differ:,} inputs differ from {formula}"
-    ulp = max(side["ulp"] for side in run["formulas"][formula]["max_ulp"].values())
-    return f"{ulp:.2f}" if ulp < 100 else f"{ulp:,.0f}"
+    ulps = [max(side["ulp"] for side in run["formulas"][formula]["max_ulp"].values()) for run in runs.values()]
+    return " / ".join(f"{u:.2f}" if u < 100 else f"{u:,.0f}" for u in ulps)
 
 
 def sustained(r: dict) -> dict | None:
@@ -60,7 +60,7 @@ def capped(r: dict) -> bool:  # most of a row's sustained samples at the power l
 
 def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
     """One line per table_entries() row: ms, x own copy_ (and sustained, with J per pass), TB/s and worst ulp."""
-    rows, run = {r["name"]: r for r in study["rows"]}, next(iter(accuracy["runs"].values()))
+    rows = {r["name"]: r for r in study["rows"]}
     regimes = any(r["timing"].get("sustained") for r in study["rows"])
 
     def line(e: entries.Entry) -> dict:
@@ -69,7 +69,7 @@ def steps_frame(study: dict, accuracy: dict) -> pd.DataFrame:
         held = sustained(r) or {}
         both = {"x own copy_, sustained": held.get("x"), "J per pass, sustained": held.get("j")} if regimes else {}
         return {"entry": e.name, "ms": r["timing"]["median_ms"], "x own copy_": r["x_roof"], **both,
-                "TB/s": r["tbps"], "worst ulp": worst_ulp(e, r, run)}
+                "TB/s": r["tbps"], "worst ulp": worst_ulp(e, r, accuracy["runs"])}
 
     return pd.DataFrame([line(e) for e in table_entries()]).set_index("entry")
 
@@ -159,9 +159,10 @@ def numbers(gpu: str = record.REFERENCE_GPU) -> dict:
             "best_sustained": sustained(slowest), "roof_capped": capped(record.row(slowest_record, "copy_")),
             "step7_runs": max(len(pooled[f"{STEP7} {d}"]) for d in entries.DTYPES16),
             "exact": all(steps.loc[f"{STEP7} {d}", "worst ulp"] == "bit-exact" for d in entries.DTYPES16),
-            "ulp": steps.loc[best["name"], "worst ulp"], "alpha": next(iter(accuracy["runs"])),
+            "ulp": steps.loc[best["name"], "worst ulp"].split(" / ")[0], "alphas": list(accuracy["runs"]),
             "dtypes": entries.DTYPES16, "exhaustive": rows[f"{STEP7} {entries.DTYPES16[0]}"]["exhaustive"],
-            "records": (record.record_path(gpu).name, record.record_path(gpu, "accuracy").name), "steps": steps,
+            "records": (record.record_path(gpu).name, record.record_path(gpu, "accuracy").name),
+            "steps": steps.rename(columns={"worst ulp": f"worst ulp, alpha {' / '.join(accuracy['runs'])}"}),
             "figure": record.readme_link(record.figure_path(gpu, FIGURE)), "notebooks": notebooks(),
             "gpus": gpus_frame(best["name"]),
             "stale": changed_kernels(study), "stale_ulp": changed_kernels(accuracy, steps_shown=True)}
