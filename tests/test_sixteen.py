@@ -9,13 +9,14 @@ import copy
 import statistics
 
 import matplotlib
+import pandas as pd
 import pytest
 import torch
 
 from elu_study.core import exhaustive, fingerprint, record, sass
 from elu_study.core.build import built_library, compile_variant
 from elu_study.core.entries import ENTRIES, STEP7
-from elu_study.jobs.sixteen import analysis, figures, measure
+from elu_study.jobs.sixteen import analysis, figures, measure, notebook
 
 matplotlib.use("Agg")
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: runs the kernel on every input")
@@ -226,6 +227,29 @@ def test_a_slower_default_changes_the_grades_and_the_goals(rec):
     assert goals.loc[name, "x own roof"] == pytest.approx(after) and goals.loc[name, "verdict"] == "NOT met"
     fast = analysis.goals_frame(scaled(rec, name, 0.99 / before))  # at 0.99: under the aim
     assert fast.loc[name, "verdict"] == "aim met"
+
+
+def test_the_goals_grade_every_short_run_of_a_build_and_call_a_bar_between_two_runs_a_tie(rec, monkeypatch):
+    """Notebook 12's goals: a default's runs in this record and the main one, all under the aim: met; one on each
+    side of it: a tie at the aim (two runs of one build differ by more than either's noise); all over the must: not
+    met. The main record's run of an earlier build is another kernel's: not counted."""
+    name, main = "7_sixteen_bits float16", record.load(record.REFERENCE_GPU)
+    aim, must = analysis.GOALS[name]
+
+    def verdict(this: float, other: float) -> str:
+        a, b = (scaled(r, name, x / over_roof(r, name)) for r, x in ((rec, this), (main, other)))
+        return notebook.goals(a, b).loc[name, "verdict"]
+
+    assert verdict(aim - 0.004, aim - 0.001) == "aim met"
+    assert verdict(aim - 0.001, aim + 0.001) == verdict(aim + 0.001, aim - 0.001) == "tie at the aim"
+    assert verdict(aim + 0.001, must - 0.001) == "must met"
+    assert verdict(must - 0.001, must + 0.002) == "tie at the must"
+    assert verdict(must + 0.001, must + 0.003) == "NOT met"
+    a = scaled(rec, name, (aim - 0.002) / over_roof(rec, name))
+    b = scaled(main, name, (must + 0.01) / over_roof(main, name))
+    monkeypatch.setattr(fingerprint, "earlier_variants", lambda r: {"7_sixteen_bits"} if r is b else set())
+    goals = notebook.goals(a, b)
+    assert goals.loc[name, "verdict"] == "aim met" and pd.isna(goals.loc[name, "main record's"])
 
 
 def test_the_prediction_is_graded_on_its_own_range(rec):
