@@ -7,7 +7,7 @@ keyed by a name, an alpha or a length. A number's unit is in its JSON schema (``
 
 from typing import Annotated, Generic, Literal, TypeVar
 
-from msgspec import UNSET, Meta, Struct, UnsetType, defstruct, field
+from msgspec import UNSET, Meta, Struct, UnsetType, defstruct
 
 
 def _alike(name: str, kinds: dict, optional: dict | None = None, base: type = Struct, **options) -> type[Struct]:
@@ -198,16 +198,12 @@ Reference = _alike("Reference", {UlpCount: "margin_ulp64", TieCheck: "tie_check"
                                  int: "near_midpoint exact_ties_tiny_x ties_corrected resolved corrected unresolved"})
 
 
-class SameAs(Struct):
-    as_: str = field(name="as")
-    n_differ: int
-
-
 class Signed(Struct, Generic[T]):  # by the input's sign
     negative: T
     positive: T
 
 
+SameAs = _alike("SameAs", {str: "as_", int: "n_differ"}, rename={"as_": "as"})
 Worst = _alike("Worst", {Ulp: "ulp"})
 Tolerance = _alike("Tolerance", {int: "n_checked n_fail", float | None: "max_ratio"})
 Bound = _alike("Bound", {str: "exponential documented", int: "n_exceed"})
@@ -260,12 +256,7 @@ LaunchMethod = _alike("LaunchMethod", {int: "rounds check_trials", Ms: "warmup_m
 Timed = _alike("Timed", {str: "what", Timing: "timing", float: "x_copy", Ms: "noise_ms"})
 CheckedTimed = _alike("CheckedTimed", {Check: "check"}, base=Timed)
 
-
-class References(Struct):
-    copy_: Timed
-    float4: CheckedTimed = field(name="2_float4")
-
-
+References = _alike("References", {Timed: "copy_", CheckedTimed: "float4"}, rename={"float4": "2_float4"})
 Occupancy = _alike("Occupancy", {int: "registers resident_blocks_per_sm resident_threads_per_sm "
                                       "load_bytes_in_flight_per_sm"})
 Cell = _alike("Cell", {str: "name", int: "threads vectors blocks_per_sm", Check: "check", Occupancy: "occupancy",
@@ -284,14 +275,8 @@ class LaunchRecord(Record, kw_only=True):
 
 
 # -- model ----------------------------------------------------------------------------------------------------------
-class Default(Struct):
-    dtype: str
-    direction: Direction
-    build: str
-    flags: str
-    measured_as: str = field(name="measured as")
-
-
+Default = _alike("Default", {str: "dtype build flags measured_as", Direction: "direction"},
+                 rename={"measured_as": "measured as"})
 AccuracyCheck = _alike("AccuracyCheck", {bool: "passed", int: "inputs_per_alpha",
                                          dict[str, dict[str, Ulp]]: "worst_ulp_by_alpha"})  # alpha -> route
 Opcheck = _alike("Opcheck", {bool: "passed", int: "calls", list[str]: "failed"})
