@@ -42,12 +42,8 @@ Provenance = _alike("Provenance", {str: "gpu compute_capability cuda_runtime tor
 # ran (the records runner), what --plan estimates from
 Fingerprint = _alike("Fingerprint", {dict[str, str]: "code builds", str: "catalogue",
                                      dict[str, str | None]: "toolchain"}, {float: "seconds"})
-
-
-class Record(Struct, kw_only=True):
-    schema: Stamp
-    provenance: Provenance
-    fingerprint: Fingerprint | Unset = UNSET  # written after the job's run, beside its record
+# every job's record: its fingerprint is written after the job's run, beside it
+Record = _alike("Record", {Stamp: "schema", Provenance: "provenance"}, {Fingerprint: "fingerprint"}, kw_only=True)
 
 
 # -- timing -------------------------------------------------------------------------------------------------------
@@ -58,19 +54,12 @@ Spread, Power = _alike("Spread", {float: "min median max"}), _alike("Power", {fl
 # the clocks and power are absent where NVML gave no sample (then "error" says why)
 Nvml = _alike("Nvml", {int: "samples"}, {Spread: "sm_clock_mhz mem_clock_mhz", Power: "power_w",
                                         dict[str, float]: "clock_event_reasons", str | None: "error"})
-
-
-class Sustained(Center):  # core.timing.time_sustained: one entry alone, back to back, once the board settled
-    sm_clock_mhz: MHz | None  # core.timing.NvmlSampler.regime over its samples (null: none), and energy per pass
-    power_w: Watts | None
-    capped_fraction: float | None  # share of samples at the power cap
-    energy_j: Joules | None
-    runs: int
-    settle_s: Sec
-    settled: bool | None  # null: no NVML to tell
-    mem_clock_mhz: MHz | None | Unset = UNSET  # the DRAM's clock, median (records before it: absent)
-
-
+# core.timing.time_sustained: one entry alone, back to back, once the board settled; over its samples
+# (core.timing.NvmlSampler.regime; null: none) the SM clock, power, share of samples at the power cap, energy per
+# pass and the DRAM's clock, median (records before it: absent); "settled" null: no NVML to tell
+Sustained = _alike("Sustained", {MHz | None: "sm_clock_mhz", Watts | None: "power_w", float | None: "capped_fraction",
+                                 Joules | None: "energy_j", int: "runs", Sec: "settle_s", bool | None: "settled"},
+                   {MHz | None: "mem_clock_mhz"}, base=Center)
 SustainedRule = _alike("SustainedRule", {Sec: "settle_min_s settle_max_s window_s timed_s chunk_s", float: "power_tol",
                                          MHz: "clock_tol_mhz"})  # core.timing.Sustained
 # core.timing.time_interleaved: one entry over interleaved rounds; its clocks, power, capped share and energy as
@@ -99,33 +88,16 @@ Exhaustive = _alike("Exhaustive", {str: "dtype", list[float]: "required_alphas",
 Sass = _alike("Sass", {str: "function", dict[str, int]: "loads stores",  # opcode -> count
                        int: "mufu_ex2 fp32_ops round_down_ffma ftz_ops registers",
                        Bytes: "stack_bytes local_bytes"})  # core.sass.KernelReport
-
-
-class Row(Struct, kw_only=True):  # a row of the study, step 6's and step 7's records, as core.harness.measure fills it
-    name: str
-    kind: str
-    what: str
-    base: str | None
-    flags: list[str]
-    timing: Timing
-    check: RowCheck | None
-    sass: Sass | None
-    mode: Literal["", "in_place", "bfloat16", "float16"]  # core.entries.BYTES_PER_ELEMENT
-    dtype: Dtype
-    direction: Direction
-    exhaustive: Exhaustive | None
-
-
+# a row of the study, step 6's and step 7's records, as core.harness.measure fills it (its "mode":
+# core.entries.BYTES_PER_ELEMENT)
+Row = _alike("Row", {str: "name kind what", str | None: "base", list[str]: "flags", Timing: "timing",
+                     RowCheck | None: "check", Sass | None: "sass", Literal["", "in_place", "bfloat16", "float16"]: "mode",
+                     Dtype: "dtype", Direction: "direction", Exhaustive | None: "exhaustive"}, kw_only=True)
 # do_bench's warmup_ms and rep_ms, per call and round (records before them: 50 and 200)
 Method = _alike("Method", {int: "trials rounds"}, {Ms: "warmup_ms rep_ms", SustainedRule: "sustained"}, kw_only=True)
-
-
-class Rows(Record, kw_only=True):  # core.harness.measure's record: rows checked, then timed in interleaved rounds
-    problem: TimedProblem
-    peak_bytes_per_s: BytesPerS | None
-    peak_source: str | None
-    method: Method
-    rows: list[Row]
+# core.harness.measure's record: rows checked, then timed in interleaved rounds
+Rows = _alike("Rows", {TimedProblem: "problem", BytesPerS | None: "peak_bytes_per_s", str | None: "peak_source",
+                       Method: "method", list[Row]: "rows"}, base=Record, kw_only=True)
 
 
 # -- Nsight Compute -------------------------------------------------------------------------------------------------
@@ -140,19 +112,11 @@ Counters = _alike("Counters", {str: "name kernel", int: "kernels", Ns | None: "d
                   {float: "dram_bytes_over_min thread_instructions_per_element"}, kw_only=True)
 # a record's "counters": Nsight Compute's rows, or why there are none
 CounterRows = _alike("CounterRows", {list[Counters]: "rows"}, {NcuSetup: "ncu", str: "skipped"})
-
-
-class Ncu(Record, kw_only=True):
-    ncu: NcuSetup
-    problem: Problem
-    note: str
-    rows: list[Counters]
+Ncu = _alike("Ncu", {NcuSetup: "ncu", Problem: "problem", str: "note", list[Counters]: "rows"}, base=Record, kw_only=True)
 
 
 # -- beyond (step 6) --------------------------------------------------------------------------------------------------
-class Beyond(Rows, kw_only=True):
-    counters: CounterRows
-    processes: list[dict[str, Process]]
+Beyond = _alike("Beyond", {CounterRows: "counters", list[dict[str, Process]]: "processes"}, base=Rows, kw_only=True)
 
 
 # -- sixteen (step 7) -------------------------------------------------------------------------------------------------
@@ -176,16 +140,9 @@ class Sass16(Struct):  # the static SASS of a 16-bit kernel, or (only) why there
 
 
 Row16 = _alike("Row16", {str: "batch"}, base=Row, kw_only=True)  # batch: the dtype batch it was timed in
-
-
-class Sixteen(Rows, kw_only=True):
-    problem: SixteenProblem
-    rows: list[Row16]
-    exhaustive: dict[str, BuildExhaustive]  # entry
-    exhaustive_backward: dict[str, BuildExhaustive]
-    sass16: dict[str, Sass16]
-    timed_alpha: float
-    counters: CounterRows
+Sixteen = _alike("Sixteen", {SixteenProblem: "problem", list[Row16]: "rows", float: "timed_alpha",
+                             dict[str, BuildExhaustive]: "exhaustive exhaustive_backward",  # by entry
+                             dict[str, Sass16]: "sass16", CounterRows: "counters"}, base=Rows, kw_only=True)
 
 
 # -- accuracy -------------------------------------------------------------------------------------------------------
@@ -215,12 +172,8 @@ FormulaErrors = _alike("FormulaErrors", {Elements: "n", Signed[Worst | None]: "m
 # one alpha; "same_as": a build whose outputs are another's, bit for bit
 AccuracyRun = _alike("AccuracyRun", {Reference: "reference", dict[str, SameAs]: "same_as",
                                      dict[str, FormulaErrors]: "formulas"})
-
-
-class Accuracy(Record, kw_only=True):
-    method: AccuracyMethod
-    formulas: list[Formula]
-    runs: dict[str, AccuracyRun]  # alpha
+Accuracy = _alike("Accuracy", {AccuracyMethod: "method", list[Formula]: "formulas", dict[str, AccuracyRun]: "runs"},
+                  base=Record, kw_only=True)  # runs by alpha
 
 
 # -- sizes ----------------------------------------------------------------------------------------------------------
@@ -234,20 +187,10 @@ Floor = _alike("Floor", {Ms: "datasheet_ms stream_cold_ms stream_warm_ms"})
 # "warm_gain": length -> cold over warm median
 Regimes = _alike("Regimes", {str: "reference", int: "launch_bound_max_n l2_fit_max_n",
                              dict[Annotated[str, Meta(pattern="^[1-9][0-9]*$")], float]: "warm_gain"})
-
-
-class Sizes(Record, kw_only=True):
-    job: str
-    problem: SizesProblem
-    l2_bytes: Bytes
-    peak_bytes_per_s: BytesPerS | None
-    sizes: list[int]
-    entries: list[SizesEntry]
-    torch_compile_graphs: int
-    errors: list
-    points: list[Point]
-    floors: dict[str, Floor]  # length
-    regimes: Regimes
+Sizes = _alike("Sizes", {str: "job", SizesProblem: "problem", Bytes: "l2_bytes", BytesPerS | None: "peak_bytes_per_s",
+                         list[int]: "sizes", list[SizesEntry]: "entries", int: "torch_compile_graphs", list: "errors",
+                         list[Point]: "points", dict[str, Floor]: "floors", Regimes: "regimes"},
+               base=Record, kw_only=True)  # floors by length
 
 
 # -- launch ---------------------------------------------------------------------------------------------------------
@@ -255,7 +198,6 @@ LaunchMethod = _alike("LaunchMethod", {int: "rounds check_trials", Ms: "warmup_m
                                        str: "check timed_call noise occupancy"})
 Timed = _alike("Timed", {str: "what", Timing: "timing", float: "x_copy", Ms: "noise_ms"})
 CheckedTimed = _alike("CheckedTimed", {Check: "check"}, base=Timed)
-
 References = _alike("References", {Timed: "copy_", CheckedTimed: "float4"}, rename={"float4": "2_float4"})
 Occupancy = _alike("Occupancy", {int: "registers resident_blocks_per_sm resident_threads_per_sm "
                                       "load_bytes_in_flight_per_sm"})
@@ -263,15 +205,8 @@ Cell = _alike("Cell", {str: "name", int: "threads vectors blocks_per_sm", Check:
                        bool: "hints grid_stride bit_identical_to_2_float4 correct", Timing: "timing",
                        float: "x_copy", Ms: "noise_ms"})
 Best = _alike("Best", {str: "name", list[str]: "tied"})  # the fastest correct cell, and those tied with it (it first)
-
-
-class LaunchRecord(Record, kw_only=True):
-    problem: TimedProblem
-    method: LaunchMethod
-    references: References
-    cells: list[Cell]
-    roof_ms: Ms
-    best: Best
+LaunchRecord = _alike("LaunchRecord", {TimedProblem: "problem", LaunchMethod: "method", References: "references",
+                                       list[Cell]: "cells", Ms: "roof_ms", Best: "best"}, base=Record, kw_only=True)
 
 
 # -- model ----------------------------------------------------------------------------------------------------------
@@ -309,36 +244,19 @@ class Step(Struct, kw_only=True):  # whole steps of a model, timed in runs
         | Unset = UNSET
 
 
-class Model(Record, kw_only=True):
-    defaults: list[Default]
-    checks: Checks
-    host_cost: list[HostCost]
-    end_to_end: list[Step]
+Model = _alike("Model", {list[Default]: "defaults", Checks: "checks", list[HostCost]: "host_cost",
+                         list[Step]: "end_to_end"}, base=Record, kw_only=True)
 
 
 # -- sanitize and tests ---------------------------------------------------------------------------------------------
 Verdict = _alike("Verdict", {int | None: "errors", bool: "ok"})
-
-
-class Sanitize(Record, kw_only=True):
-    passed: bool
-    compute_sanitizer: str | None
-    tools: list[str]
-    builds: dict[str, dict[str, Verdict]]  # build -> tool
-
-
+Sanitize = _alike("Sanitize", {bool: "passed", str | None: "compute_sanitizer", list[str]: "tools",
+                               dict[str, dict[str, Verdict]]: "builds"}, base=Record, kw_only=True)  # build -> tool
 Counts = _alike("Counts", {int: "passed failed error skipped xfailed xpassed"})
 Fuzz = _alike("Fuzz", {int: "examples_per_test", int | str: "hypothesis_seed", str: "rerun_with",
                      Literal["files", "all"]: "builds"})  # testing.suite.BUILD_SETS
-
-
-class Tests(Record, kw_only=True):
-    date_utc: str
-    command: str
-    duration_s: Sec | None
-    counts: Counts
-    failures: list[str]
-    fuzz: Fuzz
+Tests = _alike("Tests", {str: "date_utc command", Sec | None: "duration_s", Counts: "counts", list[str]: "failures",
+                         Fuzz: "fuzz"}, base=Record, kw_only=True)
 
 
 # "study", the main record, is Rows (a "backward" part of older records is left unread).
