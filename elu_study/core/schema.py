@@ -5,9 +5,9 @@ coercion); the record itself stays the plain dict its readers use. A field is re
 (``UNSET``: the key may be absent, never null); keys a type does not name are allowed. ``dict[str, X]`` is a map
 keyed by a name, an alpha or a length. A number's unit is in its JSON schema (``record.json_schema``) as "unit"."""
 
-from typing import Annotated, Generic, Literal, TypeVar
+from typing import Annotated, Literal
 
-from msgspec import UNSET, Meta, Struct, UnsetType, defstruct
+from msgspec import UNSET, Meta, Struct, defstruct, UnsetType as Unset
 
 
 def _alike(name: str, kinds: dict, optional: dict | None = None, base: type = Struct, **options) -> type[Struct]:
@@ -26,10 +26,8 @@ Ms, Us, Ns, Sec, Pct, Ulp, GiB = (_unit(float, u) for u in ("ms", "µs", "ns", "
 PerS, BytesPerS, NBytes = _unit(float, "1/s"), _unit(float, "B/s"), _unit(float, "B")
 Bytes, Elements, UlpCount = _unit(int, "B"), _unit(int, "elements"), _unit(int, "ulp")
 MHz, Watts, Joules = _unit(float, "MHz"), _unit(float, "W"), _unit(float, "J")
-Unset = UnsetType
 Dtype = Literal["float32", "bfloat16", "float16"]
 Direction = Literal["forward", "backward"]
-T = TypeVar("T")
 
 
 # -- shared by every record ---------------------------------------------------------------------------------------
@@ -155,18 +153,14 @@ Reference = _alike("Reference", {UlpCount: "margin_ulp64", TieCheck: "tie_check"
                                  int: "near_midpoint exact_ties_tiny_x ties_corrected resolved corrected unresolved"})
 
 
-class Signed(Struct, Generic[T]):  # by the input's sign
-    negative: T
-    positive: T
-
-
 SameAs = _alike("SameAs", {str: "as_", int: "n_differ"}, rename={"as_": "as"})
 Worst = _alike("Worst", {Ulp: "ulp"})
+Signed = _alike("Signed", {Worst | None: "negative positive"})  # the worst error by the input's sign
 Tolerance = _alike("Tolerance", {int: "n_checked n_fail", float | None: "max_ratio"})
 Bound = _alike("Bound", {str: "exponential documented", int: "n_exceed"})
 InputClass = _alike("InputClass", {Elements: "n", int: "correctly_rounded identical_to_felu plus_zero_out"})
 Binades = _alike("Binades", {list[Ulp]: "max_ulp predicted_max_ulp"})  # one entry per negative binade
-FormulaErrors = _alike("FormulaErrors", {Elements: "n", Signed[Worst | None]: "max_ulp", Tolerance: "tolerance",
+FormulaErrors = _alike("FormulaErrors", {Elements: "n", Signed: "max_ulp", Tolerance: "tolerance",
                                          int: "correctly_rounded bit_identical_to_felu", Bound: "bound",
                                          dict[str, InputClass]: "classes", Binades: "binades_negative"})
 # one alpha; "same_as": a build whose outputs are another's, bit for bit
