@@ -31,8 +31,6 @@ BINDING_SOURCE = COMMON_DIR / "binding.cpp"
 BASE_CUDA_CFLAGS = ("-O3", "-lineinfo")
 BUILD_LOG_ENV = "ELU_STUDY_BUILD_LOG"  # a file every build a run loads is appended to (core.fingerprint)
 _NAMESPACE_FLAG, _DELEGATE_FLAG = "-DELU_OP_NAMESPACE=", "-DELU_DELEGATE16="
-_FLAGS_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*nvcc-flags\s*=\s*(.*)$", re.MULTILINE)
-_BINDING_DIRECTIVE = re.compile(r"^//\s*elu-study:\s*binding\s*=\s*(.*)$", re.MULTILINE)
 # A kernel file's "// elu-study: binding = WORD" puts its -DELU_BINDING_<WORD> functions in its table (common/table.h).
 BINDING_FEATURES = ("storage16", "backward16", "launch-shape")
 NVCC_ENV_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")  # flags nvcc reads from the environment
@@ -97,14 +95,14 @@ def resolve_variant(name_or_path: str | os.PathLike) -> Path:
     raise ValueError(f"unknown variant {key!r}; known variants: {', '.join(variants)} (or a path to a .cu file)")
 
 
-def file_flags(source: str) -> list[str]:
-    """nvcc flags a kernel file asks for in a ``// elu-study: nvcc-flags = ...`` line."""
-    return [flag for match in _FLAGS_DIRECTIVE.findall(source) for flag in match.split()]
+def file_flags(source: str, key: str = "nvcc-flags") -> list[str]:
+    """The words of a kernel file's ``// elu-study: <key> = ...`` lines: the nvcc flags it asks for, by default."""
+    return [w for line in re.findall(rf"^//\s*elu-study:\s*{key}\s*=\s*(.*)$", source, re.MULTILINE) for w in line.split()]
 
 
 def binding_features(source: str) -> list[str]:
     """Binding features a kernel file asks for in a ``// elu-study: binding = ...`` line (see BINDING_FEATURES)."""
-    words = [w for match in _BINDING_DIRECTIVE.findall(source) for w in match.split()]
+    words = file_flags(source, "binding")
     if unknown := [w for w in words if w not in BINDING_FEATURES]:
         raise ValueError(f"unknown binding feature(s) {', '.join(unknown)}; known: {', '.join(BINDING_FEATURES)}")
     return words

@@ -69,20 +69,6 @@ def _excluded(rel: str) -> bool:
     return any(fnmatch.fnmatch(rel, p) for p in PRESENTATION + BOOKKEEPING)
 
 
-def _imports(path: Path, name: str) -> set[str]:
-    """The elu_study modules a file imports, anywhere in it."""
-    found = set()
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
-            found.add(base)
-            found |= {f"{base}.{a.name}" for a in node.names}  # "from pkg import module"
-    return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
-
-
 def measuring_modules(roots: tuple[str, ...], root: Path = REPO_ROOT) -> dict[str, Path]:
     """The measuring modules that ``roots`` reach by imports, with their parent packages, by module name."""
     todo, seen = list(roots), {}
@@ -94,8 +80,11 @@ def measuring_modules(roots: tuple[str, ...], root: Path = REPO_ROOT) -> dict[st
         if path is None or _excluded(path.relative_to(root).as_posix()):
             continue
         seen[name] = path
-        parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
-        todo += [*_imports(path, name), *parents]
+        imports = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        todo += [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]  # its parent packages
+        todo += [t[1] for node in imports for t in _bound(node, name, path, root).values()]  # anywhere in it
+        todo += [a.name for node in imports if isinstance(node, ast.Import) for a in node.names  # import a.b.c
+                 if a.name.startswith(PACKAGE + ".")]
     return dict(sorted(seen.items()))
 
 

@@ -21,18 +21,8 @@ from elu_study.core.timing import noise_ms
 REFERENCE_GPU = "nvidia-h200"  # the GPU whose committed records are shown where there is no GPU
 
 # job -> the schema version this code reads and writes; bump it when old readers would misread the body.
-VERSIONS = {
-    "study": 1,      # results/<gpu>.json: the main table (python -m elu_study)
-    "ncu": 1,        # Nsight Compute counters (profile)
-    "accuracy": 1,   # every float32 input through five formulas
-    "sanitize": 1,   # compute-sanitizer verdicts
-    "beyond": 1,     # step 6's attempts
-    "sizes": 1,      # the size sweep
-    "launch": 1,     # the launch-shape sweep
-    "model": 4,      # the drop-in in use: checks, host cost per call, whole steps of four models
-    "sixteen": 1,    # step 7: 16-bit storage at its own roof, bit for bit F.elu
-    "tests": 1,      # the GPU test suite's outcome
-}
+VERSIONS = dict.fromkeys(("study", "ncu", "accuracy", "sanitize", "beyond", "sizes", "launch", "model", "sixteen",
+                          "tests"), 1) | {"model": 4}
 
 
 class RecordError(ValueError):

@@ -5,14 +5,17 @@ coercion); the record itself stays the plain dict its readers use. A field is re
 (``UNSET``: the key may be absent, never null); keys a type does not name are allowed. ``dict[str, X]`` is a map
 keyed by a name, an alpha or a length. A number's unit is in its JSON schema (``record.json_schema``) as "unit"."""
 
-from typing import Annotated, Generic, Literal, TypeVar
+from typing import Annotated, Literal
 
-from msgspec import UNSET, Meta, Struct, UnsetType, defstruct, field
+from msgspec import UNSET, Meta, Struct, defstruct, UnsetType as Unset
 
 
-def _alike(name: str, kind, fields: str, **options) -> type[Struct]:
-    """A Struct whose fields (named in ``fields``, space-separated, in order) are all of one type."""
-    return defstruct(name, [(f, kind) for f in fields.split()], **options)
+def _alike(name: str, kinds: dict, optional: dict | None = None, base: type = Struct, **options) -> type[Struct]:
+    """A Struct (``base``'s fields, then these) with its fields named by type, ``{type: "names, space-separated"}``;
+    those of ``optional`` may be absent (``UNSET``)."""
+    fields = [(f, kind) for kind, names in kinds.items() for f in names.split()]
+    fields += [(f, kind | Unset, UNSET) for kind, names in (optional or {}).items() for f in names.split()]
+    return defstruct(name, fields, bases=(base,), **options)
 
 
 def _unit(kind: type, unit: str):
@@ -23,259 +26,101 @@ Ms, Us, Ns, Sec, Pct, Ulp, GiB = (_unit(float, u) for u in ("ms", "µs", "ns", "
 PerS, BytesPerS, NBytes = _unit(float, "1/s"), _unit(float, "B/s"), _unit(float, "B")
 Bytes, Elements, UlpCount = _unit(int, "B"), _unit(int, "elements"), _unit(int, "ulp")
 MHz, Watts, Joules = _unit(float, "MHz"), _unit(float, "W"), _unit(float, "J")
-Unset = UnsetType
 Dtype = Literal["float32", "bfloat16", "float16"]
 Direction = Literal["forward", "backward"]
-T = TypeVar("T")
 
 
 # -- shared by every record ---------------------------------------------------------------------------------------
-class Stamp(Struct):
-    job: str
-    version: int
-
-
-class Provenance(Struct):
-    gpu: str
-    sm_count: int
-    l2_cache_mib: float
-    memory_gib: GiB
-    compute_capability: str
-    driver: str | None
-    cuda_runtime: str
-    torch: str
-    triton: str | None
-    nvcc: str | None
-    python: str
-    date_utc: str
-    commit: str | None
-    power_limit_w: Watts | None | Unset = UNSET  # NVML's enforced limit (records before it: absent)
-
-
-class Fingerprint(Struct):  # elu_study.core.fingerprint: what determined the record (python -m elu_study records)
-    code: dict[str, str]
-    catalogue: str
-    builds: dict[str, str]
-    toolchain: dict[str, str | None]
-    seconds: float | Unset = UNSET  # how long its stage ran (the records runner): what --plan estimates from
-
-
-class Record(Struct, kw_only=True):
-    schema: Stamp
-    provenance: Provenance
-    fingerprint: Fingerprint | Unset = UNSET  # written after the job's run, beside its record
+Stamp = _alike("Stamp", {str: "job", int: "version"})
+Provenance = _alike("Provenance", {str: "gpu compute_capability cuda_runtime torch python date_utc",
+                                   str | None: "driver triton nvcc commit", int: "sm_count", float: "l2_cache_mib",
+                                   GiB: "memory_gib"},
+                    {Watts | None: "power_limit_w"})  # NVML's enforced limit (records before it: absent)
+# elu_study.core.fingerprint: what determined the record (python -m elu_study records); "seconds": how long its stage
+# ran (the records runner), what --plan estimates from
+Fingerprint = _alike("Fingerprint", {dict[str, str]: "code builds", str: "catalogue",
+                                     dict[str, str | None]: "toolchain"}, {float: "seconds"})
+# every job's record: its fingerprint is written after the job's run, beside it
+Record = _alike("Record", {Stamp: "schema", Provenance: "provenance"}, {Fingerprint: "fingerprint"}, kw_only=True)
 
 
 # -- timing -------------------------------------------------------------------------------------------------------
-Center = _alike("Center", Ms, "median_ms p10_ms p90_ms")
-
-
-class Quantiles(Center):
-    runs: int
-
-
-Spread, Power = _alike("Spread", float, "min median max"), _alike("Power", float, "mean max")
-
-
-class Nvml(Struct):  # core.timing.NvmlSampler.summary: one round's clocks, power and clock-event reasons
-    samples: int
-    sm_clock_mhz: Spread | Unset = UNSET  # absent where NVML gave no sample (then "error" says why)
-    mem_clock_mhz: Spread | Unset = UNSET
-    power_w: Power | Unset = UNSET
-    clock_event_reasons: dict[str, float] | Unset = UNSET  # reason -> share of samples
-    error: str | None | Unset = UNSET
-
-
-class Sustained(Center):  # core.timing.time_sustained: one entry alone, back to back, once the board settled
-    sm_clock_mhz: MHz | None  # core.timing.NvmlSampler.regime over its samples (null: none), and energy per pass
-    power_w: Watts | None
-    capped_fraction: float | None  # share of samples at the power cap
-    energy_j: Joules | None
-    runs: int
-    settle_s: Sec
-    settled: bool | None  # null: no NVML to tell
-    mem_clock_mhz: MHz | None | Unset = UNSET  # the DRAM's clock, median (records before it: absent)
-
-
-class SustainedRule(Struct):  # core.timing.Sustained
-    settle_min_s: Sec
-    settle_max_s: Sec
-    window_s: Sec
-    power_tol: float
-    clock_tol_mhz: MHz
-    timed_s: Sec
-    chunk_s: Sec
-
-
-class Timing(Quantiles):  # core.timing.time_interleaved: one entry over interleaved rounds
-    round_medians_ms: list[Ms]
-    samples_ms: list[list[Ms]]
-    nvml: list[Nvml]
-    sm_clock_mhz: MHz | None | Unset = UNSET  # as Sustained's, over every round (records before it: absent)
-    mem_clock_mhz: MHz | None | Unset = UNSET
-    power_w: Watts | None | Unset = UNSET
-    capped_fraction: float | None | Unset = UNSET
-    energy_j: Joules | None | Unset = UNSET
-    sustained: Sustained | Unset = UNSET  # the rows timed under sustained load too
-
-
-class Process(Struct):  # core.processes: one entry in one fresh process
-    median_ms: Ms
-    x_copy: float | None
-    round_medians_ms: list[Ms]
-    x_roof: float | None | Unset = UNSET
-
-
-class Problem(Struct):
-    shape: list[int]
-    numel: Elements
-
-
-class TimedProblem(Problem):
-    dtype: str
-    alpha: float
+Center = _alike("Center", {Ms: "median_ms p10_ms p90_ms"})
+Quantiles = _alike("Quantiles", {int: "runs"}, base=Center)
+Spread, Power = _alike("Spread", {float: "min median max"}), _alike("Power", {float: "mean max"})
+# core.timing.NvmlSampler.summary: one round's clocks, power and clock-event reasons (reason -> share of samples);
+# the clocks and power are absent where NVML gave no sample (then "error" says why)
+Nvml = _alike("Nvml", {int: "samples"}, {Spread: "sm_clock_mhz mem_clock_mhz", Power: "power_w",
+                                        dict[str, float]: "clock_event_reasons", str | None: "error"})
+# core.timing.time_sustained: one entry alone, back to back, once the board settled; over its samples
+# (core.timing.NvmlSampler.regime; null: none) the SM clock, power, share of samples at the power cap, energy per
+# pass and the DRAM's clock, median (records before it: absent); "settled" null: no NVML to tell
+Sustained = _alike("Sustained", {MHz | None: "sm_clock_mhz", Watts | None: "power_w", float | None: "capped_fraction",
+                                 Joules | None: "energy_j", int: "runs", Sec: "settle_s", bool | None: "settled"},
+                   {MHz | None: "mem_clock_mhz"}, base=Center)
+SustainedRule = _alike("SustainedRule", {Sec: "settle_min_s settle_max_s window_s timed_s chunk_s", float: "power_tol",
+                                         MHz: "clock_tol_mhz"})  # core.timing.Sustained
+# core.timing.time_interleaved: one entry over interleaved rounds; its clocks, power, capped share and energy as
+# Sustained's, over every round (records before them: absent); "sustained": the rows timed under sustained load too
+Timing = _alike("Timing", {list[Ms]: "round_medians_ms", list[list[Ms]]: "samples_ms", list[Nvml]: "nvml"},
+                {MHz | None: "sm_clock_mhz mem_clock_mhz", Watts | None: "power_w", float | None: "capped_fraction",
+                 Joules | None: "energy_j", Sustained: "sustained"}, base=Quantiles)
+Process = _alike("Process", {Ms: "median_ms", float | None: "x_copy", list[Ms]: "round_medians_ms"},
+                 {float | None: "x_roof"})  # core.processes: one entry in one fresh process
+Problem = _alike("Problem", {list[int]: "shape", Elements: "numel"})
+TimedProblem = _alike("TimedProblem", {str: "dtype", float: "alpha"}, base=Problem)
 
 
 # -- checks and static SASS -----------------------------------------------------------------------------------------
-class Check(Struct):  # core.check.CheckResult: float32 forward against torch and float64
-    passed: bool
-    trials: int
-    unwritten: int
-    max_abs_err_vs_torch: float
-    max_abs_err_vs_fp64: float
-
-
-class RowCheck(Struct):  # a row's: a Check, or a float32 backward's against aten (core.exhaustive.check_backward32)
-    passed: bool
-    trials: int | Unset = UNSET
-    unwritten: int | Unset = UNSET
-    max_abs_err_vs_torch: float | Unset = UNSET
-    max_abs_err_vs_fp64: float | Unset = UNSET
-    against: str | Unset = UNSET
-    elements: int | Unset = UNSET
-    alpha: float | Unset = UNSET
-    grad: str | Unset = UNSET
-    bit_mismatches: int | Unset = UNSET
-    max_abs_err: float | Unset = UNSET
-    untouched: int | Unset = UNSET
-
-
-class Exhaustive(Struct, kw_only=True):  # core.exhaustive.tally: every bit pattern of a 16-bit dtype, every alpha
-    dtype: str
-    inputs: int
-    alphas: int
-    mismatches: int
-    required_alphas: list[float]
-    required_mismatches: int
-    alphas_with_mismatches: int
-    untouched: int
-    grads: int | Unset = UNSET  # a backward's: the gradients each pattern met
-
-
-class Sass(Struct):  # core.sass.KernelReport
-    function: str
-    loads: dict[str, int]  # opcode -> count
-    stores: dict[str, int]
-    mufu_ex2: int
-    fp32_ops: int
-    round_down_ffma: int
-    ftz_ops: int
-    registers: int
-    stack_bytes: Bytes
-    local_bytes: Bytes
-
-
-class Row(Struct, kw_only=True):  # a row of the study, step 6's and step 7's records, as core.harness.measure fills it
-    name: str
-    kind: str
-    what: str
-    base: str | None
-    flags: list[str]
-    timing: Timing
-    check: RowCheck | None
-    sass: Sass | None
-    mode: Literal["", "in_place", "bfloat16", "float16"]  # core.entries.BYTES_PER_ELEMENT
-    dtype: Dtype
-    direction: Direction
-    exhaustive: Exhaustive | None
-
-
-class Method(Struct, kw_only=True):
-    trials: int
-    rounds: int
-    warmup_ms: Ms | Unset = UNSET  # do_bench's, per call and round (records before it: 50)
-    rep_ms: Ms | Unset = UNSET  # (records before it: 200)
-    sustained: SustainedRule | Unset = UNSET
-
-
-class Rows(Record, kw_only=True):  # core.harness.measure's record: rows checked, then timed in interleaved rounds
-    problem: TimedProblem
-    peak_bytes_per_s: BytesPerS | None
-    peak_source: str | None
-    method: Method
-    rows: list[Row]
+# core.check.CheckResult: float32 forward against torch and float64
+Check = _alike("Check", {bool: "passed", int: "trials unwritten", float: "max_abs_err_vs_torch max_abs_err_vs_fp64"})
+# a row's: a Check, or a float32 backward's against aten (core.exhaustive.check_backward32)
+RowCheck = _alike("RowCheck", {bool: "passed"}, {int: "trials unwritten elements bit_mismatches untouched",
+                                                 float: "max_abs_err_vs_torch max_abs_err_vs_fp64 alpha max_abs_err",
+                                                 str: "against grad"})
+# core.exhaustive.tally: every bit pattern of a 16-bit dtype, every alpha; "grads": a backward's, the gradients each
+# pattern met
+Exhaustive = _alike("Exhaustive", {str: "dtype", list[float]: "required_alphas",
+                                   int: "inputs alphas mismatches required_mismatches alphas_with_mismatches untouched"},
+                    {int: "grads"}, kw_only=True)
+Sass = _alike("Sass", {str: "function", dict[str, int]: "loads stores",  # opcode -> count
+                       int: "mufu_ex2 fp32_ops round_down_ffma ftz_ops registers",
+                       Bytes: "stack_bytes local_bytes"})  # core.sass.KernelReport
+# a row of the study, step 6's and step 7's records, as core.harness.measure fills it (its "mode":
+# core.entries.BYTES_PER_ELEMENT)
+Row = _alike("Row", {str: "name kind what", str | None: "base", list[str]: "flags", Timing: "timing",
+                     RowCheck | None: "check", Sass | None: "sass", Literal["", "in_place", "bfloat16", "float16"]: "mode",
+                     Dtype: "dtype", Direction: "direction", Exhaustive | None: "exhaustive"}, kw_only=True)
+# do_bench's warmup_ms and rep_ms, per call and round (records before them: 50 and 200)
+Method = _alike("Method", {int: "trials rounds"}, {Ms: "warmup_ms rep_ms", SustainedRule: "sustained"}, kw_only=True)
+# core.harness.measure's record: rows checked, then timed in interleaved rounds
+Rows = _alike("Rows", {TimedProblem: "problem", BytesPerS | None: "peak_bytes_per_s", str | None: "peak_source",
+                       Method: "method", list[Row]: "rows"}, base=Record, kw_only=True)
 
 
 # -- Nsight Compute -------------------------------------------------------------------------------------------------
-class NcuSetup(Struct):
-    version: str
-    clock_control: str
-    metrics: dict[str, str]  # name in the record -> ncu metric
-    stall_metrics: list[str]
-    command: str
-
-
-class Counters(Struct, kw_only=True):  # core.ncu: one entry's kernels, combined; a counter ncu lacks is null
-    name: str
-    kernel: str
-    kernels: int
-    duration_ns: Ns | None
-    dram_read_bytes: NBytes | None
-    dram_write_bytes: NBytes | None
-    dram_pct_of_peak: Pct | None
-    l2_hit_pct: Pct | None
-    achieved_occupancy_pct: Pct | None
-    registers: float | None
-    grid_size: float | None
-    block_size: float | None
-    waves_per_sm: float | None
-    warp_instructions: float | None
-    sm_cycles_per_s: PerS | None
-    stalls: dict[str, float]  # stall reason -> warps per issue
-    dram_bytes_over_min: float | Unset = UNSET
-    thread_instructions_per_element: float | Unset = UNSET
-
-
-class CounterRows(Struct):  # a record's "counters": Nsight Compute's rows, or why there are none
-    rows: list[Counters]
-    ncu: NcuSetup | Unset = UNSET
-    skipped: str | Unset = UNSET
-
-
-class Ncu(Record, kw_only=True):
-    ncu: NcuSetup
-    problem: Problem
-    note: str
-    rows: list[Counters]
+NcuSetup = _alike("NcuSetup", {str: "version clock_control command", list[str]: "stall_metrics",
+                               dict[str, str]: "metrics"})  # name in the record -> ncu metric
+# core.ncu: one entry's kernels, combined; a counter ncu lacks is null; "stalls": stall reason -> warps per issue
+Counters = _alike("Counters", {str: "name kernel", int: "kernels", Ns | None: "duration_ns",
+                               NBytes | None: "dram_read_bytes dram_write_bytes",
+                               Pct | None: "dram_pct_of_peak l2_hit_pct achieved_occupancy_pct",
+                               float | None: "registers grid_size block_size waves_per_sm warp_instructions",
+                               PerS | None: "sm_cycles_per_s", dict[str, float]: "stalls"},
+                  {float: "dram_bytes_over_min thread_instructions_per_element"}, kw_only=True)
+# a record's "counters": Nsight Compute's rows, or why there are none
+CounterRows = _alike("CounterRows", {list[Counters]: "rows"}, {NcuSetup: "ncu", str: "skipped"})
+Ncu = _alike("Ncu", {NcuSetup: "ncu", Problem: "problem", str: "note", list[Counters]: "rows"}, base=Record, kw_only=True)
 
 
 # -- beyond (step 6) --------------------------------------------------------------------------------------------------
-class Beyond(Rows, kw_only=True):
-    counters: CounterRows
-    processes: list[dict[str, Process]]
+Beyond = _alike("Beyond", {CounterRows: "counters", list[dict[str, Process]]: "processes"}, base=Rows, kw_only=True)
 
 
 # -- sixteen (step 7) -------------------------------------------------------------------------------------------------
 Build = list[str | list[str] | None]  # [variant (None: a library's peer), flags]
-
-
-class SixteenProblem(TimedProblem):
-    input: str
-
-
-class BuildExhaustive(Exhaustive, kw_only=True):
-    build: Build
-    expect_exact: bool
+SixteenProblem = _alike("SixteenProblem", {str: "input"}, base=TimedProblem)
+BuildExhaustive = _alike("BuildExhaustive", {Build: "build", bool: "expect_exact"}, base=Exhaustive, kw_only=True)
 
 
 class Sass16(Struct):  # the static SASS of a 16-bit kernel, or (only) why there is none
@@ -292,294 +137,87 @@ class Sass16(Struct):  # the static SASS of a 16-bit kernel, or (only) why there
             raise ValueError(f"expected every field but 'error', or 'error' alone; got {given}")
 
 
-class Row16(Row, kw_only=True):
-    batch: str  # the dtype batch it was timed in
-
-
-class Sixteen(Rows, kw_only=True):
-    problem: SixteenProblem
-    rows: list[Row16]
-    exhaustive: dict[str, BuildExhaustive]  # entry
-    exhaustive_backward: dict[str, BuildExhaustive]
-    sass16: dict[str, Sass16]
-    timed_alpha: float
-    counters: CounterRows
+Row16 = _alike("Row16", {str: "batch"}, base=Row, kw_only=True)  # batch: the dtype batch it was timed in
+Sixteen = _alike("Sixteen", {SixteenProblem: "problem", list[Row16]: "rows", float: "timed_alpha",
+                             dict[str, BuildExhaustive]: "exhaustive exhaustive_backward",  # by entry
+                             dict[str, Sass16]: "sass16", CounterRows: "counters"}, base=Rows, kw_only=True)
 
 
 # -- accuracy -------------------------------------------------------------------------------------------------------
-class AccuracyMethod(Struct):
-    n_inputs: int
-    every_input: bool
-    alphas: list[float]
+AccuracyMethod = _alike("AccuracyMethod", {int: "n_inputs", bool: "every_input", list[float]: "alphas"})
+Formula = _alike("Formula", {str: "name what exponential documented_bound", str | None: "variant",
+                             bool: "flushes_denormals fast_math"})
+TieCheck = _alike("TieCheck", {Elements: "n", int: "disagree"})
+SampleCheck = _alike("SampleCheck", {Elements: "n", Ulp: "max_err_ulp64"})
+Reference = _alike("Reference", {UlpCount: "margin_ulp64", TieCheck: "tie_check", SampleCheck: "sample_check",
+                                 int: "near_midpoint exact_ties_tiny_x ties_corrected resolved corrected unresolved"})
 
 
-class Formula(Struct):
-    name: str
-    what: str
-    exponential: str
-    documented_bound: str
-    variant: str | None
-    flushes_denormals: bool
-    fast_math: bool
-
-
-class TieCheck(Struct):
-    n: Elements
-    disagree: int
-
-
-class SampleCheck(Struct):
-    n: Elements
-    max_err_ulp64: Ulp
-
-
-class Reference(Struct):
-    margin_ulp64: UlpCount
-    near_midpoint: int
-    exact_ties_tiny_x: int
-    ties_corrected: int
-    resolved: int
-    corrected: int
-    unresolved: int
-    tie_check: TieCheck
-    sample_check: SampleCheck
-
-
-class SameAs(Struct):
-    as_: str = field(name="as")
-    n_differ: int
-
-
-class Worst(Struct):
-    ulp: Ulp
-
-
-class Signed(Struct, Generic[T]):  # by the input's sign
-    negative: T
-    positive: T
-
-
-class Tolerance(Struct):
-    n_checked: int
-    n_fail: int
-    max_ratio: float | None
-
-
-class Bound(Struct):
-    exponential: str
-    documented: str
-    n_exceed: int
-
-
-class InputClass(Struct):
-    n: Elements
-    correctly_rounded: int
-    identical_to_felu: int
-    plus_zero_out: int
-
-
-class Binades(Struct):  # one entry per negative binade
-    max_ulp: list[Ulp]
-    predicted_max_ulp: list[Ulp]
-
-
-class FormulaErrors(Struct):
-    n: Elements
-    max_ulp: Signed[Worst | None]
-    correctly_rounded: int
-    bit_identical_to_felu: int
-    tolerance: Tolerance
-    bound: Bound
-    classes: dict[str, InputClass]
-    binades_negative: Binades
-
-
-class AccuracyRun(Struct):  # one alpha
-    reference: Reference
-    same_as: dict[str, SameAs]  # a build whose outputs are another's, bit for bit
-    formulas: dict[str, FormulaErrors]
-
-
-class Accuracy(Record, kw_only=True):
-    method: AccuracyMethod
-    formulas: list[Formula]
-    runs: dict[str, AccuracyRun]  # alpha
+SameAs = _alike("SameAs", {str: "as_", int: "n_differ"}, rename={"as_": "as"})
+Worst = _alike("Worst", {Ulp: "ulp"})
+Signed = _alike("Signed", {Worst | None: "negative positive"})  # the worst error by the input's sign
+Tolerance = _alike("Tolerance", {int: "n_checked n_fail", float | None: "max_ratio"})
+Bound = _alike("Bound", {str: "exponential documented", int: "n_exceed"})
+InputClass = _alike("InputClass", {Elements: "n", int: "correctly_rounded identical_to_felu plus_zero_out"})
+Binades = _alike("Binades", {list[Ulp]: "max_ulp predicted_max_ulp"})  # one entry per negative binade
+FormulaErrors = _alike("FormulaErrors", {Elements: "n", Signed: "max_ulp", Tolerance: "tolerance",
+                                         int: "correctly_rounded bit_identical_to_felu", Bound: "bound",
+                                         dict[str, InputClass]: "classes", Binades: "binades_negative"})
+# one alpha; "same_as": a build whose outputs are another's, bit for bit
+AccuracyRun = _alike("AccuracyRun", {Reference: "reference", dict[str, SameAs]: "same_as",
+                                     dict[str, FormulaErrors]: "formulas"})
+Accuracy = _alike("Accuracy", {AccuracyMethod: "method", list[Formula]: "formulas", dict[str, AccuracyRun]: "runs"},
+                  base=Record, kw_only=True)  # runs by alpha
 
 
 # -- sizes ----------------------------------------------------------------------------------------------------------
-class SizesProblem(Struct):
-    dtype: str
-    alpha: float
-    bytes_per_element: int
-    input: str
-
-
-class SizesEntry(Struct):
-    name: str
-    kind: str
-
-
-class PointCheck(Struct):
-    passed: bool
-    unwritten: int
-    max_abs_err_vs_torch: float
-    elements_compared: int
-
-
-SleepRetries = _alike("SleepRetries", int, "cold warm")
-
-
-class Point(Struct):
-    entry: str
-    kind: str
-    n: Elements
-    bytes: Bytes
-    check: PointCheck | None
-    cold: Quantiles
-    warm: Quantiles
-    host: Quantiles
-    sleep_retries: SleepRetries
-    host_loops_gpu_busy: int
-
-
-Floor = _alike("Floor", Ms, "datasheet_ms stream_cold_ms stream_warm_ms")
-
-
-class Regimes(Struct):
-    reference: str
-    launch_bound_max_n: int
-    l2_fit_max_n: int
-    warm_gain: dict[Annotated[str, Meta(pattern="^[1-9][0-9]*$")], float]  # length -> cold over warm median
-
-
-class Sizes(Record, kw_only=True):
-    job: str
-    problem: SizesProblem
-    l2_bytes: Bytes
-    peak_bytes_per_s: BytesPerS | None
-    sizes: list[int]
-    entries: list[SizesEntry]
-    torch_compile_graphs: int
-    errors: list
-    points: list[Point]
-    floors: dict[str, Floor]  # length
-    regimes: Regimes
+SizesProblem = _alike("SizesProblem", {str: "dtype input", float: "alpha", int: "bytes_per_element"})
+SizesEntry = _alike("SizesEntry", {str: "name kind"})
+PointCheck = _alike("PointCheck", {bool: "passed", int: "unwritten elements_compared", float: "max_abs_err_vs_torch"})
+SleepRetries = _alike("SleepRetries", {int: "cold warm"})
+Point = _alike("Point", {str: "entry kind", Elements: "n", Bytes: "bytes", PointCheck | None: "check",
+                         Quantiles: "cold warm host", SleepRetries: "sleep_retries", int: "host_loops_gpu_busy"})
+Floor = _alike("Floor", {Ms: "datasheet_ms stream_cold_ms stream_warm_ms"})
+# "warm_gain": length -> cold over warm median
+Regimes = _alike("Regimes", {str: "reference", int: "launch_bound_max_n l2_fit_max_n",
+                             dict[Annotated[str, Meta(pattern="^[1-9][0-9]*$")], float]: "warm_gain"})
+Sizes = _alike("Sizes", {str: "job", SizesProblem: "problem", Bytes: "l2_bytes", BytesPerS | None: "peak_bytes_per_s",
+                         list[int]: "sizes", list[SizesEntry]: "entries", int: "torch_compile_graphs", list: "errors",
+                         list[Point]: "points", dict[str, Floor]: "floors", Regimes: "regimes"},
+               base=Record, kw_only=True)  # floors by length
 
 
 # -- launch ---------------------------------------------------------------------------------------------------------
-class LaunchMethod(Struct):
-    rounds: int
-    warmup_ms: Ms
-    rep_ms: Ms
-    interleaved: bool
-    check_trials: int
-    check: str
-    timed_call: str
-    noise: str
-    occupancy: str
-
-
-class Timed(Struct):
-    what: str
-    timing: Timing
-    x_copy: float
-    noise_ms: Ms
-
-
-class CheckedTimed(Timed):
-    check: Check
-
-
-class References(Struct):
-    copy_: Timed
-    float4: CheckedTimed = field(name="2_float4")
-
-
-Occupancy = _alike("Occupancy", int, "registers resident_blocks_per_sm resident_threads_per_sm load_bytes_in_flight_per_sm")
-
-
-class Cell(Struct):
-    name: str
-    threads: int
-    vectors: int
-    hints: bool
-    blocks_per_sm: int
-    grid_stride: bool
-    check: Check
-    bit_identical_to_2_float4: bool
-    correct: bool
-    occupancy: Occupancy
-    timing: Timing
-    x_copy: float
-    noise_ms: Ms
-
-
-class Best(Struct):  # the fastest correct cell, and those tied with it (it first)
-    name: str
-    tied: list[str]
-
-
-class LaunchRecord(Record, kw_only=True):
-    problem: TimedProblem
-    method: LaunchMethod
-    references: References
-    cells: list[Cell]
-    roof_ms: Ms
-    best: Best
+LaunchMethod = _alike("LaunchMethod", {int: "rounds check_trials", Ms: "warmup_ms rep_ms", bool: "interleaved",
+                                       str: "check timed_call noise occupancy"})
+Timed = _alike("Timed", {str: "what", Timing: "timing", float: "x_copy", Ms: "noise_ms"})
+CheckedTimed = _alike("CheckedTimed", {Check: "check"}, base=Timed)
+References = _alike("References", {Timed: "copy_", CheckedTimed: "float4"}, rename={"float4": "2_float4"})
+Occupancy = _alike("Occupancy", {int: "registers resident_blocks_per_sm resident_threads_per_sm "
+                                      "load_bytes_in_flight_per_sm"})
+Cell = _alike("Cell", {str: "name", int: "threads vectors blocks_per_sm", Check: "check", Occupancy: "occupancy",
+                       bool: "hints grid_stride bit_identical_to_2_float4 correct", Timing: "timing",
+                       float: "x_copy", Ms: "noise_ms"})
+Best = _alike("Best", {str: "name", list[str]: "tied"})  # the fastest correct cell, and those tied with it (it first)
+LaunchRecord = _alike("LaunchRecord", {TimedProblem: "problem", LaunchMethod: "method", References: "references",
+                                       list[Cell]: "cells", Ms: "roof_ms", Best: "best"}, base=Record, kw_only=True)
 
 
 # -- model ----------------------------------------------------------------------------------------------------------
-class Default(Struct):
-    dtype: str
-    direction: Direction
-    build: str
-    flags: str
-    measured_as: str = field(name="measured as")
-
-
-class AccuracyCheck(Struct):
-    passed: bool
-    worst_ulp_by_alpha: dict[str, dict[str, Ulp]]  # alpha -> route
-    inputs_per_alpha: int
-
-
-class Opcheck(Struct):
-    passed: bool
-    calls: int
-    failed: list[str]
-
-
-Gradients = _alike("Gradients", bool, "passed gradcheck_float64 gradgradcheck_float64 float32_grad_bit_identical "
-                   "float32_double_backward_bit_identical forward_ad_equal vmap_close")
-CudaGraph = _alike("CudaGraph", bool, "passed replay_equals_eager_forward replay_equals_eager_backward")
-
-
-class Layouts(Struct):
-    passed: bool
-    channels_last_kept: bool
-    channels_last_kernels: int
-    export_has_the_op: bool
-    export_output_equal: bool
-    compile_fuses_f_elu: bool
-    compile_strict_keeps_the_op: bool
-    autocast_bit_identical: bool
-
-
-class Checks(Struct):
-    accuracy: AccuracyCheck
-    opcheck: Opcheck
-    gradients: Gradients
-    cuda_graph: CudaGraph
-    layouts_and_tracing: Layouts
-
-
-class HostCost(Struct):
-    route: str
-    numel: Elements
-    requires_grad: bool
-    autocast: bool
-    us_per_call: Us
-    us_runs: list[Us]
+Default = _alike("Default", {str: "dtype build flags measured_as", Direction: "direction"},
+                 rename={"measured_as": "measured as"})
+AccuracyCheck = _alike("AccuracyCheck", {bool: "passed", int: "inputs_per_alpha",
+                                         dict[str, dict[str, Ulp]]: "worst_ulp_by_alpha"})  # alpha -> route
+Opcheck = _alike("Opcheck", {bool: "passed", int: "calls", list[str]: "failed"})
+Gradients = _alike("Gradients", {bool: "passed gradcheck_float64 gradgradcheck_float64 float32_grad_bit_identical "
+                                       "float32_double_backward_bit_identical forward_ad_equal vmap_close"})
+CudaGraph = _alike("CudaGraph", {bool: "passed replay_equals_eager_forward replay_equals_eager_backward"})
+Layouts = _alike("Layouts", {bool: "passed channels_last_kept export_has_the_op export_output_equal compile_fuses_f_elu "
+                                   "compile_strict_keeps_the_op autocast_bit_identical", int: "channels_last_kernels"})
+Checks = _alike("Checks", {AccuracyCheck: "accuracy", Opcheck: "opcheck", Gradients: "gradients",
+                           CudaGraph: "cuda_graph", Layouts: "layouts_and_tracing"})
+HostCost = _alike("HostCost", {str: "route", Elements: "numel", bool: "requires_grad autocast", Us: "us_per_call",
+                               list[Us]: "us_runs"})
 
 
 class Step(Struct, kw_only=True):  # whole steps of a model, timed in runs
@@ -600,43 +238,19 @@ class Step(Struct, kw_only=True):  # whole steps of a model, timed in runs
         | Unset = UNSET
 
 
-class Model(Record, kw_only=True):
-    defaults: list[Default]
-    checks: Checks
-    host_cost: list[HostCost]
-    end_to_end: list[Step]
+Model = _alike("Model", {list[Default]: "defaults", Checks: "checks", list[HostCost]: "host_cost",
+                         list[Step]: "end_to_end"}, base=Record, kw_only=True)
 
 
 # -- sanitize and tests ---------------------------------------------------------------------------------------------
-class Verdict(Struct):
-    errors: int | None
-    ok: bool
-
-
-class Sanitize(Record, kw_only=True):
-    passed: bool
-    compute_sanitizer: str | None
-    tools: list[str]
-    builds: dict[str, dict[str, Verdict]]  # build -> tool
-
-
-Counts = _alike("Counts", int, "passed failed error skipped xfailed xpassed")
-
-
-class Fuzz(Struct):
-    examples_per_test: int
-    hypothesis_seed: int | str
-    builds: Literal["files", "all"]  # testing.suite.BUILD_SETS
-    rerun_with: str
-
-
-class Tests(Record, kw_only=True):
-    date_utc: str
-    command: str
-    duration_s: Sec | None
-    counts: Counts
-    failures: list[str]
-    fuzz: Fuzz
+Verdict = _alike("Verdict", {int | None: "errors", bool: "ok"})
+Sanitize = _alike("Sanitize", {bool: "passed", str | None: "compute_sanitizer", list[str]: "tools",
+                               dict[str, dict[str, Verdict]]: "builds"}, base=Record, kw_only=True)  # build -> tool
+Counts = _alike("Counts", {int: "passed failed error skipped xfailed xpassed"})
+Fuzz = _alike("Fuzz", {int: "examples_per_test", int | str: "hypothesis_seed", str: "rerun_with",
+                     Literal["files", "all"]: "builds"})  # testing.suite.BUILD_SETS
+Tests = _alike("Tests", {str: "date_utc command", Sec | None: "duration_s", Counts: "counts", list[str]: "failures",
+                         Fuzz: "fuzz"}, base=Record, kw_only=True)
 
 
 # "study", the main record, is Rows (a "backward" part of older records is left unread).
