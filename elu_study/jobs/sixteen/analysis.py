@@ -24,7 +24,7 @@ GOALS = {f"{DEFAULT} bfloat16": (1.00, 1.00), f"{DEFAULT} float16": (1.00, 1.01)
 # Two rows of one kernel each (Poly is Lean on bfloat16, Mid on float16): their gap is the record's resolution.
 SAME_KERNEL = (("7_lean bfloat16", "7_poly bfloat16"), ("7_mid float16", "7_poly float16"))
 FORMATS = {"difference": "{:+.3f}", "inst/elem": "{:.3f}", "SM MHz": "{:.0f}", "used %": "{:.0f}", "issue %": "{:.0f}",
-           "DRAM %": "{:.0f}", "budget inst/elem": "{:.0f}", "grads": "{:.0f}"}  # other floats: 3 decimals
+           "DRAM %": "{:.1f}", "budget inst/elem": "{:.1f}", "grads": "{:.0f}"}  # other floats: 3 decimals
 
 
 # Issue 46's prediction for step 7 under sustained load, written on 2026-12-05 before the run (notebook 12): the

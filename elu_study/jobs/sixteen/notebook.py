@@ -4,7 +4,12 @@ import pandas as pd
 
 from elu_study.core import fingerprint, tables
 from elu_study.core.entries import ENTRIES
+from elu_study.jobs.sixteen.analysis import FORMATS as JOB_FORMATS
 from elu_study.jobs.sixteen.analysis import GOALS, x_own_copy
+
+# The notebook's tables: the job's formats, but shares and the instruction budget as whole numbers (issue 45's
+# decimals budget: a tenth of a percent of DRAM's peak changes no argument the notebook makes).
+FORMATS = {**JOB_FORMATS, "DRAM %": "{:.0f}", "budget inst/elem": "{:.0f}"}
 
 
 def goals_verdict(xs: list[float], aim: float, must: float) -> str:
@@ -30,6 +35,6 @@ def goals(record: dict, main: dict) -> pd.DataFrame:
             and tables.this_build(main, name, known) else []
         x = x_own_copy(record, name)[0]
         out.append({"entry": name, "x own roof": x, "main record's": other[0] if other else None,
-                    "aim": f"{aim:.2f}", "must": f"{must:.2f}",
+                    "aim": f"{aim:g}", "must": f"{must:g}",
                     "verdict": tables.as_built(goals_verdict([x, *other], aim, must), earlier, ENTRIES[name].variant)})
     return pd.DataFrame(out).set_index("entry")
