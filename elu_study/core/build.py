@@ -287,6 +287,12 @@ def find_cuda_tool(tool: str) -> str:
     return found
 
 
+def build_binding_in_subprocess() -> None:
+    """``build_all``'s first job: the shared binding compiled into the disk cache."""
+    configure_toolchain()
+    binding()
+
+
 def build_in_subprocess(job: tuple) -> str:
     """One job of ``build_all`` compiled: (variant, nvcc flags) or (variant, nvcc flags, binding flags)."""
     name, flags, *cpp = job
@@ -301,13 +307,17 @@ def default_workers(builds: int) -> int:
 
 def build_all(jobs: list[tuple], workers: int | None = None) -> None:
     """Compile several (variant, extra flags) builds side by side, each in its own process, for the disk cache;
-    spawned workers where this process has used CUDA already (a fork could not initialize CUDA again)."""
-    binding()  # once, before the builds that share it
+    spawned workers where this process has used CUDA already (a fork could not initialize CUDA again). The shared
+    binding, the longest compile, starts first beside them: a build's library does not link to it (``register``
+    hands its table to the binding at load time), so nothing waits for it but this process's own load."""
     context = multiprocessing.get_context("spawn") if torch.cuda.is_initialized() else None
-    with ProcessPoolExecutor(max_workers=workers or default_workers(len(jobs)), mp_context=context) as pool, \
+    with ProcessPoolExecutor(max_workers=workers or default_workers(len(jobs) + 1), mp_context=context) as pool, \
             tqdm(total=len(jobs), desc="compiling", unit="build", mininterval=0) as bar:  # every build shown
+        shared = pool.submit(build_binding_in_subprocess)
         futures = {pool.submit(build_in_subprocess, job): job for job in jobs}
         for done in as_completed(futures):
             done.result()
             bar.set_postfix_str(textwrap.shorten(" ".join([futures[done][0], *futures[done][1]]), 50), refresh=False)
             bar.update()
+        shared.result()
+    binding()  # loaded from the disk cache the worker filled
