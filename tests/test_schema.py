@@ -132,3 +132,12 @@ def test_a_record_of_its_type_needs_only_what_the_type_requires():
     rec["fingerprint"] = None
     with pytest.raises(record.RecordError, match=r"x\.json: Expected `object`, got `null` - at `\$\.fingerprint`"):
         record.check_schema(rec, "study", "x.json")
+
+
+def test_a_type_given_twice_keeps_both_groups_and_a_field_named_twice_is_refused():
+    """``_alike`` takes (type, names) pairs in order: a second group of one type adds its fields (a dict keyed by
+    type would drop the first group silently, and a record missing those fields would still validate)."""
+    t = schema._alike("T", [(str, "name kind"), (int, "n"), (str, "extra")])
+    assert t.__struct_fields__ == ("name", "kind", "n", "extra")
+    with pytest.raises(TypeError, match="named twice"):
+        schema._alike("U", [(str, "a b"), (int, "a")])
