@@ -229,27 +229,47 @@ def test_a_slower_default_changes_the_grades_and_the_goals(rec):
     assert fast.loc[name, "verdict"] == "aim met"
 
 
-def test_the_goals_grade_every_short_run_of_a_build_and_call_a_bar_between_two_runs_a_tie(rec, monkeypatch):
-    """Notebook 12's goals: a default's runs in this record and the main one, all under the aim: met; one on each
-    side of it: a tie at the aim (two runs of one build differ by more than either's noise); all over the must: not
-    met. The main record's run of an earlier build is another kernel's: not counted."""
+@pytest.mark.parametrize("runs, aim, must, grade", [
+    ((0.970, 0.975), 1.0, 1.01, "aim met"), ((0.998, 1.002), 1.0, 1.01, "tie at the aim"),
+    ((1.0015, 1.003), 1.0, 1.01, "tie at the aim"),  # over the aim, but within the tie of it
+    ((1.004, 1.006), 1.0, 1.01, "must met"), ((1.008, 1.012), 1.0, 1.01, "tie at the must"),
+    ((1.02, 1.03), 1.0, 1.01, "NOT met"), ((0.995, 1.015), 1.0, 1.01, "tie at the aim and the must"),
+    ((0.999, 1.001), 1.0, 1.0, "tie at the aim and the must"),  # bfloat16's aim is its must
+])
+def test_the_goals_call_a_bar_between_two_runs_or_within_their_tie_a_tie(runs, aim, must, grade):
+    assert notebook.goals_verdict(list(runs), aim, must, tie=0.002) == grade
+
+
+def test_the_goals_pool_the_main_records_run_only_where_both_ran_this_trees_build(rec, monkeypatch):
+    """Notebook 12's goals: each default's short run here and in the main record, graded together; a record of an
+    earlier build (either) holds another kernel: this record's run is graded alone, and says so."""
     name, main = "7_sixteen_bits float16", record.load(record.REFERENCE_GPU)
-    aim, must = analysis.GOALS[name]
+    goals = notebook.goals(rec, main)
+    assert goals.loc[name, "main record's"] == pytest.approx(over_roof(main, name))
+    assert goals.loc[name, "x own roof"] == pytest.approx(over_roof(rec, name))
+    tie = goals.loc[name, "tie within"]
+    assert tie >= max(analysis.spread(r, name) for r in (rec, main))
+    must = analysis.GOALS[name][1]
+    slow = scaled(main, name, (must + 3 * tie) / over_roof(main, name))  # the main run over the must, this one not
+    assert over_roof(rec, name) < must and notebook.goals(rec, slow).loc[name, "verdict"].startswith("tie at the")
+    for stale in (rec, slow):  # either record of an earlier build of step 7: not pooled
+        monkeypatch.setattr(fingerprint, "earlier_variants", lambda r, s=stale: {"7_sixteen_bits"} if r is s else set())
+        alone = notebook.goals(rec, slow)
+        assert pd.isna(alone.loc[name, "main record's"])
+        assert alone.loc[name, "verdict"].endswith("(earlier build)") == (stale is rec)
 
-    def verdict(this: float, other: float) -> str:
-        a, b = (scaled(r, name, x / over_roof(r, name)) for r, x in ((rec, this), (main, other)))
-        return notebook.goals(a, b).loc[name, "verdict"]
 
-    assert verdict(aim - 0.004, aim - 0.001) == "aim met"
-    assert verdict(aim - 0.001, aim + 0.001) == verdict(aim + 0.001, aim - 0.001) == "tie at the aim"
-    assert verdict(aim + 0.001, must - 0.001) == "must met"
-    assert verdict(must - 0.001, must + 0.002) == "tie at the must"
-    assert verdict(must + 0.001, must + 0.003) == "NOT met"
-    a = scaled(rec, name, (aim - 0.002) / over_roof(rec, name))
-    b = scaled(main, name, (must + 0.01) / over_roof(main, name))
-    monkeypatch.setattr(fingerprint, "earlier_variants", lambda r: {"7_sixteen_bits"} if r is b else set())
-    goals = notebook.goals(a, b)
-    assert goals.loc[name, "verdict"] == "aim met" and pd.isna(goals.loc[name, "main record's"])
+def test_the_notebooks_prediction_table_calls_a_time_within_the_runs_resolution_of_its_range_a_tie(rec):
+    name = "7_sixteen_bits float16"
+    lo, hi = analysis.PREDICTION[(name, "x own copy_")]
+    tie = notebook.goals(rec, rec).loc[name, "tie within"]  # the same rule: this record's resolution and the row's
+
+    def verdict(x: float) -> str:
+        table = notebook.graded(scaled(rec, name, x / over_roof(rec, name))).reset_index()
+        return table[(table["entry"] == name) & (table["what"] == "x own copy_")].iloc[0]["verdict"]
+
+    assert verdict(hi + tie / 2) == verdict(lo - tie / 2) == "TIE (within the run's resolution)"
+    assert verdict(hi + 3 * tie) == "MISSED" and verdict(lo - 3 * tie) == "MISSED (faster)" and verdict(lo) == "HELD"
 
 
 def test_the_prediction_is_graded_on_its_own_range(rec):

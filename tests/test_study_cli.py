@@ -53,25 +53,21 @@ def test_jobs_default_in_help_is_what_build_all_takes(monkeypatch, capsys):
 
 def test_the_progress_bar_names_each_build(monkeypatch, capsys):
     jobs = [("1_naive", ()), ("3_grid_stride", ("-DELU_GRID_WAVES=2",)), ("6_beyond_copy", ("-DELU6_THREADS=128",) * 12)]
-    workers, submitted, loaded = [], [], []
-
-    class Pool(ThreadPoolExecutor):
-        def submit(self, fn, *args):
-            submitted.append(fn.__name__)
-            return super().submit(fn, *args)
+    workers, events = [], []
 
     def pool(max_workers, mp_context):
         workers.append(max_workers)
-        return Pool(max_workers)
+        return ThreadPoolExecutor(max_workers)
 
-    monkeypatch.setattr(build, "binding", lambda: loaded.append(len(submitted)))
+    monkeypatch.setattr(build, "binding", lambda: events.append("loaded"))
+    monkeypatch.setattr(build, "build_binding_in_subprocess", lambda: events.append("binding compiled"))
     monkeypatch.setattr(build, "ProcessPoolExecutor", pool)
-    monkeypatch.setattr(build, "build_in_subprocess", lambda job: "built")
+    monkeypatch.setattr(build, "build_in_subprocess", lambda job: events.append(job[0]))
     build.build_all(jobs)
     bar = capsys.readouterr().err
-    # the shared binding compiles beside the three builds, submitted first; this process loads it once all are done
-    assert "3/3" in bar and workers == [build.default_workers(4)]
-    assert submitted == ["build_binding_in_subprocess"] + ["<lambda>"] * 3 and loaded[-1] == 4
+    # the shared binding compiles in the pool beside the three builds; this process loads it once all are done
+    assert "4/4" in bar and "the shared binding" in bar and workers == [build.default_workers(4)]
+    assert events[-1] == "loaded" and sorted(events[:-1]) == sorted(["binding compiled", *(j[0] for j in jobs)])
     assert "1_naive" in bar and "3_grid_stride -DELU_GRID_WAVES=2" in bar and "6_beyond_copy -DELU6_THREADS=128" in bar
     assert max(len(part) for part in bar.split("\r")) <= WIDTH  # a long build's name is shortened
 

@@ -312,12 +312,11 @@ def build_all(jobs: list[tuple], workers: int | None = None) -> None:
     hands its table to the binding at load time), so nothing waits for it but this process's own load."""
     context = multiprocessing.get_context("spawn") if torch.cuda.is_initialized() else None
     with ProcessPoolExecutor(max_workers=workers or default_workers(len(jobs) + 1), mp_context=context) as pool, \
-            tqdm(total=len(jobs), desc="compiling", unit="build", mininterval=0) as bar:  # every build shown
-        shared = pool.submit(build_binding_in_subprocess)
-        futures = {pool.submit(build_in_subprocess, job): job for job in jobs}
+            tqdm(total=len(jobs) + 1, desc="compiling", unit="build", mininterval=0) as bar:  # every build shown
+        futures = {pool.submit(build_binding_in_subprocess): ("the shared binding", ())}
+        futures |= {pool.submit(build_in_subprocess, job): job for job in jobs}
         for done in as_completed(futures):
             done.result()
             bar.set_postfix_str(textwrap.shorten(" ".join([futures[done][0], *futures[done][1]]), 50), refresh=False)
             bar.update()
-        shared.result()
     binding()  # loaded from the disk cache the worker filled
