@@ -684,3 +684,24 @@ def test_the_verdicts_slowest_sustained_run_pools_only_runs_of_this_trees_build(
         for n in names:
             expected = [main_runs[n]] if stale else sorted([main_runs[n], record.row(sixteen, n)["x_roof_sustained"]])
             assert runs[n] == pytest.approx(expected), (n, stale)
+
+
+def test_the_steps_figure_draws_both_protocols_and_marks_rows_beyond_its_window(study_record):
+    """The README's figure: each row's short time (open marker) and sustained time (filled) over its own roof, on a
+    scale that spans the rows near their roof; a row far over it (step 1, F.elu at 16 bits) is an arrow at the edge
+    that gives both numbers, so the near-roof differences the verdict argues about stay visible."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+
+    fig = front.figure(study_record)
+    ax = fig.axes[0]  # float32
+    rows = {r["name"]: r for r in study_record["rows"]}
+    step6, naive = rows["6_beyond_copy"], rows["1_naive"]
+    markers = [(line.get_xdata()[0], to_rgba(line.get_markerfacecolor()) == to_rgba("white"))
+               for line in ax.get_lines() if line.get_marker() == "o"]
+    assert any(x == pytest.approx(step6["x_roof"]) and hollow for x, hollow in markers)
+    assert any(x == pytest.approx(step6["x_roof_sustained"]) and not hollow for x, hollow in markers)
+    assert ax.get_xlim()[1] < naive["x_roof"]  # off the scale, and said so with both numbers
+    labels = [t.get_text() for t in ax.texts]
+    assert any(f"{naive['x_roof']:.3f} / {naive['x_roof_sustained']:.3f}, off scale" in t for t in labels), labels
+    plt.close(fig)

@@ -37,10 +37,11 @@ def _inside(rows) -> np.ndarray:
     return inside if inside.any() else ~inside
 
 
-def _off_scale(ax, y, value, x, unit=""):  # an arrow at the axis's edge x with the row's median
+def _off_scale(ax, y, value, x, unit=""):  # an arrow at the axis's edge x with the row's median (or its numbers)
     right = x >= np.mean(ax.get_xlim())
     ax.plot(x, y, ">" if right else "<", color="k", clip_on=False, zorder=5)
-    ax.text(x, y, f"  {value:.3f}{unit}, off scale  ", va="center", ha="right" if right else "left", fontsize=8,
+    shown = value if isinstance(value, str) else f"{value:.3f}"
+    ax.text(x, y, f"  {shown}{unit}, off scale  ", va="center", ha="right" if right else "left", fontsize=8,
             bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1})
 
 
@@ -137,28 +138,56 @@ def role(name: str) -> str:
     return "PyTorch" if pytorch else "peer" if first in ("triton", "cub_transform") else "this study"
 
 
+def _regimes(row: dict, roof: dict) -> list[tuple[float, float, float, bool]]:
+    """A row's (p10, median, p90) over its roof's median, short then sustained where both were timed so, and whether
+    each is the sustained one."""
+    pairs = [(row["timing"], roof["timing"], False)]
+    if row["timing"].get("sustained") and roof["timing"].get("sustained"):
+        pairs.append((row["timing"]["sustained"], roof["timing"]["sustained"], True))
+    return [(t["p10_ms"] / o["median_ms"], t["median_ms"] / o["median_ms"], t["p90_ms"] / o["median_ms"], held)
+            for t, o, held in pairs]
+
+
 def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None = None, one_scale: bool = False):
-    """Each row's time over its own roof (at 1), a panel per ``panels`` item (title -> row names), one x scale or not."""
+    """Each row's time over its own roof (at 1), short (open) and sustained (filled) with their p10-p90, a panel per
+    ``panels`` item (title -> row names), one x scale or not. The scale spans the rows within ``NEAR`` of their roof
+    (the differences the tables argue about); a row beyond it is an arrow at the edge with its numbers."""
     by_name = {r["name"]: r for r in record["rows"]}
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(0.36 * len(n) + 1.0 for n in panels.values()) + 1.2),
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(0.42 * len(n) + 1.0 for n in panels.values()) + 1.4),
                              gridspec_kw={"height_ratios": [len(n) + 1.5 for n in panels.values()]}, squeeze=False,
                              sharex=one_scale)
     shown = [by_name[n] for names in panels.values() for n in names]
+    marks = {r["name"]: _regimes(r, by_name[r["roof"]]) for r in shown}
+
+    def window(rows) -> tuple[float, float]:
+        near = [v for r in rows for lo, x, hi, _ in marks[r["name"]] if NEAR[0] <= x <= NEAR[1] for v in (lo, x, hi)]
+        return min(0.95, min(near) - 0.01), max(near) + 0.03 * (max(near) - min(0.95, min(near)))
+
     for ax, (panel, names) in zip(axes[:, 0], panels.items()):
         rows = sorted((by_name[n] for n in names), key=lambda r: r["x_roof"], reverse=True)
+        left, right = window(shown if one_scale else rows)
+        ax.set_xlim(left, right)
         for i, r in enumerate(rows):
-            own = by_name[r["roof"]]["timing"]["median_ms"]
-            _whisker(ax, i, r["timing"]["p10_ms"] / own, r["x_roof"], r["timing"]["p90_ms"] / own,
-                     ROLE_COLORS[role(r["name"])])
+            color, values = ROLE_COLORS[role(r["name"])], marks[r["name"]]
+            numbers = " / ".join(f"{x:.3f}" for _, x, _, _ in values)
+            if any(x > right for _, x, _, _ in values):
+                _off_scale(ax, i, numbers, right)
+                continue
+            for lo, x, hi, held in values:
+                y = i + (-0.17 if held else 0.17) * (len(values) > 1)
+                ax.plot([lo, min(hi, right)], [y, y], color=color, lw=2, alpha=0.5)
+                ax.plot(x, y, "o", color=color, mfc=color if held else "white")
+            ax.text(min(max(hi for _, _, hi, _ in values), right), i, f"  {numbers}", va="center", fontsize=8)
         ax.set(yticks=np.arange(len(rows)), yticklabels=[r["name"] for r in rows], ylim=(-0.7, len(rows) - 0.3))
         ax.axvline(1.0, **ROOF_STYLE)
-        x = [r["x_roof"] for r in (shown if one_scale else rows)]
-        ax.set_xlim(min(0.95, min(x) - 0.02), max(x) * 1.08)
         ax.set_title(panel, fontsize=10, loc="left")
         ax.grid(axis="x", alpha=0.3)
     roles = {role(r["name"]) for r in shown}
     handles = [Patch(color=c, label=k) for k, c in ROLE_COLORS.items() if k in roles]
-    handles += [plt.Line2D([], [], **ROOF_STYLE, label=label("own_roof")), plt.Line2D([], [], **SPREAD)]
+    handles += [plt.Line2D([], [], **ROOF_STYLE, label=label("own_roof")),
+                plt.Line2D([], [], color="k", marker="o", mfc="white", lw=2, alpha=0.6, label=label("roofs_short"))]
+    if any(len(v) > 1 for v in marks.values()):
+        handles.append(plt.Line2D([], [], color="k", marker="o", lw=2, alpha=0.6, label=label("roofs_sustained")))
     axes[-1, 0].set_xlabel(label("own_roof_x"))
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8)
     fig.suptitle(title or label("roofs_title", gpu=record["provenance"]["gpu"]), fontsize=11)
