@@ -5,7 +5,8 @@ its figures and the README's block; without a GPU, every step's SASS and the rec
 profile (ncu), accuracy, sanitize, beyond (ncu), launch, model, sizes, sixteen (ncu): one record each (GPU),
 results/<gpu>-<job>.json (profile's: -ncu.json); launch and sizes show the recorded sweep without a GPU.
 report: every job's figures and README block again from the committed records (no GPU needed).
-records: every record above measured again at one commit, each job in a fresh process, resumable (GPU).
+records: every record whose inputs changed measured again (--plan: which and why), each job in a fresh process,
+resumable (GPU).
 notebooks: execute the notebooks in place (on the GPU whose numbers they should carry; needs nbclient).
 """
 

@@ -272,6 +272,15 @@ def test_the_notebooks_prediction_table_calls_a_time_within_the_runs_resolution_
     assert verdict(hi + 3 * tie) == "MISSED" and verdict(lo - 3 * tie) == "MISSED (faster)" and verdict(lo) == "HELD"
 
 
+def test_the_notebooks_table_of_attempts_holds_every_one_change_row_once_its_dtypes_side_by_side(rec):
+    rows, table = analysis.tried_frame(rec), notebook.tried(rec)
+    assert len(table) == len({n.rsplit(" ", 1)[0] for n in rows.index})
+    for name, line in rows.iterrows():
+        attempt, dtype = name.rsplit(" ", 1)
+        assert table.loc[attempt, f"{dtype}: x own roof"] == pytest.approx(line["x own roof"])
+        assert table.loc[attempt, f"{dtype}: vs base"].startswith(f"{line['difference']:+.4f} {line['verdict']} (tie ")
+
+
 def test_the_prediction_is_graded_on_its_own_range(rec):
     """HELD exactly where the value lies in the range written; each row follows its own value only."""
     inst = {c["name"]: c["thread_instructions_per_element"] for c in rec["counters"]["rows"]}

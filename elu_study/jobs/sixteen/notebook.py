@@ -57,3 +57,23 @@ def graded(record: dict) -> pd.DataFrame:
             earlier = tables.EARLIER_BUILD if line["verdict"].endswith(tables.EARLIER_BUILD) else ""
             frame.loc[i, "verdict"] = "TIE (within the run's resolution)" + earlier
     return frame.set_index("entry")
+
+
+def tried(record: dict) -> pd.DataFrame:
+    """``analysis.tried_frame`` with one row per attempt, its dtypes side by side: each dtype's time over its own
+    roof and, against its base, the difference, the verdict and the tie it was judged by."""
+    d = analysis.tried_frame(record).reset_index()
+    d[["attempt", "dtype"]] = d["entry"].str.rsplit(" ", n=1, expand=True)
+    d["base"] = d["base"].str.rsplit(" ", n=1).str[0]
+    d["vs base"] = [f"{x:+.4f} {v} (tie {t:.4f})" for x, v, t in zip(d["difference"], d["verdict"], d["tie within"])]
+    out = []
+    for attempt, rows in d.groupby("attempt", sort=False):
+        line = {"attempt": attempt, "change": rows["change"].iloc[0], "base": " / ".join(dict.fromkeys(rows["base"]))}
+        for dtype in analysis.DTYPES:
+            row = rows[rows["dtype"] == dtype]
+            line[f"{dtype}: x own roof"] = row["x own roof"].iloc[0] if len(row) else None
+            line[f"{dtype}: vs base"] = row["vs base"].iloc[0] if len(row) else ""
+        exact = dict(zip(rows["dtype"], rows["bit-exact"]))
+        line["bit-exact"] = "yes" if set(exact.values()) == {"yes"} else "; ".join(f"{k}: {v}" for k, v in exact.items())
+        out.append(line)
+    return pd.DataFrame(out).set_index("attempt")
