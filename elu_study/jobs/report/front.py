@@ -37,11 +37,11 @@ def worst_ulp(entry: entries.Entry, row: dict, runs: dict) -> str:
             return "the reference" if entry.name.split()[0] == REFERENCE else "not checked"
         mismatches = row["exhaustive"]["mismatches"]
         return "bit-exact" if mismatches == 0 else f"{mismatches:,} mismatches"
-    kernel = entries.KERNELS.get(entry.variant)
+    kernel, first = entries.KERNELS.get(entry.variant), next(iter(runs.values()))
     formula = kernel.formula if kernel else entry.name
-    if formula not in next(iter(runs.values()))["formulas"]:
+    if formula not in first["formulas"]:
         return "not in the accuracy record"
-    if differ := next(iter(runs.values()))["same_as"].get(entry.variant, {}).get("n_differ"):
+    if differ := first["same_as"].get(entry.variant, {}).get("n_differ"):
         return f"{differ:,} inputs differ from {formula}"
     ulps = [max(side["ulp"] for side in run["formulas"][formula]["max_ulp"].values()) for run in runs.values()]
     return " / ".join(f"{u:.2f}" if u < 100 else f"{u:,.0f}" for u in ulps)
