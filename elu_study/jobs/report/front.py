@@ -190,10 +190,9 @@ def regime_points(study: dict) -> dict[str, tuple[tuple, tuple]]:
     """For ``figures.regimes_figure``: name -> ((MHz, x own roof, p10 x, p90 x) short, the same sustained)."""
     points = {}
     for r in measured(study):
-        both = ((r["timing"], r["x_roof"]), (r["timing"].get("sustained") or {}, r.get("x_roof_sustained")))
-        if all(t.get("sm_clock_mhz") is not None and x is not None for t, x in both):
-            points[r["name"]] = tuple((t["sm_clock_mhz"], x, t["p10_ms"] * (x / t["median_ms"]),
-                                       t["p90_ms"] * (x / t["median_ms"])) for t, x in both)
+        both = (r["timing"], r["timing"].get("sustained") or {})
+        if r.get("x_roof_sustained") is not None and all(t.get("sm_clock_mhz") is not None for t in both):
+            points[r["name"]] = tuple((t["sm_clock_mhz"], x, lo, hi) for t, (lo, x, hi, _) in zip(both, plots.regimes(r)))
     return points
 
 

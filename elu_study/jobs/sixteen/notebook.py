@@ -14,6 +14,13 @@ FORMATS = {**analysis.FORMATS, "DRAM %": "{:.0f}", "budget inst/elem": "{:.0f}",
            "tie within": "{:.4f}"}
 
 
+def tie(record: dict, runs: list[dict], name: str) -> float:
+    """How far a row's time over its roof may move and still be the same, as the single-change table judges it
+    (``analysis.tried_frame``): the widest of ``record``'s same-kernel gap and each run's spread and half p10-p90."""
+    gap = analysis.resolution_frame(record)["gap"].max()
+    return max(gap, *(f(r, name) for f in (analysis.spread, analysis.half_band) for r in runs))
+
+
 def goals_verdict(xs: list[float], aim: float, must: float, tie: float) -> str:
     """The goals' grade of one build's runs (time over its own roof): a bar that lies between two runs, or within
     ``tie`` (the runs' own resolution) of them, is a tie at that bar, not a pass or a miss."""
@@ -32,28 +39,26 @@ def goals(record: dict, main: dict) -> pd.DataFrame:
     where both ran this tree's build of it (``tables.this_build``; two builds are two kernels). The tie: as the
     single-change table's, the widest of the record's same-kernel gap and each run's spread and half p10-p90."""
     earlier, known, out = fingerprint.earlier_variants(record), {}, []
-    gap = analysis.resolution_frame(record)["gap"].max()
     for name, (aim, must) in GOALS.items():
         pooled = any(r["name"] == name for r in main["rows"]) and all(tables.this_build(r, name, known)
                                                                          for r in (record, main))
         runs = [record, main] if pooled else [record]
         xs = [x_own_copy(r, name)[0] for r in runs]
-        tie = max(gap, *(f(r, name) for f in (analysis.spread, analysis.half_band) for r in runs))
+        within = tie(record, runs, name)
         out.append({"entry": name, "x own roof": xs[0], "main record's": xs[1] if len(xs) > 1 else None,
-                    "tie within": tie, "aim": f"{aim:g}", "must": f"{must:g}",
-                    "verdict": tables.as_built(goals_verdict(xs, aim, must, tie), earlier, ENTRIES[name].variant)})
+                    "tie within": within, "aim": f"{aim:g}", "must": f"{must:g}",
+                    "verdict": tables.as_built(goals_verdict(xs, aim, must, within), earlier, ENTRIES[name].variant)})
     return pd.DataFrame(out).set_index("entry")
 
 
 def graded(record: dict) -> pd.DataFrame:
     """``analysis.graded_frame`` as the notebook shows it: a time outside its predicted range by no more than the
     goals' tie (``goals``) is a tie, not a miss."""
-    frame, gap = analysis.graded_frame(record).reset_index(), analysis.resolution_frame(record)["gap"].max()
+    frame = analysis.graded_frame(record).reset_index()
     for i, line in frame[frame["what"] == "x own copy_"].iterrows():
         lo, hi = analysis.PREDICTION[(line["entry"], line["what"])]
-        x = x_own_copy(record, line["entry"])[0]
-        tie = max(gap, analysis.spread(record, line["entry"]), analysis.half_band(record, line["entry"]))
-        if line["verdict"].startswith("MISSED") and lo - tie <= x <= hi + tie:
+        x, within = x_own_copy(record, line["entry"])[0], tie(record, [record], line["entry"])
+        if line["verdict"].startswith("MISSED") and lo - within <= x <= hi + within:
             earlier = tables.EARLIER_BUILD if line["verdict"].endswith(tables.EARLIER_BUILD) else ""
             frame.loc[i, "verdict"] = "TIE (within the run's resolution)" + earlier
     return frame.set_index("entry")

@@ -138,14 +138,13 @@ def role(name: str) -> str:
     return "PyTorch" if pytorch else "peer" if first in ("triton", "cub_transform") else "this study"
 
 
-def _regimes(row: dict, roof: dict) -> list[tuple[float, float, float, bool]]:
-    """A row's (p10, median, p90) over its roof's median, short then sustained where both were timed so, and whether
-    each is the sustained one."""
-    pairs = [(row["timing"], roof["timing"], False)]
-    if row["timing"].get("sustained") and roof["timing"].get("sustained"):
-        pairs.append((row["timing"]["sustained"], roof["timing"]["sustained"], True))
-    return [(t["p10_ms"] / o["median_ms"], t["median_ms"] / o["median_ms"], t["p90_ms"] / o["median_ms"], held)
-            for t, o, held in pairs]
+def regimes(row: dict) -> list[tuple[float, float, float, bool]]:
+    """A row's (p10, median, p90) over its roof's median (``derived``'s x_roof), short then sustained where it was
+    timed so, and whether each is the sustained one."""
+    pairs = [(row["timing"], row["x_roof"], False)]
+    if row.get("x_roof_sustained") is not None:
+        pairs.append((row["timing"]["sustained"], row["x_roof_sustained"], True))
+    return [(t["p10_ms"] * x / t["median_ms"], x, t["p90_ms"] * x / t["median_ms"], held) for t, x, held in pairs]
 
 
 def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None = None, one_scale: bool = False):
@@ -157,7 +156,7 @@ def roofs_figure(record: dict, panels: dict[str, list[str]], title: str | None =
                              gridspec_kw={"height_ratios": [len(n) + 1.5 for n in panels.values()]}, squeeze=False,
                              sharex=one_scale)
     shown = [by_name[n] for names in panels.values() for n in names]
-    marks = {r["name"]: _regimes(r, by_name[r["roof"]]) for r in shown}
+    marks = {r["name"]: regimes(r) for r in shown}
 
     def window(rows) -> tuple[float, float]:
         near = [v for r in rows for lo, x, hi, _ in marks[r["name"]] if NEAR[0] <= x <= NEAR[1] for v in (lo, x, hi)]
