@@ -155,6 +155,18 @@ def test_the_plan_says_how_long_each_stage_last_ran_and_what_running_the_due_one
     record.check_schema(json.loads(record.record_path(job="sizes", results_dir=results).read_text()), "sizes", "x")
 
 
+def test_until_counts_a_stage_never_run_on_this_gpu_at_the_reference_gpu_s_time(results, tmp_path):
+    """--until starts no stage that would run past it: one this GPU has no timing of is expected to take what it took
+    on the reference GPU (a cold H100 once started the beyond job 70 s before its call's end, and lost it)."""
+    log = tmp_path / "builds.jsonl"
+    log.write_text("")
+    tools = {"gpu": "NVIDIA H200", "driver": "1", "cuda_runtime": "13.0", "torch": "2.11.0+cu130"}
+    records.stamp(records.BY_NAME["beyond"], record.REFERENCE_GPU, log, tools, results, seconds=164.0)
+    assert records.seconds(records.BY_NAME["beyond"], "NVIDIA A100-SXM4-80GB", results) == 164.0
+    assert records.seconds(records.BY_NAME["beyond"], record.REFERENCE_GPU, results) == 164.0
+    assert records.seconds(records.BY_NAME["build"], "NVIDIA A100-SXM4-80GB", results) == 0.0  # it holds no record
+
+
 def test_the_tests_stage_runs_one_file_per_worker_under_one_seed_per_run(monkeypatch):
     """The suite's workers (pytest-xdist) share the run's hypothesis seed, given on the command line so that the
     record's rerun_with repeats it; each run draws its own; every process of a stage logs its builds to one file."""

@@ -124,6 +124,13 @@ def lines(rows, gpu: str, results_dir: Path | None = None) -> list[str]:
     return out
 
 
+def seconds(stage: Stage, gpu: str, results_dir: Path | None = None) -> float:
+    """How long ``stage`` last took on ``gpu``, else on the reference GPU (a first run on another GPU is not free:
+    ``--until`` must not start it blind), else 0."""
+    held = [(stage.held(name, results_dir) or {}).get("seconds") for name in (gpu, record.REFERENCE_GPU)]
+    return next((s for s in held if s is not None), 0.0)
+
+
 def stamp(stage: Stage, gpu: str, log: Path, tools: dict, results_dir: Path | None = None,
           seconds: float | None = None) -> None:
     """Write the fingerprint of a stage that just ran into its record (the rest of the file as it was)."""
@@ -219,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     failed, left, began = [], [], time.monotonic()
     for group in batches([stage for stage, _, runs in rows if runs]):
         start = time.monotonic()
-        expected = max((stage.held(gpu) or {}).get("seconds") or 0.0 for stage in group)
+        expected = max(seconds(stage, gpu) for stage in group)
         if args.until is not None and start - began + expected > args.until:
             left += [stage.name for stage in group]
             print(f"\n=== {', '.join(s.name for s in group)}: left for the next run ({start - began:.0f} s gone, its "
