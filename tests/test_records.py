@@ -157,14 +157,20 @@ def test_the_plan_says_how_long_each_stage_last_ran_and_what_running_the_due_one
 
 def test_until_counts_a_stage_never_run_on_this_gpu_at_the_reference_gpu_s_time(results, tmp_path):
     """--until starts no stage that would run past it: one this GPU has no timing of is expected to take what it took
-    on the reference GPU (a cold H100 once started the beyond job 70 s before its call's end, and lost it)."""
+    on the reference GPU (a cold H100 once started the beyond job 70 s before its call's end, and lost it); one it
+    has a timing of, its own. --plan says the same, and whose time it is."""
     log = tmp_path / "builds.jsonl"
     log.write_text("")
     tools = {"gpu": "NVIDIA H200", "driver": "1", "cuda_runtime": "13.0", "torch": "2.11.0+cu130"}
-    records.stamp(records.BY_NAME["beyond"], record.REFERENCE_GPU, log, tools, results, seconds=164.0)
-    assert records.seconds(records.BY_NAME["beyond"], "NVIDIA A100-SXM4-80GB", results) == 164.0
-    assert records.seconds(records.BY_NAME["beyond"], record.REFERENCE_GPU, results) == 164.0
-    assert records.seconds(records.BY_NAME["build"], "NVIDIA A100-SXM4-80GB", results) == 0.0  # it holds no record
+    h100, study = "NVIDIA H100 80GB HBM3", records.BY_NAME["study"]
+    records.stamp(study, record.REFERENCE_GPU, log, tools, results, seconds=208.0)
+    assert records.last_run(study, "NVIDIA A100-SXM4-80GB", results) == (208.0, record.REFERENCE_GPU)
+    assert record.record_path(h100, "study", results).exists()  # the H100's main record: its own time wins
+    records.stamp(study, h100, log, {**tools, "gpu": h100}, results, seconds=300.0)
+    assert records.last_run(study, h100, results) == (300.0, record.slug(h100))
+    rows = records.plan("NVIDIA A100-SXM4-80GB", None, ["study"], force=True, results_dir=results)
+    assert "(last run 208 s on nvidia-h200)" in records.lines(rows, "NVIDIA A100-SXM4-80GB", results)[1]
+    assert records.last_run(records.BY_NAME["build"], h100, results) is None  # a stage with no record of its own
 
 
 def test_the_tests_stage_runs_one_file_per_worker_under_one_seed_per_run(monkeypatch):

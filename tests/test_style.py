@@ -32,7 +32,7 @@ def test_ruff_finds_nothing():
 PACKAGE_CODE_LINES = 6_000
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pygount") is None, reason="pygount is not installed (the H200 machine's)")
+@pytest.mark.skipif(importlib.util.find_spec("pygount") is None, reason="pygount is not installed")
 def test_the_package_stays_within_its_lines_of_code():
     from pygount import SourceAnalysis
 

@@ -111,9 +111,10 @@ def lines(rows, gpu: str, results_dir: Path | None = None) -> list[str]:
     """``--plan``'s lines: each stage, current or due and why, and its last run's time; then the total to run."""
     out, took_s, unknown = [], {}, []
     for stage, why, runs in rows:
-        seconds = (stage.held(gpu, results_dir) or {}).get("seconds")
+        seconds, where = last_run(stage, gpu, results_dir) or (None, gpu)
         state = ("due" if why else "runs") if runs else "current"
-        took = f" (last run {seconds:.0f} s)" if seconds is not None else ""
+        on = "" if where == record.slug(gpu) else f" on {where}"
+        took = f" (last run {seconds:.0f} s{on})" if seconds is not None else ""
         out.append(f"  {stage.name:<9} {state:<8}{took}" + (f" {fingerprint.summary(why)}" if why else ""))
         if runs:
             took_s[stage] = seconds or 0.0
@@ -124,11 +125,13 @@ def lines(rows, gpu: str, results_dir: Path | None = None) -> list[str]:
     return out
 
 
-def seconds(stage: Stage, gpu: str, results_dir: Path | None = None) -> float:
-    """How long ``stage`` last took on ``gpu``, else on the reference GPU (a first run on another GPU is not free:
-    ``--until`` must not start it blind), else 0."""
-    held = [(stage.held(name, results_dir) or {}).get("seconds") for name in (gpu, record.REFERENCE_GPU)]
-    return next((s for s in held if s is not None), 0.0)
+def last_run(stage: Stage, gpu: str, results_dir: Path | None = None) -> tuple[float, str] | None:
+    """How long ``stage`` last took, and on which GPU: on ``gpu``, else on the reference GPU (a first run on another
+    GPU is not free: ``--until`` must not start it blind); None where neither record holds a time."""
+    for name in dict.fromkeys(map(record.slug, (gpu, record.REFERENCE_GPU))):
+        if (seconds := (stage.held(name, results_dir) or {}).get("seconds")) is not None:
+            return seconds, name
+    return None
 
 
 def stamp(stage: Stage, gpu: str, log: Path, tools: dict, results_dir: Path | None = None,
@@ -195,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="run the stages even where their record is current")
     parser.add_argument("--pack", type=Path, help="after every stage, write the records etc. into this .tar.gz")
     parser.add_argument("--until", type=float, metavar="SECONDS",
-                        help="start no stage whose last run would end past this many seconds from now (a device "
-                             "call's limit): it is left due for the next run")
+                        help="start no stage whose last run (here, else on the reference GPU) would end past this many "
+                             "seconds from now (a device call's limit): it is left due for the next run")
     parser.add_argument("--gpu", default=record.REFERENCE_GPU,
                         help="without a GPU: whose records --plan reads (default: %(default)s)")
     parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)  # the build stage's process
@@ -226,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     failed, left, began = [], [], time.monotonic()
     for group in batches([stage for stage, _, runs in rows if runs]):
         start = time.monotonic()
-        expected = max(seconds(stage, gpu) for stage in group)
+        expected = max((last_run(stage, gpu) or (0.0,))[0] for stage in group)
         if args.until is not None and start - began + expected > args.until:
             left += [stage.name for stage in group]
             print(f"\n=== {', '.join(s.name for s in group)}: left for the next run ({start - began:.0f} s gone, its "
