@@ -7,6 +7,8 @@
 #   bash scripts/h200_record.sh build gputests:"flushing or 4_fast_math"  # those tests only (pytest -k)
 #   bash scripts/h200_record.sh records          # every due record (its inputs changed), resumable (python -m elu_study records)
 #   UNTIL=540 bash scripts/h200_record.sh records:study,beyond  # those if due; none started that would end past 540 s
+#   ONLY_ON=H200 bash scripts/h200_record.sh records  # nothing at all unless nvidia-smi names an H200 (exit 3): a
+#                                                    # device call that may come on another GPU spends only its start
 # Stages: build (every kernel build of every job, in parallel), study (results/<gpu>.json, figures, README block), profile (results/<gpu>-ncu.json),
 # accuracy (results/<gpu>-accuracy.json), sanitize (results/<gpu>-sanitize.json), notebooks
 # (executed in place, then re-run by nbval), tests (the whole suite, GPU tests and fuzzing
@@ -14,6 +16,13 @@
 # $OUT is set (the device tool's output folder); scripts/take_records.sh takes it into the tree before the next call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [ -n "${ONLY_ON:-}" ]; then
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  case "$gpu" in
+    *"$ONLY_ON"*) ;;
+    *) echo "ONLY_ON=$ONLY_ON: this machine's GPU is '${gpu:-none}'; nothing run" >&2; exit 3 ;;
+  esac
+fi
 export PYTHONUNBUFFERED=1
 export PYTHONPATH=$(pwd)${PYTHONPATH:+:$PYTHONPATH}  # notebook kernels start in notebooks/: find elu_study
 if [ -d .whl ] && ! python3 -c "import nbval, ipykernel, msgspec" 2>/dev/null; then  # no jupyter or msgspec: carried wheels

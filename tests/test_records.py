@@ -313,3 +313,14 @@ def test_without_a_gpu_the_plan_reads_the_records_of_the_gpu_named(capsys, monke
     with pytest.raises(SystemExit):  # a GPU with no main record: named, with those there are, not an empty plan
         records.main(["--plan", "--gpu", "no-such-gpu"])
     assert "recorded: nvidia-h200" in capsys.readouterr().err
+
+
+def test_the_gpu_script_runs_nothing_on_a_gpu_it_was_not_asked_for(tmp_path):
+    """ONLY_ON=H200: a device call that comes on another GPU (or none, as here) exits 3 before any stage, so it spends
+    only its start; without it the same call would measure that GPU's records (a cold H100 once spent 600 s so)."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "h200_record.sh"
+    done = subprocess.run(["bash", str(script), "records"], env={"PATH": "/usr/bin:/bin", "ONLY_ON": "H200",
+                                                                   "OUT": str(tmp_path)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3 and "nothing run" in done.stderr, done.stderr
+    assert not list(tmp_path.iterdir())  # no stage ran, nothing packed
